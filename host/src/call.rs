@@ -1,0 +1,81 @@
+//! The shapes of one call as it passes through the host: who asked ([`CallContext`]),
+//! what they asked for ([`CallRequest`]) and what came back ([`CallResult`]).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::error::ToolError;
+
+/// Who is calling and where. Set by the host, never by a plugin.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    /// The agent or MCP connection that made the call.
+    pub owner: Arc<str>,
+    pub session: Arc<str>,
+    /// Unique within the session: `call-N`.
+    pub call_id: String,
+    /// The session workspace (absolute).
+    pub workdir: PathBuf,
+    pub scope: Arc<str>,
+    /// Where this session's spill files go.
+    pub spill_dir: PathBuf,
+    /// The budget of this call's content, in bytes.
+    pub output_budget: u32,
+}
+
+impl CallContext {
+    /// A spill file for this call; `what` tells apart several files of one call.
+    pub fn spill_path(&self, what: &str) -> PathBuf {
+        self.spill_dir.join(format!("{}-{what}.txt", self.call_id))
+    }
+}
+
+/// A call as the model declared it.
+#[derive(Debug, Clone)]
+pub struct CallRequest {
+    pub tool: String,
+    pub args: serde_json::Value,
+    pub owner: Arc<str>,
+    pub scope: Arc<str>,
+}
+
+/// What a call produced: the only thing the model sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallResult {
+    pub content: String,
+    pub error: Option<ToolError>,
+    /// File with the full output when `content` is a cut of it.
+    pub full_output_path: Option<PathBuf>,
+}
+
+impl CallResult {
+    pub fn ok(content: impl Into<String>) -> Self {
+        CallResult {
+            content: content.into(),
+            error: None,
+            full_output_path: None,
+        }
+    }
+
+    pub fn failed(error: ToolError) -> Self {
+        CallResult {
+            content: String::new(),
+            error: Some(error),
+            full_output_path: None,
+        }
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.error.is_some()
+    }
+
+    /// The text the model reads: the error line first (when the call failed), then the
+    /// content.
+    pub fn text(&self) -> String {
+        match &self.error {
+            None => self.content.clone(),
+            Some(error) if self.content.is_empty() => error.to_string(),
+            Some(error) => format!("{error}\n{}", self.content),
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! `dsh.toml`: the operator's configuration. Owns parsing and the defaults; every other
+//! module reads its settings from here.
+//!
+//! ```toml
+//! [limits]
+//! output_budget_bytes = 30000   # what the model sees of one result at most
+//! call_timeout_ms = 900000      # the execute stage's timeout for any tool call
+//!
+//! [process]
+//! kill_grace_ms = 2000          # TERM, this long, then KILL
+//!
+//! [gate]
+//! default = "allow"             # what a call matching no rule gets
+//! [[gate.rules]]
+//! action = "deny"
+//! tool = "bash"                 # glob: `*` matches any run of characters
+//! arg = "command"               # optional: a top-level argument ...
+//! pattern = 'rm\s+-rf\s+/'      # ... whose string value matches this regex
+//! reason = "no recursive delete from the root"
+//!
+//! [scopes]
+//! readonly = ["lsp_*"]          # tool patterns a scope sees; `default` sees all
+//!
+//! [plugins.bash]
+//! cpu_ms = 10000                # guest CPU time per call
+//! memory_mb = 64                # linear memory cap
+//! timeout_ms = 700000           # the execute stage's timeout for this plugin's tools
+//! [plugins.bash.settings]       # handed to the plugin as JSON
+//! default_timeout_ms = 120000
+//! max_timeout_ms = 600000
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+/// Why a configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("invalid {path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+/// The whole of `dsh.toml`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub process: ProcessConfig,
+    #[serde(default)]
+    pub gate: GateConfig,
+    /// Scope name → tool name patterns the scope may see.
+    #[serde(default)]
+    pub scopes: BTreeMap<String, Vec<String>>,
+    /// Plugin name → its bounds and settings.
+    #[serde(default)]
+    pub plugins: BTreeMap<String, PluginConfig>,
+}
+
+/// Limits that apply to every call.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// The most bytes of a result's content the model sees (when the tool sets none).
+    pub output_budget_bytes: u32,
+    /// The execute stage's timeout for a call (when the plugin sets none).
+    pub call_timeout_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            output_budget_bytes: 30_000,
+            call_timeout_ms: 900_000,
+        }
+    }
+}
+
+/// How the process service treats process trees.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProcessConfig {
+    /// Time between TERM and KILL when a process group is stopped.
+    pub kill_grace_ms: u64,
+    /// How long output is still read after the shell exits (a process that left the
+    /// group may hold the pipe open; it is not waited for longer than this).
+    pub drain_ms: u64,
+}
+
+impl Default for ProcessConfig {
+    fn default() -> Self {
+        ProcessConfig {
+            kill_grace_ms: 2_000,
+            drain_ms: 200,
+        }
+    }
+}
+
+/// The pre-execute gate's rules.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateConfig {
+    /// What a call that matches no rule gets.
+    #[serde(default)]
+    pub default: GateAction,
+    /// Checked in order; the first rule that matches decides.
+    #[serde(default)]
+    pub rules: Vec<GateRule>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GateAction {
+    #[default]
+    Allow,
+    Deny,
+}
+
+/// One gate rule. Every field given must match for the rule to apply.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateRule {
+    pub action: GateAction,
+    /// Tool name glob (`*` matches any run of characters); all tools when absent.
+    pub tool: Option<String>,
+    /// Scope glob; all scopes when absent.
+    pub scope: Option<String>,
+    /// A top-level argument whose string value `pattern` is matched against.
+    pub arg: Option<String>,
+    /// Regex matched against `arg` (required when `arg` is given).
+    pub pattern: Option<String>,
+    /// Shown to the model when the rule denies.
+    pub reason: Option<String>,
+}
+
+/// One plugin's bounds and settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginConfig {
+    /// Guest CPU time per call, in milliseconds (time spent in host calls is not counted).
+    pub cpu_ms: Option<u64>,
+    /// Linear memory cap in MiB.
+    pub memory_mb: Option<u64>,
+    /// The execute stage's timeout for this plugin's tools.
+    pub timeout_ms: Option<u64>,
+    /// Free-form settings handed to the plugin as JSON in its call context.
+    #[serde(default)]
+    pub settings: toml::Table,
+}
+
+/// Default guest CPU budget per call.
+pub const DEFAULT_CPU_MS: u64 = 10_000;
+/// Default linear memory cap per plugin instance.
+pub const DEFAULT_MEMORY_MB: u64 = 128;
+
+impl Config {
+    /// Reads `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Config::parse(&text).map_err(|message| ConfigError::Invalid {
+            path: path.display().to_string(),
+            message,
+        })
+    }
+
+    /// Parses the text of a `dsh.toml` and checks what can be checked up front.
+    pub fn parse(text: &str) -> Result<Config, String> {
+        let config: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+        for (index, rule) in config.gate.rules.iter().enumerate() {
+            if rule.arg.is_some() != rule.pattern.is_some() {
+                return Err(format!(
+                    "gate.rules[{index}]: `arg` and `pattern` go together"
+                ));
+            }
+            if let Some(pattern) = &rule.pattern {
+                regex::Regex::new(pattern)
+                    .map_err(|e| format!("gate.rules[{index}].pattern: {e}"))?;
+            }
+        }
+        Ok(config)
+    }
+
+    /// The bounds and settings of `plugin` (defaults when it is not configured).
+    pub fn plugin(&self, plugin: &str) -> PluginConfig {
+        self.plugins.get(plugin).cloned().unwrap_or_default()
+    }
+}
+
+/// Glob match where `*` matches any run of characters.
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == text;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
+        return false;
+    }
+    let mut rest = &text[first.len()..text.len() - last.len()];
+    for middle in &parts[1..parts.len() - 1] {
+        match rest.find(middle) {
+            Some(at) => rest = &rest[at + middle.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_matches_stars_anywhere() {
+        assert!(glob_match("*", "bash"));
+        assert!(glob_match("lsp_*", "lsp_hover"));
+        assert!(!glob_match("lsp_*", "bash"));
+        assert!(glob_match("*_list", "job_list"));
+        assert!(glob_match("a*b*c", "axxbyyc"));
+        assert!(!glob_match("a*b*c", "axxcyyb"));
+        assert!(!glob_match("ab*ba", "aba"));
+        assert!(glob_match("bash", "bash"));
+    }
+
+    #[test]
+    fn arg_without_pattern_is_rejected() {
+        let err =
+            Config::parse("[[gate.rules]]\naction = \"deny\"\narg = \"command\"\n").unwrap_err();
+        assert!(err.contains("go together"), "{err}");
+    }
+
+    #[test]
+    fn bad_regex_is_rejected_with_its_rule() {
+        let err = Config::parse(
+            "[[gate.rules]]\naction = \"deny\"\narg = \"command\"\npattern = \"(\"\n",
+        )
+        .unwrap_err();
+        assert!(err.contains("gate.rules[0].pattern"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        assert!(Config::parse("[limits]\noutput_budget = 3\n").is_err());
+    }
+}

@@ -1,0 +1,266 @@
+//! Plugin loading and calling: a `.wasm` becomes a [`Plugin`] (compiled once, linked
+//! once into an instance-pre, its tool manuals read with `describe()`), and each call
+//! instantiates it in a fresh store.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+
+use super::bindings::dsh::plugin::types as wit;
+use super::bindings::ToolPre;
+use super::store::{new_store, Bounds, CallState};
+use super::Runtime;
+use crate::call::{CallContext, CallResult};
+use crate::config::{PluginConfig, DEFAULT_CPU_MS, DEFAULT_MEMORY_MB};
+use crate::error::{ErrorCode, ToolError};
+
+/// Where a plugin came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PluginSource {
+    Embedded,
+    Path(PathBuf),
+}
+
+impl std::fmt::Display for PluginSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PluginSource::Embedded => f.write_str("embedded"),
+            PluginSource::Path(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+/// Why a plugin was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("not a WebAssembly component: {0:#}")]
+    Compile(wasmtime::Error),
+    #[error("cannot be linked (an import dsh does not provide, or not a `tool` component): {0:#}")]
+    Link(wasmtime::Error),
+    #[error("describe() failed: {0}")]
+    Describe(ToolError),
+    #[error("compilation task failed: {0}")]
+    Join(String),
+}
+
+/// A tool's manual as a plugin declared it.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// Parsed JSON Schema of the arguments.
+    pub input_schema: serde_json::Value,
+    /// The raw schema text when it is not valid JSON (the registry refuses it).
+    pub input_schema_text: String,
+    pub idempotent: bool,
+    pub output_budget: Option<u32>,
+}
+
+/// A loaded plugin version: compiled and linked, ready to instantiate per call.
+pub struct Plugin {
+    pub name: Arc<str>,
+    pub source: PluginSource,
+    /// SHA-256 of the `.wasm`, hex.
+    pub digest: String,
+    pub loaded_at: SystemTime,
+    pub specs: Vec<ToolSpec>,
+    pub config: PluginConfig,
+    /// The plugin's settings as JSON, handed to every call.
+    pub settings_json: String,
+    pub bounds: Bounds,
+    pre: ToolPre<CallState>,
+}
+
+/// SHA-256 of `bytes`, hex.
+pub fn digest(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl Plugin {
+    /// Compiles (off the async threads), links and describes a plugin.
+    pub async fn load(
+        runtime: &Arc<Runtime>,
+        name: &str,
+        source: PluginSource,
+        bytes: Arc<[u8]>,
+        config: PluginConfig,
+    ) -> Result<Plugin, LoadError> {
+        let digest = digest(&bytes);
+        let engine = runtime.engine.clone();
+        let component = tokio::task::spawn_blocking(move || Component::new(&engine, &*bytes))
+            .await
+            .map_err(|e| LoadError::Join(e.to_string()))?
+            .map_err(LoadError::Compile)?;
+        let instance_pre = runtime
+            .linker
+            .instantiate_pre(&component)
+            .map_err(LoadError::Link)?;
+        let pre = ToolPre::new(instance_pre).map_err(LoadError::Link)?;
+        let settings_json = serde_json::to_string(&config.settings).unwrap_or_else(|_| "{}".into());
+        let bounds = Bounds {
+            cpu: Duration::from_millis(config.cpu_ms.unwrap_or(DEFAULT_CPU_MS)),
+            memory_bytes: (config.memory_mb.unwrap_or(DEFAULT_MEMORY_MB) as usize) << 20,
+        };
+        let mut plugin = Plugin {
+            name: name.into(),
+            source,
+            digest,
+            loaded_at: SystemTime::now(),
+            specs: Vec::new(),
+            config,
+            settings_json,
+            bounds,
+            pre,
+        };
+        plugin.specs = plugin
+            .describe(runtime)
+            .await
+            .map_err(LoadError::Describe)?;
+        Ok(plugin)
+    }
+
+    async fn describe(&self, runtime: &Runtime) -> Result<Vec<ToolSpec>, ToolError> {
+        let context = CallContext {
+            owner: "dsh".into(),
+            session: "load".into(),
+            call_id: "describe".into(),
+            workdir: std::env::temp_dir(),
+            scope: "default".into(),
+            spill_dir: std::env::temp_dir(),
+            output_budget: 0,
+        };
+        let state = CallState::new(
+            context,
+            self.name.clone(),
+            runtime.services.clone(),
+            self.bounds,
+        );
+        let mut store = new_store(&runtime.engine, state);
+        let described = async {
+            let tool = self.pre.instantiate_async(&mut store).await?;
+            tool.call_describe(&mut store).await
+        }
+        .await;
+        let specs = match described {
+            Ok(specs) => specs,
+            Err(error) => return Err(store.data().classify(error)),
+        };
+        Ok(specs
+            .into_iter()
+            .map(|spec| ToolSpec {
+                input_schema: serde_json::from_str(&spec.input_schema)
+                    .unwrap_or(serde_json::Value::Null),
+                input_schema_text: spec.input_schema,
+                name: spec.name,
+                description: spec.description,
+                idempotent: spec.idempotent,
+                output_budget: spec.output_budget,
+            })
+            .collect())
+    }
+
+    /// Runs tool `name` of this plugin in a fresh instance.
+    pub async fn call(
+        &self,
+        runtime: &Runtime,
+        context: CallContext,
+        name: &str,
+        args_json: &str,
+    ) -> CallResult {
+        let wit_context = wit::CallContext {
+            owner: context.owner.to_string(),
+            session: context.session.to_string(),
+            call_id: context.call_id.clone(),
+            workdir: context.workdir.display().to_string(),
+            scope: context.scope.to_string(),
+            settings_json: self.settings_json.clone(),
+            output_budget: context.output_budget,
+        };
+        let state = CallState::new(
+            context,
+            self.name.clone(),
+            runtime.services.clone(),
+            self.bounds,
+        );
+        let mut store = new_store(&runtime.engine, state);
+        let outcome = async {
+            let tool = self.pre.instantiate_async(&mut store).await?;
+            tool.call_call(&mut store, &wit_context, name, args_json)
+                .await
+        }
+        .await;
+        match outcome {
+            Ok(result) => CallResult {
+                content: result.content,
+                error: result
+                    .error
+                    .map(|e| ToolError::new(e.code.into(), e.message)),
+                full_output_path: result.full_output_path.map(PathBuf::from),
+            },
+            Err(error) => CallResult::failed(store.data().classify(error)),
+        }
+    }
+}
+
+impl From<wit::ErrorCode> for ErrorCode {
+    fn from(code: wit::ErrorCode) -> Self {
+        use wit::ErrorCode as W;
+        match code {
+            W::InvalidArguments => ErrorCode::InvalidArguments,
+            W::UnknownTool => ErrorCode::UnknownTool,
+            W::Denied => ErrorCode::Denied,
+            W::Timeout => ErrorCode::Timeout,
+            W::Cancelled => ErrorCode::Cancelled,
+            W::PluginTrap => ErrorCode::PluginTrap,
+            W::PluginOutOfMemory => ErrorCode::PluginOutOfMemory,
+            W::PluginCpuLimit => ErrorCode::PluginCpuLimit,
+            W::CapabilityDenied => ErrorCode::CapabilityDenied,
+            W::NotFound => ErrorCode::NotFound,
+            W::NotOwner => ErrorCode::NotOwner,
+            W::SendActive => ErrorCode::SendActive,
+            W::SessionClosing => ErrorCode::SessionClosing,
+            W::LspUnavailable => ErrorCode::LspUnavailable,
+            W::LimitExceeded => ErrorCode::LimitExceeded,
+            W::Internal => ErrorCode::Internal,
+        }
+    }
+}
+
+impl From<ToolError> for wit::ToolError {
+    fn from(error: ToolError) -> Self {
+        wit::ToolError {
+            code: error.code.into(),
+            message: error.message,
+        }
+    }
+}
+
+impl From<ErrorCode> for wit::ErrorCode {
+    fn from(code: ErrorCode) -> Self {
+        use wit::ErrorCode as W;
+        match code {
+            ErrorCode::InvalidArguments => W::InvalidArguments,
+            ErrorCode::UnknownTool => W::UnknownTool,
+            ErrorCode::Denied => W::Denied,
+            ErrorCode::Timeout => W::Timeout,
+            ErrorCode::Cancelled => W::Cancelled,
+            ErrorCode::PluginTrap => W::PluginTrap,
+            ErrorCode::PluginOutOfMemory => W::PluginOutOfMemory,
+            ErrorCode::PluginCpuLimit => W::PluginCpuLimit,
+            ErrorCode::CapabilityDenied => W::CapabilityDenied,
+            ErrorCode::NotFound => W::NotFound,
+            ErrorCode::NotOwner => W::NotOwner,
+            ErrorCode::SendActive => W::SendActive,
+            ErrorCode::SessionClosing => W::SessionClosing,
+            ErrorCode::LspUnavailable => W::LspUnavailable,
+            ErrorCode::LimitExceeded => W::LimitExceeded,
+            ErrorCode::Internal => W::Internal,
+        }
+    }
+}

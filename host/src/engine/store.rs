@@ -1,0 +1,151 @@
+//! The per-call state of a plugin instance: a fresh [`CallState`] in a fresh `Store` for
+//! every call, holding the call's context, an empty WASI context (nothing granted), the
+//! host services, and the CPU and memory accounting that enforces the plugin's bounds.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::call::CallContext;
+use crate::error::{ErrorCode, ToolError};
+use crate::services::Services;
+
+/// Which bound a call ran into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoundHit {
+    Cpu,
+    Memory,
+}
+
+/// Raised (as a trap) when a bound is hit.
+#[derive(Debug, thiserror::Error)]
+#[error("plugin exceeded its {0:?} bound")]
+pub struct BoundExceeded(pub BoundHit);
+
+/// The bounds of one plugin instance.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub cpu: Duration,
+    pub memory_bytes: usize,
+}
+
+/// Everything a plugin instance may reach during one call.
+pub struct CallState {
+    pub call: CallContext,
+    pub plugin: Arc<str>,
+    pub services: Services,
+    /// Time spent inside host calls; it does not count against the CPU budget.
+    pub host_time: Duration,
+    wasi: WasiCtx,
+    table: ResourceTable,
+    bounds: Bounds,
+    started: Instant,
+    bound_hit: Option<BoundHit>,
+}
+
+impl CallState {
+    pub fn new(call: CallContext, plugin: Arc<str>, services: Services, bounds: Bounds) -> Self {
+        CallState {
+            call,
+            plugin,
+            services,
+            host_time: Duration::ZERO,
+            // Deny by default: no arguments, environment, filesystem, network or stdio.
+            wasi: WasiCtx::builder().build(),
+            table: ResourceTable::new(),
+            bounds,
+            started: Instant::now(),
+            bound_hit: None,
+        }
+    }
+
+    /// Guest CPU time so far: wall time minus time spent in host calls.
+    fn guest_time(&self) -> Duration {
+        self.started.elapsed().saturating_sub(self.host_time)
+    }
+
+    /// Turns a failed guest call into the structured error the model sees.
+    pub fn classify(&self, error: wasmtime::Error) -> ToolError {
+        match self.bound_hit {
+            Some(BoundHit::Cpu) => ToolError::new(
+                ErrorCode::PluginCpuLimit,
+                format!(
+                    "plugin {} used more than its CPU budget of {} ms",
+                    self.plugin,
+                    self.bounds.cpu.as_millis()
+                ),
+            ),
+            Some(BoundHit::Memory) => ToolError::new(
+                ErrorCode::PluginOutOfMemory,
+                format!(
+                    "plugin {} tried to grow its memory past its cap of {} MiB",
+                    self.plugin,
+                    self.bounds.memory_bytes >> 20
+                ),
+            ),
+            None => {
+                let trap = error
+                    .downcast_ref::<wasmtime::Trap>()
+                    .map(|t| t.to_string())
+                    .unwrap_or_else(|| format!("{error:#}"));
+                ToolError::new(
+                    ErrorCode::PluginTrap,
+                    format!("plugin {} trapped: {trap}", self.plugin),
+                )
+            }
+        }
+    }
+}
+
+/// A store for one call with the bounds armed: epoch ticks check guest CPU time and
+/// yield to the async runtime; memory growth past the cap traps.
+pub fn new_store(engine: &wasmtime::Engine, state: CallState) -> Store<CallState> {
+    let mut store = Store::new(engine, state);
+    store.limiter(|state| state as &mut dyn ResourceLimiter);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|mut ctx| {
+        let state = ctx.data_mut();
+        if state.guest_time() > state.bounds.cpu {
+            state.bound_hit = Some(BoundHit::Cpu);
+            return Err(BoundExceeded(BoundHit::Cpu).into());
+        }
+        Ok(UpdateDeadline::Yield(1))
+    });
+    store
+}
+
+impl ResourceLimiter for CallState {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.bounds.memory_bytes {
+            self.bound_hit = Some(BoundHit::Memory);
+            return Err(BoundExceeded(BoundHit::Memory).into());
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}

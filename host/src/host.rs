@@ -1,0 +1,153 @@
+//! Assembles a running host from its configuration: the services, the engine, the plugin
+//! set (embedded defaults, overridden and extended by a plugin directory), the registry,
+//! the session and the pipeline. The CLI and the MCP front end start from here.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::engine::plugin::{digest, Plugin, PluginSource};
+use crate::engine::{embedded, EngineError, Runtime};
+use crate::pipeline::Pipeline;
+use crate::registry::{PluginStatus, Registry};
+use crate::services::Services;
+use crate::session::Session;
+
+/// Why a host could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("plugin directory {path}: {source}")]
+    PluginDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot open the session under {path}: {source}")]
+    Session {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// What a host starts from.
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    pub config: Config,
+    /// Overrides and extends the embedded plugins.
+    pub plugins_dir: Option<PathBuf>,
+    pub state_dir: PathBuf,
+    pub workdir: PathBuf,
+}
+
+/// A running host.
+pub struct Host {
+    pub pipeline: Arc<Pipeline>,
+    pub registry: Arc<Registry>,
+    pub services: Services,
+}
+
+impl Host {
+    pub async fn start(options: HostOptions) -> Result<Host, StartError> {
+        let config = Arc::new(options.config);
+        let services = Services::new(&config);
+        let runtime = Arc::new(Runtime::new(services.clone())?);
+        let registry = Arc::new(Registry::new(config.scopes.clone()));
+        load_plugin_set(&runtime, &registry, &config, options.plugins_dir.as_deref()).await?;
+        let session = Session::open(&options.state_dir, options.workdir).map_err(|source| {
+            StartError::Session {
+                path: options.state_dir.clone(),
+                source,
+            }
+        })?;
+        tracing::info!(session = %session.id, events = %session.events.path().display(), "session started");
+        let pipeline = Arc::new(Pipeline::new(
+            runtime,
+            registry.clone(),
+            Arc::new(session),
+            config,
+        ));
+        Ok(Host {
+            pipeline,
+            registry,
+            services,
+        })
+    }
+
+    /// Kills everything the host owns.
+    pub fn shutdown(&self) {
+        self.services.shutdown();
+    }
+}
+
+/// Loads the embedded plugins and those in `dir` (a file `NAME.wasm` replaces the
+/// embedded plugin `NAME`). A plugin that fails is recorded as refused with its reason;
+/// it never takes the others down.
+pub async fn load_plugin_set(
+    runtime: &Arc<Runtime>,
+    registry: &Registry,
+    config: &Config,
+    dir: Option<&Path>,
+) -> Result<(), StartError> {
+    let mut set: BTreeMap<String, (PluginSource, Arc<[u8]>)> = embedded::PLUGINS
+        .iter()
+        .map(|(name, bytes)| {
+            (
+                name.to_string(),
+                (PluginSource::Embedded, Arc::from(*bytes)),
+            )
+        })
+        .collect();
+    if let Some(dir) = dir {
+        let plugin_dir_error = |source| StartError::PluginDir {
+            path: dir.to_path_buf(),
+            source,
+        };
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(plugin_dir_error)?
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|path| path.extension().is_some_and(|ext| ext == "wasm"))
+            .collect();
+        paths.sort();
+        for path in paths {
+            let Some(name) = path.file_stem().and_then(|s| s.to_str()).map(str::to_owned) else {
+                continue;
+            };
+            match std::fs::read(&path) {
+                Ok(bytes) => {
+                    set.insert(name, (PluginSource::Path(path), Arc::from(bytes)));
+                }
+                Err(error) => registry.record_refusal(PluginStatus::refused(
+                    &name,
+                    &PluginSource::Path(path.clone()),
+                    "",
+                    format!("cannot read: {error}"),
+                )),
+            }
+        }
+    }
+    for (name, (source, bytes)) in set {
+        let file_digest = digest(&bytes);
+        let loaded =
+            Plugin::load(runtime, &name, source.clone(), bytes, config.plugin(&name)).await;
+        let outcome = loaded.map_err(|e| e.to_string()).and_then(|plugin| {
+            registry
+                .register(Arc::new(plugin))
+                .map_err(|e| e.to_string())
+        });
+        match outcome {
+            Ok(()) => tracing::debug!(plugin = %name, %source, "plugin loaded"),
+            Err(reason) => {
+                tracing::warn!(plugin = %name, %source, %reason, "plugin refused");
+                registry.record_refusal(PluginStatus::refused(
+                    &name,
+                    &source,
+                    &file_digest,
+                    reason,
+                ));
+            }
+        }
+    }
+    Ok(())
+}

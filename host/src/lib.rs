@@ -1,0 +1,17 @@
+//! dsh: a native host runtime for AI agent tools.
+//!
+//! The model declares tool calls; the [`registry`] validates them against the tools'
+//! schemas, the [`pipeline`] runs them through the gate, guards, execution, filters and
+//! finalization, and tool plugins — WebAssembly components loaded by the [`engine`] —
+//! act through the host [`services`], which own every process. See `ARCHITECTURE.md`.
+
+pub mod call;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod host;
+pub mod output;
+pub mod pipeline;
+pub mod registry;
+pub mod services;
+pub mod session;

@@ -1,0 +1,137 @@
+//! The dispatch layer: every call goes through the same stages, in this order, one file
+//! each:
+//!
+//! 1. [`s1_gate`]: the pre-execute gate (allow/deny rules from `dsh.toml`);
+//! 2. [`s2_guards`]: guards, in configured order, monotonic;
+//! 3. [`s3_execute`]: the dispatch to the plugin, wrapped by middleware (timeout);
+//! 4. [`s4_post_execute`]: result filters;
+//! 5. [`s5_finalize`]: the content cut to its budget, the full text spilled;
+//! 6. [`s6_observe`]: observers (the event log's `tool/result`, metrics).
+//!
+//! Before any of them, the tool is resolved in the caller's scope and the arguments are
+//! validated against its schema, and a `tool/call` event is written to the session log.
+
+pub mod s1_gate;
+pub mod s2_guards;
+pub mod s3_execute;
+pub mod s4_post_execute;
+pub mod s5_finalize;
+pub mod s6_observe;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::call::{CallContext, CallRequest, CallResult};
+use crate::config::Config;
+use crate::engine::Runtime;
+use crate::registry::Registry;
+use crate::session::Session;
+
+/// The pipeline with its configured gate, guards, filters and observers.
+pub struct Pipeline {
+    pub runtime: Arc<Runtime>,
+    pub registry: Arc<Registry>,
+    pub session: Arc<Session>,
+    config: Arc<Config>,
+    gate: s1_gate::Gate,
+    guards: s2_guards::GuardChain,
+    filters: s4_post_execute::FilterChain,
+    observers: s6_observe::Observers,
+}
+
+impl Pipeline {
+    pub fn new(
+        runtime: Arc<Runtime>,
+        registry: Arc<Registry>,
+        session: Arc<Session>,
+        config: Arc<Config>,
+    ) -> Self {
+        let gate = s1_gate::Gate::new(&config.gate);
+        Pipeline {
+            runtime,
+            registry,
+            observers: s6_observe::Observers::new(session.clone()),
+            session,
+            config,
+            gate,
+            guards: s2_guards::GuardChain::default(),
+            filters: s4_post_execute::FilterChain::default(),
+        }
+    }
+
+    /// Runs one call through every stage. Never fails: every failure is a result.
+    pub async fn call(&self, request: CallRequest) -> CallResult {
+        let started = Instant::now();
+        let call_id = self.session.next_call_id();
+        self.session.events.write(
+            "tool/call",
+            json!({
+                "call_id": call_id,
+                "session": &*self.session.id,
+                "owner": &*request.owner,
+                "scope": &*request.scope,
+                "tool": request.tool,
+                "args": request.args,
+            }),
+        );
+        let result = self.run(&request, call_id.clone()).await;
+        self.observers
+            .result(&call_id, &request, &result, started.elapsed());
+        result
+    }
+
+    async fn run(&self, request: &CallRequest, call_id: String) -> CallResult {
+        let scope = match self.registry.scope(&request.scope) {
+            Ok(scope) => scope,
+            Err(error) => return CallResult::failed(error),
+        };
+        let catalog = self.registry.snapshot();
+        let tool = match catalog.resolve(&request.tool, &scope) {
+            Ok(tool) => tool,
+            Err(error) => return CallResult::failed(error),
+        };
+        if let Err(error) = tool.validate(&request.args) {
+            return CallResult::failed(error);
+        }
+        let context = CallContext {
+            owner: request.owner.clone(),
+            session: self.session.id.clone(),
+            call_id,
+            workdir: self.session.workdir.clone(),
+            scope: request.scope.clone(),
+            spill_dir: self.session.spill_dir.clone(),
+            output_budget: tool
+                .spec
+                .output_budget
+                .unwrap_or(self.config.limits.output_budget_bytes),
+        };
+        if let Err(error) = self.gate.check(&tool.spec.name, &context, &request.args) {
+            return CallResult::failed(error);
+        }
+        if let Err(error) = self
+            .guards
+            .check(&tool.spec.name, &context, &request.args)
+            .await
+        {
+            return CallResult::failed(error);
+        }
+        let timeout = Duration::from_millis(
+            tool.plugin
+                .config
+                .timeout_ms
+                .unwrap_or(self.config.limits.call_timeout_ms),
+        );
+        let result = s3_execute::execute(
+            &self.runtime,
+            &tool,
+            context.clone(),
+            &request.args,
+            timeout,
+        )
+        .await;
+        let result = self.filters.apply(&tool.spec.name, &context, result).await;
+        s5_finalize::finalize(result, &context)
+    }
+}

@@ -1,0 +1,351 @@
+//! The registry: the declaration layer. Owns the catalog of tools (every tool's manual,
+//! its compiled argument validator and the plugin that serves it) and the status of
+//! every plugin, loaded or refused.
+//!
+//! Rules kept here: tool names are 1–128 characters of `[A-Za-z0-9_-]` and unique
+//! across plugins; every input schema is a valid JSON Schema describing an object;
+//! every call's arguments are validated against it before any plugin runs. The catalog
+//! is an immutable snapshot swapped whole, so a call sees one consistent version.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::SystemTime;
+
+use crate::config::glob_match;
+use crate::engine::plugin::{Plugin, PluginSource, ToolSpec};
+use crate::error::{ErrorCode, ToolError};
+
+/// Why a plugin's tools could not be registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegisterError {
+    #[error("tool name {0:?} is not 1-128 characters of [A-Za-z0-9_-]")]
+    BadName(String),
+    #[error("tool {tool}: input schema is not valid JSON Schema: {reason}")]
+    BadSchema { tool: String, reason: String },
+    #[error("tool {tool} is already provided by plugin {other}")]
+    Collision { tool: String, other: String },
+    #[error("the plugin declares no tools")]
+    NoTools,
+}
+
+/// A registered tool: its manual, its validator and the plugin version serving it.
+pub struct RegisteredTool {
+    pub spec: ToolSpec,
+    pub plugin: Arc<Plugin>,
+    validator: Arc<jsonschema::Validator>,
+}
+
+impl RegisteredTool {
+    /// Checks `args` against the tool's schema; the error names the offending field.
+    pub fn validate(&self, args: &serde_json::Value) -> Result<(), ToolError> {
+        let problems: Vec<String> = self
+            .validator
+            .iter_errors(args)
+            .take(5)
+            .map(|error| {
+                let at = error.instance_path.to_string();
+                if at.is_empty() {
+                    error.to_string()
+                } else {
+                    format!("at {at}: {error}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(ToolError::new(
+            ErrorCode::InvalidArguments,
+            format!(
+                "invalid arguments for {}: {}",
+                self.spec.name,
+                problems.join("; ")
+            ),
+        ))
+    }
+}
+
+/// What `dsh plugins` shows of one plugin.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PluginStatus {
+    pub name: String,
+    pub source: String,
+    pub digest: String,
+    /// Seconds since the Unix epoch at which this version was loaded (or refused).
+    pub loaded_at: u64,
+    /// `serving` or `refused`.
+    pub status: &'static str,
+    /// Why it was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub tools: Vec<String>,
+}
+
+impl PluginStatus {
+    pub fn refused(name: &str, source: &PluginSource, digest: &str, reason: String) -> Self {
+        PluginStatus {
+            name: name.into(),
+            source: source.to_string(),
+            digest: digest.into(),
+            loaded_at: unix_seconds(SystemTime::now()),
+            status: "refused",
+            reason: Some(reason),
+            tools: Vec::new(),
+        }
+    }
+}
+
+fn unix_seconds(time: SystemTime) -> u64 {
+    time.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// One consistent version of everything registered.
+#[derive(Default)]
+pub struct Catalog {
+    tools: BTreeMap<String, Arc<RegisteredTool>>,
+    plugins: BTreeMap<String, PluginStatus>,
+}
+
+impl Catalog {
+    /// The tool `name` if the scope may see it.
+    pub fn resolve(&self, name: &str, scope: &Scope) -> Result<Arc<RegisteredTool>, ToolError> {
+        match self.tools.get(name) {
+            Some(tool) if scope.sees(name) => Ok(tool.clone()),
+            _ => Err(ToolError::new(
+                ErrorCode::UnknownTool,
+                format!("no tool named {name:?}"),
+            )),
+        }
+    }
+}
+
+/// Which tools a scope sees.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    pub name: String,
+    /// Tool name globs; `None` sees every tool.
+    patterns: Option<Vec<String>>,
+}
+
+impl Scope {
+    fn sees(&self, tool: &str) -> bool {
+        match &self.patterns {
+            None => true,
+            Some(patterns) => patterns.iter().any(|p| glob_match(p, tool)),
+        }
+    }
+}
+
+/// The registry: a catalog snapshot that changes only by whole swaps.
+pub struct Registry {
+    catalog: RwLock<Arc<Catalog>>,
+    scopes: BTreeMap<String, Vec<String>>,
+}
+
+/// The scope every caller gets unless told otherwise; it sees every tool unless
+/// `dsh.toml` narrows it.
+pub const DEFAULT_SCOPE: &str = "default";
+
+impl Registry {
+    pub fn new(scopes: BTreeMap<String, Vec<String>>) -> Self {
+        Registry {
+            catalog: RwLock::default(),
+            scopes,
+        }
+    }
+
+    /// The current catalog; a call holds it for its whole life.
+    pub fn snapshot(&self) -> Arc<Catalog> {
+        self.catalog.read().unwrap().clone()
+    }
+
+    /// The named scope, or an error naming the scopes there are.
+    pub fn scope(&self, name: &str) -> Result<Scope, ToolError> {
+        match self.scopes.get(name) {
+            Some(patterns) => Ok(Scope {
+                name: name.into(),
+                patterns: Some(patterns.clone()),
+            }),
+            None if name == DEFAULT_SCOPE => Ok(Scope {
+                name: name.into(),
+                patterns: None,
+            }),
+            None => {
+                let mut known: Vec<&str> = self.scopes.keys().map(String::as_str).collect();
+                if !known.contains(&DEFAULT_SCOPE) {
+                    known.insert(0, DEFAULT_SCOPE);
+                }
+                Err(ToolError::new(
+                    ErrorCode::InvalidArguments,
+                    format!("unknown scope {name:?} (known: {})", known.join(", ")),
+                ))
+            }
+        }
+    }
+
+    /// Registers every tool of `plugin`, replacing any earlier version of the same
+    /// plugin. All or nothing: on error the catalog is unchanged.
+    pub fn register(&self, plugin: Arc<Plugin>) -> Result<(), RegisterError> {
+        if plugin.specs.is_empty() {
+            return Err(RegisterError::NoTools);
+        }
+        let mut compiled = Vec::with_capacity(plugin.specs.len());
+        for spec in &plugin.specs {
+            compiled.push((spec.clone(), Arc::new(check_spec(spec)?)));
+        }
+        let mut guard = self.catalog.write().unwrap();
+        let mut tools = guard.tools.clone();
+        tools.retain(|_, tool| tool.plugin.name != plugin.name);
+        for (spec, _) in &compiled {
+            if let Some(other) = tools.get(&spec.name) {
+                return Err(RegisterError::Collision {
+                    tool: spec.name.clone(),
+                    other: other.plugin.name.to_string(),
+                });
+            }
+        }
+        let names = compiled.iter().map(|(spec, _)| spec.name.clone()).collect();
+        for (spec, validator) in compiled {
+            tools.insert(
+                spec.name.clone(),
+                Arc::new(RegisteredTool {
+                    spec,
+                    validator,
+                    plugin: plugin.clone(),
+                }),
+            );
+        }
+        let mut plugins = guard.plugins.clone();
+        plugins.insert(
+            plugin.name.to_string(),
+            PluginStatus {
+                name: plugin.name.to_string(),
+                source: plugin.source.to_string(),
+                digest: plugin.digest.clone(),
+                loaded_at: unix_seconds(plugin.loaded_at),
+                status: "serving",
+                reason: None,
+                tools: names,
+            },
+        );
+        *guard = Arc::new(Catalog { tools, plugins });
+        Ok(())
+    }
+
+    /// Records a plugin that was refused (its earlier version, if any, keeps serving
+    /// and its status stays; a refusal of a new plugin is listed on its own).
+    pub fn record_refusal(&self, status: PluginStatus) {
+        let mut guard = self.catalog.write().unwrap();
+        let mut plugins = guard.plugins.clone();
+        let key = match plugins.get(&status.name) {
+            Some(existing) if existing.status == "serving" => format!("{} (refused)", status.name),
+            _ => status.name.clone(),
+        };
+        plugins.insert(key, status);
+        *guard = Arc::new(Catalog {
+            tools: guard.tools.clone(),
+            plugins,
+        });
+    }
+
+    /// The manuals a scope may see, sorted by name.
+    pub fn schemas(&self, scope: &Scope) -> Vec<ToolSpec> {
+        self.snapshot()
+            .tools
+            .values()
+            .filter(|tool| scope.sees(&tool.spec.name))
+            .map(|tool| tool.spec.clone())
+            .collect()
+    }
+
+    /// Every plugin's status, sorted by name.
+    pub fn plugins(&self) -> Vec<PluginStatus> {
+        self.snapshot().plugins.values().cloned().collect()
+    }
+}
+
+/// A valid tool name: 1–128 characters of `[A-Za-z0-9_-]`.
+pub fn valid_tool_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn check_spec(spec: &ToolSpec) -> Result<jsonschema::Validator, RegisterError> {
+    if !valid_tool_name(&spec.name) {
+        return Err(RegisterError::BadName(spec.name.clone()));
+    }
+    let bad = |reason: String| RegisterError::BadSchema {
+        tool: spec.name.clone(),
+        reason,
+    };
+    if spec.input_schema.is_null() {
+        return Err(bad(format!(
+            "not JSON: {:?}",
+            truncate(&spec.input_schema_text, 80)
+        )));
+    }
+    if spec.input_schema.get("type").and_then(|t| t.as_str()) != Some("object") {
+        return Err(bad(
+            "the arguments schema must have \"type\": \"object\"".into()
+        ));
+    }
+    jsonschema::meta::validate(&spec.input_schema).map_err(|e| bad(e.to_string()))?;
+    jsonschema::validator_for(&spec.input_schema).map_err(|e| bad(e.to_string()))
+}
+
+fn truncate(text: &str, max: usize) -> &str {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => &text[..at],
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_follow_the_rule() {
+        assert!(valid_tool_name("bash"));
+        assert!(valid_tool_name("job_list-2"));
+        assert!(valid_tool_name(&"a".repeat(128)));
+        assert!(!valid_tool_name(""));
+        assert!(!valid_tool_name(&"a".repeat(129)));
+        assert!(!valid_tool_name("has space"));
+        assert!(!valid_tool_name("dot.ted"));
+    }
+
+    fn spec(schema: &str) -> ToolSpec {
+        ToolSpec {
+            name: "t".into(),
+            description: String::new(),
+            input_schema: serde_json::from_str(schema).unwrap_or(serde_json::Value::Null),
+            input_schema_text: schema.into(),
+            idempotent: false,
+            output_budget: None,
+        }
+    }
+
+    #[test]
+    fn schemas_are_checked() {
+        assert!(check_spec(&spec(r#"{"type":"object"}"#)).is_ok());
+        assert!(matches!(
+            check_spec(&spec("{nope")),
+            Err(RegisterError::BadSchema { .. })
+        ));
+        assert!(matches!(
+            check_spec(&spec(r#"{"type":"string"}"#)),
+            Err(RegisterError::BadSchema { .. })
+        ));
+        assert!(matches!(
+            check_spec(&spec(
+                r#"{"type":"object","properties":{"a":{"type":"nonsense"}}}"#
+            )),
+            Err(RegisterError::BadSchema { .. })
+        ));
+    }
+}

@@ -1,0 +1,38 @@
+//! Host services: the native state that outlives any plugin, each in its own folder with
+//! its WIT binding beside it. Adding a capability adds a folder here, a WIT interface,
+//! and a line in [`add_to_linker`].
+
+pub mod log;
+pub mod process;
+
+use wasmtime::component::{HasSelf, Linker};
+
+use crate::config::Config;
+use crate::engine::bindings::dsh::plugin;
+use crate::engine::store::CallState;
+
+/// Every host service, shared by all calls.
+#[derive(Debug, Clone)]
+pub struct Services {
+    pub process: process::ProcessService,
+}
+
+impl Services {
+    pub fn new(config: &Config) -> Self {
+        Services {
+            process: process::ProcessService::new(config.process.clone()),
+        }
+    }
+
+    /// Stops everything the services own (host shutdown): no process is left behind.
+    pub fn shutdown(&self) {
+        self.process.kill_all();
+    }
+}
+
+/// Adds every host interface to the linker.
+pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    plugin::process::add_to_linker::<CallState, HasSelf<CallState>>(linker, |state| state)?;
+    plugin::log::add_to_linker::<CallState, HasSelf<CallState>>(linker, |state| state)?;
+    Ok(())
+}

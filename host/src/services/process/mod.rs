@@ -1,0 +1,284 @@
+//! The process service: managed process trees on the host.
+//!
+//! Owns every process a call starts. Each command runs as `bash -c` in a new process
+//! group, with stdin from `/dev/null`, stdout and stderr on one pipe, and a parent-death
+//! signal. The whole group is killed (TERM, a grace period, KILL) on timeout, and when
+//! the shell returns the group is killed too, so no process it started is left running.
+//! Output reading stops a short drain period after the shell exits, so a process that
+//! escaped the group and holds the pipe cannot hang the call. A run whose future is
+//! dropped (a cancelled or timed-out call) kills its group on the spot.
+//!
+//! Native only: nothing here knows wasmtime. The WIT binding is in [`wit`].
+
+pub mod wit;
+
+use std::collections::HashSet;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncReadExt;
+
+use crate::config::ProcessConfig;
+use crate::output::BoundedCapture;
+
+/// Why a command could not be run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("working directory {0} does not exist or is not a directory")]
+    BadWorkdir(PathBuf),
+    #[error("cannot start bash: {0}")]
+    Spawn(std::io::Error),
+    #[error("cannot read the command's output: {0}")]
+    Output(std::io::Error),
+}
+
+/// A foreground command.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    pub command: String,
+    /// Absolute working directory.
+    pub cwd: PathBuf,
+    pub timeout: Duration,
+    /// Most output bytes returned (head + tail).
+    pub capture_bytes: usize,
+    /// Where the full output goes when it is longer than `capture_bytes`.
+    pub spill_path: PathBuf,
+    pub env: Vec<(String, String)>,
+}
+
+/// How a command ended.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub output: crate::output::Bounded,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub duration: Duration,
+}
+
+/// The host's process service: runs commands and knows every live process group, so
+/// that a host shutdown can kill them all.
+#[derive(Debug, Clone)]
+pub struct ProcessService {
+    config: ProcessConfig,
+    live_groups: Arc<Mutex<HashSet<i32>>>,
+}
+
+impl ProcessService {
+    pub fn new(config: ProcessConfig) -> Self {
+        ProcessService {
+            config,
+            live_groups: Arc::default(),
+        }
+    }
+
+    /// Kills every live process group (host shutdown).
+    pub fn kill_all(&self) {
+        let groups: Vec<i32> = self.live_groups.lock().unwrap().drain().collect();
+        for pgid in groups {
+            signal_group(pgid, libc::SIGKILL);
+        }
+    }
+
+    /// Runs `spec` to completion or timeout. The process group is gone when this returns
+    /// (or when the future is dropped).
+    pub async fn run(&self, spec: RunSpec) -> Result<RunOutcome, ProcessError> {
+        if !spec.cwd.is_dir() {
+            return Err(ProcessError::BadWorkdir(spec.cwd));
+        }
+        let started = Instant::now();
+        let (pipe_writer, mut pipe_reader) =
+            tokio::net::unix::pipe::pipe().map_err(ProcessError::Spawn)?;
+        let write_fd: OwnedFd = pipe_writer
+            .into_blocking_fd()
+            .map_err(ProcessError::Spawn)?;
+        let stderr_fd = write_fd.try_clone().map_err(ProcessError::Spawn)?;
+
+        let mut command = tokio::process::Command::new("bash");
+        command
+            .arg("-c")
+            .arg(&spec.command)
+            .current_dir(&spec.cwd)
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(write_fd))
+            .stderr(Stdio::from(stderr_fd))
+            .process_group(0)
+            .kill_on_drop(true);
+        // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) run in the child.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The host may have died between fork and prctl.
+                if libc::getppid() == 1 {
+                    libc::_exit(137);
+                }
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().map_err(ProcessError::Spawn)?;
+        // The pipe's write ends now live only in the child.
+        drop(command);
+        let pgid = child.id().map(|id| id as i32).unwrap_or(0);
+        let group = GroupGuard::new(pgid, self.live_groups.clone());
+
+        let mut capture = BoundedCapture::new(spec.capture_bytes, spec.spill_path.clone());
+        let mut buf = vec![0u8; 64 * 1024];
+        let grace = Duration::from_millis(self.config.kill_grace_ms);
+        let drain = Duration::from_millis(self.config.drain_ms);
+        let timeout_at = tokio::time::Instant::now() + spec.timeout;
+        let mut kill_at: Option<tokio::time::Instant> = None;
+        let mut drain_until: Option<tokio::time::Instant> = None;
+        let mut status: Option<ExitStatus> = None;
+        let mut timed_out = false;
+        let mut eof = false;
+
+        while !(eof && status.is_some()) {
+            tokio::select! {
+                read = pipe_reader.read(&mut buf), if !eof => match read {
+                    Ok(0) => eof = true,
+                    Ok(n) => capture.push(&buf[..n]).map_err(ProcessError::Output)?,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reading command output failed");
+                        eof = true;
+                    }
+                },
+                exited = child.wait(), if status.is_none() => {
+                    status = Some(exited.map_err(ProcessError::Spawn)?);
+                    // The shell is done: whatever it left in its group goes too.
+                    group.signal(libc::SIGTERM);
+                    kill_at = Some(tokio::time::Instant::now() + drain.min(grace));
+                    drain_until = Some(tokio::time::Instant::now() + drain);
+                },
+                _ = tokio::time::sleep_until(timeout_at), if !timed_out && status.is_none() => {
+                    timed_out = true;
+                    group.signal(libc::SIGTERM);
+                    kill_at = Some(tokio::time::Instant::now() + grace);
+                },
+                _ = sleep_until_opt(kill_at), if kill_at.is_some() => {
+                    group.signal(libc::SIGKILL);
+                    kill_at = None;
+                },
+                _ = sleep_until_opt(drain_until), if drain_until.is_some() && !eof => {
+                    tracing::debug!(pgid, "output pipe still open after the drain period; a process escaped the group");
+                    break;
+                },
+            }
+        }
+        group.signal(libc::SIGKILL);
+        drop(group);
+
+        let status = status.expect("loop ends only after the shell exited");
+        use std::os::unix::process::ExitStatusExt;
+        Ok(RunOutcome {
+            output: capture.finish().map_err(ProcessError::Output)?,
+            exit_code: status.code(),
+            signal: status.signal(),
+            timed_out,
+            duration: started.elapsed(),
+        })
+    }
+}
+
+async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn signal_group(pgid: i32, signal: i32) {
+    if pgid > 0 {
+        // SAFETY: killpg has no memory-safety preconditions.
+        unsafe {
+            libc::killpg(pgid, signal);
+        }
+    }
+}
+
+/// A live process group: registered while it lives, killed when dropped.
+struct GroupGuard {
+    pgid: i32,
+    live_groups: Arc<Mutex<HashSet<i32>>>,
+}
+
+impl GroupGuard {
+    fn new(pgid: i32, live_groups: Arc<Mutex<HashSet<i32>>>) -> Self {
+        live_groups.lock().unwrap().insert(pgid);
+        GroupGuard { pgid, live_groups }
+    }
+
+    fn signal(&self, signal: i32) {
+        signal_group(self.pgid, signal);
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        signal_group(self.pgid, libc::SIGKILL);
+        self.live_groups.lock().unwrap().remove(&self.pgid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(command: &str, dir: &std::path::Path) -> RunSpec {
+        RunSpec {
+            command: command.into(),
+            cwd: dir.to_path_buf(),
+            timeout: Duration::from_secs(10),
+            capture_bytes: 1000,
+            spill_path: dir.join("spill.txt"),
+            env: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn stdout_and_stderr_are_combined_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = ProcessService::new(ProcessConfig::default());
+        let out = service
+            .run(spec(
+                "echo one; echo two >&2; echo three; exit 4",
+                dir.path(),
+            ))
+            .await
+            .unwrap();
+        assert_eq!(out.output.text, "one\ntwo\nthree\n");
+        assert_eq!(out.exit_code, Some(4));
+        assert!(!out.timed_out);
+    }
+
+    #[tokio::test]
+    async fn a_missing_workdir_is_an_error_not_a_spawn() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = ProcessService::new(ProcessConfig::default());
+        let mut s = spec("true", dir.path());
+        s.cwd = dir.path().join("nope");
+        assert!(matches!(
+            service.run(s).await,
+            Err(ProcessError::BadWorkdir(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_background_child_does_not_hold_the_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = ProcessService::new(ProcessConfig::default());
+        let started = Instant::now();
+        let out = service
+            .run(spec("sleep 1000 & echo started", dir.path()))
+            .await
+            .unwrap();
+        assert_eq!(out.output.text, "started\n");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(service.live_groups.lock().unwrap().is_empty());
+    }
+}

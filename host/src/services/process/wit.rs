@@ -1,0 +1,55 @@
+//! The `dsh:plugin/process` binding: turns a plugin's `run` request into a
+//! [`RunSpec`](super::RunSpec) for the call's owner and workdir, and its outcome back.
+
+use std::time::Instant;
+
+use crate::engine::bindings::dsh::plugin::process::{Host, RunOutcome, RunRequest};
+use crate::engine::bindings::dsh::plugin::types::ToolError as WitToolError;
+use crate::engine::store::CallState;
+use crate::error::{ErrorCode, ToolError};
+
+use super::RunSpec;
+
+impl Host for CallState {
+    async fn run(&mut self, request: RunRequest) -> Result<RunOutcome, WitToolError> {
+        let started = Instant::now();
+        let result = self.run_process(request).await;
+        self.host_time += started.elapsed();
+        result.map_err(|e| e.into())
+    }
+}
+
+impl CallState {
+    async fn run_process(&mut self, request: RunRequest) -> Result<RunOutcome, ToolError> {
+        let cwd = match request.workdir.as_deref() {
+            None => self.call.workdir.clone(),
+            Some(dir) => self.call.workdir.join(dir),
+        };
+        let spec = RunSpec {
+            command: request.command,
+            cwd,
+            timeout: std::time::Duration::from_millis(request.timeout_ms),
+            capture_bytes: request.capture_bytes as usize,
+            spill_path: self.call.spill_path("output"),
+            env: request.env,
+        };
+        let outcome = self.services.process.run(spec).await.map_err(|e| match e {
+            super::ProcessError::BadWorkdir(_) => {
+                ToolError::new(ErrorCode::InvalidArguments, e.to_string())
+            }
+            _ => ToolError::new(ErrorCode::Internal, e.to_string()),
+        })?;
+        Ok(RunOutcome {
+            output: outcome.output.text,
+            total_bytes: outcome.output.total_bytes,
+            full_output_path: outcome
+                .output
+                .full_output_path
+                .map(|p| p.display().to_string()),
+            exit_code: outcome.exit_code,
+            signal: outcome.signal,
+            timed_out: outcome.timed_out,
+            duration_ms: outcome.duration.as_millis() as u64,
+        })
+    }
+}

@@ -1,0 +1,48 @@
+//! The session event log: one JSON object per line, appended and flushed as each event
+//! happens, so a `tool/call` event is on disk before the call executes.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde_json::{json, Value};
+
+/// An append-only JSONL file.
+pub struct EventLog {
+    path: PathBuf,
+    file: Mutex<File>,
+}
+
+impl EventLog {
+    pub fn create(path: &Path) -> std::io::Result<EventLog> {
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(EventLog {
+            path: path.to_path_buf(),
+            file: Mutex::new(file),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends `{"ts_ms": …, "event": EVENT, …fields}` as one line. A failed write is
+    /// logged, never fatal to the call.
+    pub fn write(&self, event: &str, fields: Value) {
+        let ts_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let mut record = json!({ "ts_ms": ts_ms, "event": event });
+        if let (Some(record), Value::Object(fields)) = (record.as_object_mut(), fields) {
+            record.extend(fields);
+        }
+        let mut line = record.to_string();
+        line.push('\n');
+        // One write per line on an O_APPEND file: lines never interleave.
+        if let Err(error) = self.file.lock().unwrap().write_all(line.as_bytes()) {
+            tracing::error!(%error, path = %self.path.display(), "cannot write the event log");
+        }
+    }
+}
