@@ -1,1 +1,159 @@
-fn main() {}
+//! Pipeline benchmarks, each printed against a baseline measured in the same run:
+//!
+//! 1. a no-op WASM tool call (`echo`, fresh instance per call) through the whole
+//!    pipeline — validation, gate, guards, execute, post-execute, finalize, event log —
+//!    against the same plugin called directly (instantiate + call, no pipeline);
+//! 2. `bash` running `true` through dsh against spawning `bash -c true` directly.
+//!
+//! Run with `cargo bench --bench pipeline`. Figures are medians (p50) and p99.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dsh::call::{CallContext, CallRequest};
+use dsh::config::Config;
+use dsh::host::{Host, HostOptions};
+
+fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    samples[((samples.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn report(name: &str, samples: &mut [Duration]) -> Duration {
+    let p50 = percentile(samples, 0.50);
+    let p99 = percentile(samples, 0.99);
+    println!(
+        "{name:<44} p50 {:>9.1} µs   p99 {:>9.1} µs   (n={})",
+        us(p50),
+        us(p99),
+        samples.len()
+    );
+    p50
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+async fn time_n<F, Fut>(n: usize, mut f: F) -> Vec<Duration>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = Instant::now();
+        f().await;
+        samples.push(started.elapsed());
+    }
+    samples
+}
+
+#[tokio::main]
+async fn main() {
+    let scratch = tempfile::tempdir().unwrap();
+    let plugins = scratch.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::copy(
+        Path::new(env!("DSH_PLUGIN_WASM_DIR")).join("echo.wasm"),
+        plugins.join("echo.wasm"),
+    )
+    .unwrap();
+    let host = Host::start(HostOptions {
+        config: Config::default(),
+        plugins_dir: Some(plugins),
+        state_dir: scratch.path().join("state"),
+        workdir: scratch.path().to_path_buf(),
+    })
+    .await
+    .unwrap();
+    let pipeline = host.pipeline.clone();
+    let never = tokio_util::sync::CancellationToken::new();
+    let text = "x".repeat(1024);
+    let echo_args = serde_json::json!({ "text": text });
+    let request = |tool: &str, args: &serde_json::Value| CallRequest {
+        tool: tool.into(),
+        args: args.clone(),
+        owner: Arc::from("bench"),
+        scope: Arc::from("default"),
+    };
+
+    println!("== no-op WASM tool call (echo, 1 KiB argument, fresh instance per call)");
+    let catalog = host.registry.snapshot();
+    let scope = host.registry.scope("default").unwrap();
+    let echo = catalog.resolve("echo", &scope).unwrap();
+    let context = CallContext {
+        owner: "bench".into(),
+        session: "bench".into(),
+        call_id: "call-0".into(),
+        workdir: scratch.path().to_path_buf(),
+        scope: "default".into(),
+        spill_dir: scratch.path().to_path_buf(),
+        output_budget: 30_000,
+    };
+    let args_json = echo_args.to_string();
+    for _ in 0..200 {
+        pipeline.call(request("echo", &echo_args), &never).await;
+        echo.plugin
+            .call(&pipeline.runtime, context.clone(), "echo", &args_json)
+            .await;
+    }
+    let n = 5_000;
+    let mut direct = time_n(n, || {
+        let (echo, context, args_json, runtime) =
+            (&echo, context.clone(), &args_json, &pipeline.runtime);
+        async move {
+            let result = echo.plugin.call(runtime, context, "echo", args_json).await;
+            assert_eq!(result.content.len(), 1024);
+        }
+    })
+    .await;
+    let mut through = time_n(n, || {
+        let (pipeline, req, never) = (&pipeline, request("echo", &echo_args), &never);
+        async move {
+            let result = pipeline.call(req, never).await;
+            assert_eq!(result.content.len(), 1024);
+        }
+    })
+    .await;
+    let base = report("baseline: instantiate + call, no pipeline", &mut direct);
+    let full = report("dsh: whole pipeline + event log", &mut through);
+    println!(
+        "pipeline overhead p50: {:.1} µs; ratio {:.2}",
+        us(full) - us(base),
+        us(full) / us(base)
+    );
+
+    println!("\n== bash `true`: through dsh against spawning `bash -c true` directly");
+    let bash_args = serde_json::json!({ "command": "true", "description": "bench" });
+    for _ in 0..20 {
+        pipeline.call(request("bash", &bash_args), &never).await;
+        tokio::process::Command::new("bash")
+            .args(["-c", "true"])
+            .status()
+            .await
+            .unwrap();
+    }
+    let n = 500;
+    // Interleave the two so that machine noise hits both alike.
+    let (mut spawn, mut dsh) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        let started = Instant::now();
+        let status = tokio::process::Command::new("bash")
+            .args(["-c", "true"])
+            .status()
+            .await
+            .unwrap();
+        assert!(status.success());
+        spawn.push(started.elapsed());
+        let started = Instant::now();
+        let result = pipeline.call(request("bash", &bash_args), &never).await;
+        assert_eq!(result.content, "[exit code: 0]");
+        dsh.push(started.elapsed());
+    }
+    let base = report("baseline: bash -c true (tokio spawn + wait)", &mut spawn);
+    let full = report("dsh: bash tool through the pipeline", &mut dsh);
+    println!("ratio p50: {:.2} (target ≤ 1.3)", us(full) / us(base));
+    host.shutdown();
+}

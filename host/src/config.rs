@@ -18,6 +18,11 @@
 //! pattern = 'rm\s+-rf\s+/'      # ... whose string value matches this regex
 //! reason = "no recursive delete from the root"
 //!
+//! [serve]
+//! owner_grace_ms = 30000        # a gone connection's resources live this long
+//! max_request_bytes = 4194304   # larger HTTP requests get 413
+//! progress_interval_ms = 250    # progress notifications while a call runs
+//!
 //! [scopes]
 //! readonly = ["lsp_*"]          # tool patterns a scope sees; `default` sees all
 //!
@@ -57,6 +62,8 @@ pub struct Config {
     pub process: ProcessConfig,
     #[serde(default)]
     pub gate: GateConfig,
+    #[serde(default)]
+    pub serve: ServeConfig,
     /// Scope name → tool name patterns the scope may see.
     #[serde(default)]
     pub scopes: BTreeMap<String, Vec<String>>,
@@ -100,6 +107,28 @@ impl Default for ProcessConfig {
         ProcessConfig {
             kill_grace_ms: 2_000,
             drain_ms: 200,
+        }
+    }
+}
+
+/// The MCP front end (`dsh serve`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServeConfig {
+    /// How long after a connection ends its processes, jobs and terminals are kept.
+    pub owner_grace_ms: u64,
+    /// The largest HTTP request body accepted (bigger ones get 413).
+    pub max_request_bytes: usize,
+    /// How often a call with a progress token gets a progress notification.
+    pub progress_interval_ms: u64,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            owner_grace_ms: 30_000,
+            max_request_bytes: 4 << 20,
+            progress_interval_ms: 250,
         }
     }
 }

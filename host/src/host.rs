@@ -43,6 +43,7 @@ pub struct HostOptions {
 
 /// A running host.
 pub struct Host {
+    pub config: Arc<Config>,
     pub pipeline: Arc<Pipeline>,
     pub registry: Arc<Registry>,
     pub services: Services,
@@ -66,9 +67,10 @@ impl Host {
             runtime,
             registry.clone(),
             Arc::new(session),
-            config,
+            config.clone(),
         ));
         Ok(Host {
+            config,
             pipeline,
             registry,
             services,

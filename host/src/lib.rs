@@ -10,6 +10,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod host;
+pub mod mcp;
 pub mod output;
 pub mod pipeline;
 pub mod registry;

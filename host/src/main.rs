@@ -5,13 +5,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 use dsh::call::CallRequest;
 use dsh::config::Config;
 use dsh::host::{Host, HostOptions};
+use dsh::mcp::http::{generate_token, serve_http, MCP_PATH};
+use dsh::mcp::{serve_stdio, McpServer};
 use dsh::registry::DEFAULT_SCOPE;
 
 /// dsh: a host runtime for AI agent tools. Tools and guards are WebAssembly components;
@@ -62,6 +65,20 @@ enum Command {
         /// Print the result as JSON: {content, is_error, error: {code, message}, full_output_path}
         #[arg(long)]
         json: bool,
+    },
+    /// Serve MCP: on stdio (the default), or streamable HTTP with --http
+    ///
+    /// Over stdio the server ends when the client closes stdin. Over HTTP every request
+    /// needs `Authorization: Bearer TOKEN`, the token taken from DSH_HTTP_TOKEN or
+    /// generated and printed at start. Each connection (HTTP session) is its own owner;
+    /// what it started is killed a grace period after it goes away ([serve] in dsh.toml).
+    Serve {
+        /// Serve streamable HTTP at http://ADDR/mcp instead of stdio (loopback by default)
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8765")]
+        http: Option<std::net::SocketAddr>,
+        /// The scope connections see tools in
+        #[arg(long, default_value = DEFAULT_SCOPE)]
+        scope: String,
     },
     /// List the plugins with their source, digest and status
     Plugins {
@@ -169,11 +186,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 owner: Arc::from("cli"),
                 scope: Arc::from(scope.as_str()),
             };
+            let cancel = CancellationToken::new();
+            let call = host.pipeline.call(request, &cancel);
+            tokio::pin!(call);
             let result = tokio::select! {
-                result = host.pipeline.call(request) => result,
+                result = &mut call => result,
                 signal = shutdown_signal() => {
-                    host.shutdown();
-                    bail!("interrupted by {signal}; every process of the call was killed");
+                    tracing::info!(signal, "cancelling the call");
+                    cancel.cancel();
+                    call.await
                 }
             };
             if *json {
@@ -199,6 +220,29 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::SUCCESS
             })
         }
+        Command::Serve { http, scope } => {
+            host.registry
+                .scope(scope)
+                .map_err(|e| anyhow::anyhow!(e.message))?;
+            let host = Arc::new(host);
+            let server = Arc::new(McpServer {
+                host: host.clone(),
+                scope: Arc::from(scope.as_str()),
+            });
+            let outcome = match http {
+                None => tokio::select! {
+                    served = serve_stdio(server) => served.map_err(anyhow::Error::from),
+                    signal = shutdown_signal() => {
+                        tracing::info!(signal, "shutting down");
+                        Ok(())
+                    }
+                },
+                Some(addr) => serve_http_until_signal(server, *addr).await,
+            };
+            host.shutdown();
+            outcome?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Plugins { json } => {
             let plugins = host.registry.plugins();
             if *json {
@@ -219,6 +263,38 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+async fn serve_http_until_signal(
+    server: Arc<McpServer>,
+    addr: std::net::SocketAddr,
+) -> anyhow::Result<()> {
+    let token = match std::env::var("DSH_HTTP_TOKEN") {
+        Ok(token) if !token.is_empty() => token,
+        _ => {
+            let token = generate_token().context("cannot generate a bearer token")?;
+            eprintln!("dsh: bearer token: {token}");
+            token
+        }
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr()?;
+    if !local.ip().is_loopback() {
+        tracing::warn!(%local, "serving MCP beyond loopback; anyone with the token can run tools here");
+    }
+    eprintln!("dsh: listening on http://{local}{MCP_PATH}");
+    let shutdown = CancellationToken::new();
+    let serving = tokio::spawn(serve_http(server, listener, token, shutdown.clone()));
+    let signal = shutdown_signal().await;
+    tracing::info!(signal, "shutting down");
+    shutdown.cancel();
+    match tokio::time::timeout(std::time::Duration::from_secs(5), serving).await {
+        Ok(Ok(served)) => Ok(served?),
+        Ok(Err(join)) => Err(anyhow::anyhow!("the HTTP server task failed: {join}")),
+        Err(_) => Ok(()),
     }
 }
 

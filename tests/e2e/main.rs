@@ -1,1 +1,10 @@
+//! End-to-end tests: they start the real `dsh` binary with the real embedded plugins (and
+//! the test plugins built from `plugins/`) and check what a user sees. One module per
+//! area.
 
+mod support;
+
+mod bash_tool;
+mod event_log;
+mod plugin_loading;
+mod tool_manuals;

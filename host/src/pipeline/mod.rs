@@ -22,10 +22,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 use crate::call::{CallContext, CallRequest, CallResult};
 use crate::config::Config;
 use crate::engine::Runtime;
+use crate::error::{ErrorCode, ToolError};
 use crate::registry::Registry;
 use crate::session::Session;
 
@@ -61,8 +63,10 @@ impl Pipeline {
         }
     }
 
-    /// Runs one call through every stage. Never fails: every failure is a result.
-    pub async fn call(&self, request: CallRequest) -> CallResult {
+    /// Runs one call through every stage. Never fails: every failure is a result. When
+    /// `cancel` fires first, the call is dropped (which kills its processes) and the
+    /// result is `CANCELLED`.
+    pub async fn call(&self, request: CallRequest, cancel: &CancellationToken) -> CallResult {
         let started = Instant::now();
         let call_id = self.session.next_call_id();
         self.session.events.write(
@@ -76,7 +80,13 @@ impl Pipeline {
                 "args": request.args,
             }),
         );
-        let result = self.run(&request, call_id.clone()).await;
+        let result = tokio::select! {
+            result = self.run(&request, call_id.clone()) => result,
+            _ = cancel.cancelled() => CallResult::failed(ToolError::new(
+                ErrorCode::Cancelled,
+                format!("{} was cancelled by the caller; every process it started was killed", request.tool),
+            )),
+        };
         self.observers
             .result(&call_id, &request, &result, started.elapsed());
         result

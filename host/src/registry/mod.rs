@@ -142,6 +142,7 @@ impl Scope {
 pub struct Registry {
     catalog: RwLock<Arc<Catalog>>,
     scopes: BTreeMap<String, Vec<String>>,
+    changes: tokio::sync::broadcast::Sender<()>,
 }
 
 /// The scope every caller gets unless told otherwise; it sees every tool unless
@@ -153,7 +154,13 @@ impl Registry {
         Registry {
             catalog: RwLock::default(),
             scopes,
+            changes: tokio::sync::broadcast::channel(16).0,
         }
+    }
+
+    /// Fires after every change of the tool catalog (a plugin added, swapped or removed).
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<()> {
+        self.changes.subscribe()
     }
 
     /// The current catalog; a call holds it for its whole life.
@@ -231,6 +238,8 @@ impl Registry {
             },
         );
         *guard = Arc::new(Catalog { tools, plugins });
+        // No receiver (no MCP client yet) is not an error.
+        let _ = self.changes.send(());
         Ok(())
     }
 

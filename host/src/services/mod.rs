@@ -28,6 +28,25 @@ impl Services {
     pub fn shutdown(&self) {
         self.process.kill_all();
     }
+
+    /// Releases everything `owner` holds (its connection ended).
+    pub fn release_owner(&self, owner: &str) {
+        let processes = self.process.kill_owner(owner);
+        tracing::info!(
+            owner,
+            processes,
+            "released the resources of an owner that went away"
+        );
+    }
+
+    /// Releases everything `owner` holds after `grace` (from a tokio context).
+    pub fn release_owner_after(&self, owner: std::sync::Arc<str>, grace: std::time::Duration) {
+        let services = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            services.release_owner(&owner);
+        });
+    }
 }
 
 /// Adds every host interface to the linker.

@@ -12,7 +12,7 @@
 
 pub mod wit;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
@@ -38,6 +38,8 @@ pub enum ProcessError {
 /// A foreground command.
 #[derive(Debug, Clone)]
 pub struct RunSpec {
+    /// Who the process tree belongs to.
+    pub owner: Arc<str>,
     pub command: String,
     /// Absolute working directory.
     pub cwd: PathBuf,
@@ -59,12 +61,15 @@ pub struct RunOutcome {
     pub duration: Duration,
 }
 
-/// The host's process service: runs commands and knows every live process group, so
-/// that a host shutdown can kill them all.
+/// Live process groups and their owners.
+type LiveGroups = Arc<Mutex<HashMap<i32, Arc<str>>>>;
+
+/// The host's process service: runs commands and knows every live process group and
+/// its owner, so that an owner's end or the host's shutdown can kill them.
 #[derive(Debug, Clone)]
 pub struct ProcessService {
     config: ProcessConfig,
-    live_groups: Arc<Mutex<HashSet<i32>>>,
+    live_groups: LiveGroups,
 }
 
 impl ProcessService {
@@ -77,10 +82,31 @@ impl ProcessService {
 
     /// Kills every live process group (host shutdown).
     pub fn kill_all(&self) {
-        let groups: Vec<i32> = self.live_groups.lock().unwrap().drain().collect();
+        let groups: Vec<i32> = self
+            .live_groups
+            .lock()
+            .unwrap()
+            .drain()
+            .map(|(pgid, _)| pgid)
+            .collect();
         for pgid in groups {
             signal_group(pgid, libc::SIGKILL);
         }
+    }
+
+    /// Kills every live process group of `owner` (the owner is gone).
+    pub fn kill_owner(&self, owner: &str) -> usize {
+        let mut live = self.live_groups.lock().unwrap();
+        let groups: Vec<i32> = live
+            .iter()
+            .filter(|(_, o)| &***o == owner)
+            .map(|(pgid, _)| *pgid)
+            .collect();
+        for pgid in &groups {
+            live.remove(pgid);
+            signal_group(*pgid, libc::SIGKILL);
+        }
+        groups.len()
     }
 
     /// Runs `spec` to completion or timeout. The process group is gone when this returns
@@ -125,7 +151,7 @@ impl ProcessService {
         // The pipe's write ends now live only in the child.
         drop(command);
         let pgid = child.id().map(|id| id as i32).unwrap_or(0);
-        let group = GroupGuard::new(pgid, self.live_groups.clone());
+        let group = GroupGuard::new(pgid, spec.owner.clone(), self.live_groups.clone());
 
         let mut capture = BoundedCapture::new(spec.capture_bytes, spec.spill_path.clone());
         let mut buf = vec![0u8; 64 * 1024];
@@ -204,12 +230,12 @@ fn signal_group(pgid: i32, signal: i32) {
 /// A live process group: registered while it lives, killed when dropped.
 struct GroupGuard {
     pgid: i32,
-    live_groups: Arc<Mutex<HashSet<i32>>>,
+    live_groups: LiveGroups,
 }
 
 impl GroupGuard {
-    fn new(pgid: i32, live_groups: Arc<Mutex<HashSet<i32>>>) -> Self {
-        live_groups.lock().unwrap().insert(pgid);
+    fn new(pgid: i32, owner: Arc<str>, live_groups: LiveGroups) -> Self {
+        live_groups.lock().unwrap().insert(pgid, owner);
         GroupGuard { pgid, live_groups }
     }
 
@@ -231,6 +257,7 @@ mod tests {
 
     fn spec(command: &str, dir: &std::path::Path) -> RunSpec {
         RunSpec {
+            owner: "test".into(),
             command: command.into(),
             cwd: dir.to_path_buf(),
             timeout: Duration::from_secs(10),
@@ -280,5 +307,23 @@ mod tests {
         assert_eq!(out.output.text, "started\n");
         assert!(started.elapsed() < Duration::from_secs(5));
         assert!(service.live_groups.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn killing_an_owner_ends_its_running_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = ProcessService::new(ProcessConfig::default());
+        let running = tokio::spawn({
+            let service = service.clone();
+            let spec = spec("sleep 100", dir.path());
+            async move { service.run(spec).await }
+        });
+        while service.live_groups.lock().unwrap().is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(service.kill_owner("someone-else"), 0);
+        assert_eq!(service.kill_owner("test"), 1);
+        let outcome = running.await.unwrap().unwrap();
+        assert_eq!(outcome.signal, Some(libc::SIGKILL));
     }
 }

@@ -26,6 +26,7 @@ impl CallState {
             Some(dir) => self.call.workdir.join(dir),
         };
         let spec = RunSpec {
+            owner: self.call.owner.clone(),
             command: request.command,
             cwd,
             timeout: std::time::Duration::from_millis(request.timeout_ms),

@@ -1,0 +1,246 @@
+//! The `bash` tool through the whole pipeline: output, exit codes, validation, timeouts,
+//! process cleanup and long output.
+
+use std::time::{Duration, Instant};
+
+use crate::support::{output_and_peak_rss, survivors, unique_marker, Env};
+
+#[test]
+fn echo_returns_its_output_and_exit_code_zero() {
+    let env = Env::new();
+    let out = env.call("bash", r#"{"command":"echo hi","description":"say hi"}"#);
+    assert_eq!(out.code, None, "{out:?}");
+    assert_eq!(out.content, "hi\n[exit code: 0]");
+    assert_eq!(out.exit_code, Some(0));
+}
+
+#[test]
+fn a_failing_command_reports_its_exit_code_and_stderr() {
+    let env = Env::new();
+    let out = env.call(
+        "bash",
+        r#"{"command":"echo to-err >&2; exit 3","description":"fail"}"#,
+    );
+    assert_eq!(out.content, "to-err\n[exit code: 3]");
+    // A command that ran and failed is a result, not a tool error.
+    assert_eq!(out.code, None);
+}
+
+#[test]
+fn the_plain_output_is_the_text_the_model_reads() {
+    let env = Env::new();
+    let output = env
+        .dsh()
+        .args([
+            "call",
+            "bash",
+            r#"{"command":"printf x","description":"x"}"#,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "x\n[exit code: 0]\n"
+    );
+    assert!(output.status.success());
+}
+
+#[test]
+fn invalid_arguments_name_the_field_and_start_no_process() {
+    let env = Env::new();
+    let marker = env.workdir().join("ran");
+    let touch = format!("touch {}", marker.display());
+    let cases = [
+        (
+            serde_json::json!({ "command": touch }).to_string(),
+            "description",
+        ),
+        ("\"just a string\"".to_string(), "object"),
+        (
+            serde_json::json!({ "command": touch, "description": "d", "timeoutMs": "soon" })
+                .to_string(),
+            "/timeoutMs",
+        ),
+        (
+            serde_json::json!({ "command": touch, "description": 7 }).to_string(),
+            "/description",
+        ),
+        (
+            serde_json::json!({ "command": touch, "description": "d", "extra": true }).to_string(),
+            "extra",
+        ),
+    ];
+    for (args, field) in cases {
+        let out = env.call("bash", &args);
+        assert_eq!(
+            out.code.as_deref(),
+            Some("INVALID_ARGUMENTS"),
+            "{args}: {out:?}"
+        );
+        assert!(
+            out.message.contains(field),
+            "{args}: message {:?} does not name {field}",
+            out.message
+        );
+        assert_eq!(out.exit_code, Some(1));
+    }
+    assert!(!marker.exists(), "an invalid call started a process");
+}
+
+#[test]
+fn an_unknown_tool_is_unknown_tool() {
+    let env = Env::new();
+    let out = env.call("no_such_tool", "{}");
+    assert_eq!(out.code.as_deref(), Some("UNKNOWN_TOOL"));
+    assert!(out.message.contains("no_such_tool"));
+}
+
+#[test]
+fn a_timeout_kills_the_whole_call_and_says_so() {
+    let env = Env::new();
+    let marker = unique_marker();
+    let args = format!(
+        r#"{{"command":"sleep 30.{marker} & sleep 30.{marker}","description":"slow","timeoutMs":500}}"#
+    );
+    let started = Instant::now();
+    let out = env.call("bash", &args);
+    let elapsed = started.elapsed();
+    assert_eq!(out.code.as_deref(), Some("TIMEOUT"), "{out:?}");
+    assert!(
+        out.content
+            .contains("[exit code: 124 (timed out after 500 ms)]"),
+        "{}",
+        out.content
+    );
+    assert!(elapsed < Duration::from_secs(10), "took {elapsed:?}");
+    assert_eq!(
+        survivors(&marker, Duration::from_secs(2)),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn a_background_child_of_a_foreground_command_is_gone_when_it_returns() {
+    let env = Env::new();
+    let marker = unique_marker();
+    let args = format!(r#"{{"command":"sleep 1000.{marker} & echo started","description":"bg"}}"#);
+    let started = Instant::now();
+    let out = env.call("bash", &args);
+    assert_eq!(out.content, "started\n[exit code: 0]");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(
+        survivors(&marker, Duration::from_secs(2)),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn a_grandchild_holding_the_pipe_outside_the_group_does_not_hang_the_call() {
+    let env = Env::new();
+    let marker = unique_marker();
+    // setsid moves the sleeper out of the process group; it keeps stdout open.
+    let args =
+        format!(r#"{{"command":"setsid sleep 5.{marker} & echo ok","description":"escape"}}"#);
+    let started = Instant::now();
+    let out = env.call("bash", &args);
+    assert!(out.content.starts_with("ok\n"), "{out:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the call waited for the escaped sleeper"
+    );
+    let _ = std::process::Command::new("pkill")
+        .arg("-f")
+        .arg(&marker)
+        .status();
+}
+
+#[test]
+fn relative_workdir_resolves_against_the_session_workspace() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.workdir().join("sub")).unwrap();
+    let out = env.call(
+        "bash",
+        r#"{"command":"pwd","description":"where","workdir":"sub"}"#,
+    );
+    let expected = std::fs::canonicalize(env.workdir().join("sub")).unwrap();
+    assert_eq!(
+        out.content,
+        format!("{}\n[exit code: 0]", expected.display())
+    );
+    let missing = env.call(
+        "bash",
+        r#"{"command":"pwd","description":"where","workdir":"nope"}"#,
+    );
+    assert_eq!(
+        missing.code.as_deref(),
+        Some("INVALID_ARGUMENTS"),
+        "{missing:?}"
+    );
+}
+
+#[test]
+fn fifty_megabytes_of_output_are_cut_spilled_and_never_held_whole() {
+    let env = Env::new();
+    let (baseline, baseline_rss) = output_and_peak_rss(env.dsh().args([
+        "call",
+        "bash",
+        r#"{"command":"true","description":"t"}"#,
+        "--json",
+    ]));
+    assert!(baseline.status.success());
+    let (output, rss) = output_and_peak_rss(env.dsh().args([
+        "call",
+        "bash",
+        r#"{"command":"yes | head -c 50000000","description":"big"}"#,
+        "--json",
+    ]));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let content = value["content"].as_str().unwrap();
+    assert!(
+        content.len() <= 30_000 + 300,
+        "content is {} bytes",
+        content.len()
+    );
+    assert!(content.contains("bytes omitted"), "no marker");
+    assert!(content.ends_with("[exit code: 0]"));
+    let spill = value["full_output_path"].as_str().expect("a spill file");
+    assert!(content.contains(spill), "the content names the spill file");
+    assert_eq!(std::fs::metadata(spill).unwrap().len(), 50_000_000);
+    // Peak memory grows by far less than the output (50 MB).
+    assert!(
+        rss - baseline_rss < 20 * 1024,
+        "peak RSS {rss} KiB against {baseline_rss} KiB for `true`"
+    );
+}
+
+#[test]
+fn a_configured_deny_rule_stops_the_call_before_any_process() {
+    let env = Env::new();
+    let config = env.dir.path().join("dsh.toml");
+    std::fs::write(
+        &config,
+        "[[gate.rules]]\naction = \"deny\"\ntool = \"bash\"\narg = \"command\"\npattern = 'touch'\nreason = \"no touching\"\n",
+    )
+    .unwrap();
+    let marker = env.workdir().join("touched");
+    let args =
+        serde_json::json!({ "command": format!("touch {}", marker.display()), "description": "t" });
+    let output = env
+        .dsh()
+        .arg("--config")
+        .arg(&config)
+        .args(["call", "bash", &args.to_string()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.starts_with("DENIED: denied by the gate (rule 0 in dsh.toml): no touching"),
+        "{stdout}"
+    );
+    assert!(!marker.exists());
+}

@@ -1,0 +1,115 @@
+//! Loading plugins: a plugin directory extends and overrides the embedded set; a broken
+//! `.wasm` is reported with its reason and never takes the others down.
+
+use serde_json::Value;
+
+use crate::support::{built_plugin, Env};
+
+fn plugins_json(env: &Env, dir: &std::path::Path) -> Vec<Value> {
+    let output = env
+        .dsh()
+        .arg("--plugins")
+        .arg(dir)
+        .args(["plugins", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice::<Value>(&output.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn broken_wasm_files_are_refused_with_a_reason_and_bash_still_works() {
+    let env = Env::new();
+    let dir = env.dir.path().join("plugins");
+    std::fs::create_dir_all(&dir).unwrap();
+    let echo = std::fs::read(built_plugin("echo")).unwrap();
+    std::fs::write(dir.join("truncated.wasm"), &echo[..echo.len() / 2]).unwrap();
+    std::fs::write(dir.join("not-a-component.wasm"), b"\0asm\x01\0\0\0").unwrap();
+    std::fs::write(dir.join("text.wasm"), b"hello").unwrap();
+    std::fs::write(dir.join("echo.wasm"), &echo).unwrap();
+
+    let plugins = plugins_json(&env, &dir);
+    let by_name = |name: &str| {
+        plugins
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{name} listed"))
+    };
+    for broken in ["truncated", "not-a-component", "text"] {
+        let status = by_name(broken);
+        assert_eq!(status["status"], "refused", "{status}");
+        assert!(!status["reason"].as_str().unwrap().is_empty());
+        assert!(status["source"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("{broken}.wasm")));
+        assert_eq!(status["digest"].as_str().unwrap().len(), 64);
+    }
+    assert!(
+        by_name("not-a-component")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("component"),
+        "{plugins:?}"
+    );
+    assert_eq!(by_name("bash")["status"], "serving");
+    assert_eq!(by_name("bash")["source"], "embedded");
+    assert_eq!(by_name("echo")["status"], "serving");
+
+    let out = env
+        .dsh()
+        .arg("--plugins")
+        .arg(&dir)
+        .args([
+            "call",
+            "bash",
+            r#"{"command":"echo still","description":"d"}"#,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "still\n[exit code: 0]\n"
+    );
+    let out = env
+        .dsh()
+        .arg("--plugins")
+        .arg(&dir)
+        .args(["call", "echo", r#"{"text":"from the dir"}"#])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "from the dir\n");
+}
+
+#[test]
+fn a_file_in_the_plugin_dir_overrides_the_embedded_plugin_of_its_name() {
+    let env = Env::new();
+    let dir = env.dir.path().join("plugins");
+    std::fs::create_dir_all(&dir).unwrap();
+    // `bash.wasm` that is really echo: it replaces the embedded bash.
+    std::fs::copy(built_plugin("echo"), dir.join("bash.wasm")).unwrap();
+    let plugins = plugins_json(&env, &dir);
+    let bash = plugins.iter().find(|p| p["name"] == "bash").unwrap();
+    assert!(bash["source"].as_str().unwrap().ends_with("bash.wasm"));
+    assert_eq!(bash["tools"], serde_json::json!(["echo"]));
+}
+
+#[test]
+fn a_missing_plugin_dir_is_a_clear_error() {
+    let env = Env::new();
+    let output = env
+        .dsh()
+        .args(["--plugins", "/no/such/dir", "tools"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("/no/such/dir"));
+}

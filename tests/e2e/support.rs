@@ -1,0 +1,177 @@
+//! Shared helpers: a `dsh` command with its own state dir and workspace, result parsing,
+//! and process-table checks.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// A scratch environment for one test: state dir, workspace, plugin dir.
+pub struct Env {
+    pub dir: tempfile::TempDir,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let env = Env {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        std::fs::create_dir_all(env.workdir()).unwrap();
+        std::fs::create_dir_all(env.state_dir()).unwrap();
+        env
+    }
+
+    pub fn workdir(&self) -> PathBuf {
+        self.dir.path().join("work")
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    /// `dsh` with this environment's state dir and workspace.
+    pub fn dsh(&self) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_dsh"));
+        command
+            .env("DSH_STATE_DIR", self.state_dir())
+            .env("DSH_WORKDIR", self.workdir())
+            .env_remove("DSH_CONFIG")
+            .env_remove("DSH_PLUGINS")
+            .current_dir(self.dir.path());
+        command
+    }
+
+    /// `dsh call TOOL ARGS --json`, parsed.
+    pub fn call(&self, tool: &str, args: &str) -> CallOutput {
+        let output = self
+            .dsh()
+            .args(["call", tool, args, "--json"])
+            .output()
+            .unwrap();
+        CallOutput::parse(output)
+    }
+
+    /// The single session's event log, one JSON value per line.
+    pub fn events(&self) -> Vec<Value> {
+        let sessions = self.state_dir().join("sessions");
+        let mut events = Vec::new();
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(&sessions)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        dirs.sort();
+        for dir in dirs {
+            let text = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+            events.extend(
+                text.lines()
+                    .map(|line| serde_json::from_str::<Value>(line).unwrap()),
+            );
+        }
+        events
+    }
+}
+
+/// A `dsh call --json` result.
+#[derive(Debug)]
+pub struct CallOutput {
+    pub exit_code: Option<i32>,
+    pub content: String,
+    pub code: Option<String>,
+    pub message: String,
+}
+
+impl CallOutput {
+    fn parse(output: Output) -> CallOutput {
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let value: Value = serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("dsh printed no JSON ({e}): {stdout}\nstderr: {stderr}"));
+        CallOutput {
+            exit_code: output.status.code(),
+            content: value["content"].as_str().unwrap_or_default().to_string(),
+            code: value["error"]["code"].as_str().map(str::to_owned),
+            message: value["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        }
+    }
+}
+
+/// A string no other process on the machine has in its command line.
+pub fn unique_marker() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{}{:09}", std::process::id(), nanos)
+}
+
+/// Processes whose command line contains `marker`.
+pub fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmdline = entry.path().join("cmdline");
+        if let Ok(bytes) = std::fs::read(&cmdline) {
+            let text = String::from_utf8_lossy(&bytes).replace('\0', " ");
+            if text.contains(marker) {
+                found.push(format!("{}: {text}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+/// Waits up to `within` for no process to have `marker` (a killed process may take a
+/// moment to be reaped), then returns what is left.
+pub fn survivors(marker: &str, within: std::time::Duration) -> Vec<String> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let left = processes_with(marker);
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Every component built from `plugins/`, test-only ones included.
+pub fn built_plugin(name: &str) -> PathBuf {
+    Path::new(env!("DSH_PLUGIN_WASM_DIR")).join(format!("{name}.wasm"))
+}
+
+/// Runs `command` to completion and returns its output and peak RSS in KiB.
+pub fn output_and_peak_rss(command: &mut Command) -> (Output, i64) {
+    use std::os::unix::process::ExitStatusExt;
+    let child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    // Read the pipes on threads so the child never blocks on a full pipe.
+    let mut child = child;
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out_thread = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut buf).unwrap();
+        buf
+    });
+    let err_thread = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut stderr, &mut buf).unwrap();
+        buf
+    });
+    let mut status = 0;
+    // SAFETY: wait4 on our own child's pid with valid out-pointers.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(waited, pid, "wait4 failed");
+    let output = Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout: out_thread.join().unwrap(),
+        stderr: err_thread.join().unwrap(),
+    };
+    (output, usage.ru_maxrss)
+}
