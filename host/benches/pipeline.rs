@@ -152,6 +152,19 @@ async fn main() {
         assert_eq!(result.content, "[exit code: 0]");
         dsh.push(started.elapsed());
     }
+    let mut forked = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = Instant::now();
+        let mut command = tokio::process::Command::new("bash");
+        command.args(["-c", "true"]).process_group(0);
+        // SAFETY: an empty pre_exec hook; it only forces fork+exec instead of posix_spawn.
+        unsafe {
+            command.pre_exec(|| Ok(()));
+        }
+        command.status().await.unwrap();
+        forked.push(started.elapsed());
+    }
+    report("(for scale: the same with a pre_exec hook)", &mut forked);
     let base = report("baseline: bash -c true (tokio spawn + wait)", &mut spawn);
     let full = report("dsh: bash tool through the pipeline", &mut dsh);
     println!("ratio p50: {:.2} (target ≤ 1.3)", us(full) / us(base));

@@ -6,5 +6,6 @@ mod support;
 
 mod bash_tool;
 mod event_log;
+mod mcp_clients;
 mod plugin_loading;
 mod tool_manuals;

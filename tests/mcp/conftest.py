@@ -11,6 +11,7 @@ Fixtures:
 - `event_log`: reads `$DSH_STATE_DIR/sessions/*/events.jsonl`.
 - `markers` / `procs`: unique command-line markers and a /proc scanner, to
   prove a process tree is gone (leftovers are killed at teardown).
+- `text_of`: the text of a tool result.
 - `open_stdio_session`: an initialized MCP `ClientSession` over `dsh serve`.
 - `raw_stdio_server`: `dsh serve` driven with hand-written JSON-RPC lines, for
   the tests that must see the process exit code.
@@ -29,8 +30,8 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -266,6 +267,32 @@ def text_of() -> Callable[[Any], str]:
     return result_text
 
 
+# --------------------------------------------------------------------------- failures inside task groups
+
+
+def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
+
+
+@contextmanager
+def surface_test_failures() -> Iterator[None]:
+    """Re-raise a test's own assertion/`pytest.fail` out of the SDK's nested task groups.
+
+    Otherwise the report is an exception group several levels deep (which also
+    trips pytest's assertion-rewriting reporter on Python 3.11).
+    """
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        for leaf in _leaves(group):
+            if isinstance(leaf, (AssertionError, pytest.fail.Exception)):
+                raise leaf.with_traceback(leaf.__traceback__) from None
+        raise
+
+
 # --------------------------------------------------------------------------- stdio
 
 
@@ -276,7 +303,7 @@ def open_stdio_session(dsh_bin: str, dsh_env: dict[str, str], dsh_dirs: DshDirs)
     @asynccontextmanager
     async def open_session() -> AsyncIterator[ClientSession]:
         params = StdioServerParameters(command=dsh_bin, args=["serve"], env=dsh_env, cwd=str(dsh_dirs.work))
-        with open(dsh_dirs.logs / "stdio-stderr.log", "a") as errlog:
+        with surface_test_failures(), open(dsh_dirs.logs / "stdio-stderr.log", "a") as errlog:
             async with stdio_client(params, errlog=errlog) as (read, write):
                 async with ClientSession(read, write, read_timeout_seconds=REQUEST_TIMEOUT) as session:
                     with anyio.fail_after(REQUEST_TIMEOUT):
@@ -473,11 +500,12 @@ def open_http_session():
 
     @asynccontextmanager
     async def open_session(server: HttpServer) -> AsyncIterator[ClientSession]:
-        async with create_mcp_http_client(headers=server.auth_headers) as http:
-            async with streamable_http_client(server.url, http_client=http) as (read, write):
-                async with ClientSession(read, write, read_timeout_seconds=REQUEST_TIMEOUT) as session:
-                    with anyio.fail_after(REQUEST_TIMEOUT):
-                        await session.initialize()
-                    yield session
+        with surface_test_failures():
+            async with create_mcp_http_client(headers=server.auth_headers) as http:
+                async with streamable_http_client(server.url, http_client=http) as (read, write):
+                    async with ClientSession(read, write, read_timeout_seconds=REQUEST_TIMEOUT) as session:
+                        with anyio.fail_after(REQUEST_TIMEOUT):
+                            await session.initialize()
+                        yield session
 
     return open_session

@@ -115,7 +115,7 @@ async def test_cancelled_call_leaves_no_process(open_stdio_session, event_log, m
 
         with anyio.fail_after(5):
             await call_finished.wait()
-        gone_after = await procs.wait_until_gone(marker, timeout=3)
+        await procs.wait_until_gone(marker, timeout=3)
         assert time.monotonic() - cancelled_at < 5, "cancellation took too long"
 
         call = (await event_log.wait_for(lambda: event_log.calls_with_command_containing(marker), 3, "the call"))[0]
@@ -126,7 +126,6 @@ async def test_cancelled_call_leaves_no_process(open_stdio_session, event_log, m
         # The server is still serving after a cancellation.
         after = await session.call_tool("bash", {"command": "echo still-here", "description": "d"})
         assert text_of(after) == "still-here\n[exit code: 0]", after
-    assert gone_after < 3
 
 
 def test_closing_stdin_exits_cleanly_and_leaves_no_process(raw_stdio_server, markers, procs):
@@ -145,9 +144,15 @@ def test_closing_stdin_exits_cleanly_and_leaves_no_process(raw_stdio_server, mar
     procs.wait_until_present_sync(marker, timeout=10)
 
     server.close_stdin()
+    closed_at = time.monotonic()
     try:
-        exit_code = server.proc.wait(timeout=5)
+        # Waits past the limit only to report how long the exit really took.
+        exit_code = server.proc.wait(timeout=15)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"dsh serve still running 5s after its stdin closed\n{server.stderr()}")
+        pytest.fail(f"dsh serve still running 15s after its stdin closed\n{server.stderr()}")
+    took = time.monotonic() - closed_at
     assert exit_code == 0, f"dsh serve exited with {exit_code}\n{server.stderr()}"
+    # MCP clients give a server a short grace after closing stdin before they
+    # SIGTERM it (the Python SDK: 2 s); 5 s is generous.
+    assert took < 5.0, f"dsh serve took {took:.2f}s to exit after its stdin closed during a call"
     procs.wait_until_gone_sync(marker, timeout=3)

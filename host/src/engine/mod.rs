@@ -3,6 +3,7 @@
 //! ([`plugin`]). Nothing on the call path builds an engine, a linker or an instance-pre.
 
 pub mod bindings;
+pub mod cache;
 pub mod embedded;
 pub mod plugin;
 pub mod store;
@@ -32,13 +33,18 @@ pub struct EngineError(#[from] wasmtime::Error);
 /// The engine, the linker with every host interface, and the host services.
 pub struct Runtime {
     pub engine: Engine,
+    pub cache: cache::ComponentCache,
     pub linker: Linker<CallState>,
     pub services: Services,
     ticker_stop: Arc<AtomicBool>,
 }
 
 impl Runtime {
-    pub fn new(services: Services) -> Result<Runtime, EngineError> {
+    /// `cache_dir` holds compiled components (`None`: compile every time).
+    pub fn new(
+        services: Services,
+        cache_dir: Option<std::path::PathBuf>,
+    ) -> Result<Runtime, EngineError> {
         let mut config = wasmtime::Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
@@ -72,6 +78,7 @@ impl Runtime {
             .map_err(|e| EngineError(e.into()))?;
 
         Ok(Runtime {
+            cache: cache::ComponentCache::new(&engine, cache_dir),
             engine,
             linker,
             services,

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use sha2::{Digest, Sha256};
-use wasmtime::component::Component;
 
 use super::bindings::dsh::plugin::types as wit;
 use super::bindings::ToolPre;
+use super::cache::CacheOutcome;
 use super::store::{new_store, Bounds, CallState};
 use super::Runtime;
 use crate::call::{CallContext, CallResult};
@@ -92,11 +92,24 @@ impl Plugin {
         config: PluginConfig,
     ) -> Result<Plugin, LoadError> {
         let digest = digest(&bytes);
-        let engine = runtime.engine.clone();
-        let component = tokio::task::spawn_blocking(move || Component::new(&engine, &*bytes))
-            .await
-            .map_err(|e| LoadError::Join(e.to_string()))?
-            .map_err(LoadError::Compile)?;
+        let (engine, cache, key) = (
+            runtime.engine.clone(),
+            runtime.cache.clone(),
+            digest.clone(),
+        );
+        let (component, outcome) =
+            tokio::task::spawn_blocking(move || cache.load(&engine, &bytes, &key))
+                .await
+                .map_err(|e| LoadError::Join(e.to_string()))?
+                .map_err(LoadError::Compile)?;
+        match outcome {
+            CacheOutcome::Hit => tracing::info!(plugin = name, "compile cache hit"),
+            CacheOutcome::Miss => tracing::info!(plugin = name, "compile cache miss: compiled"),
+            CacheOutcome::Corrupt => {
+                tracing::warn!(plugin = name, "compile cache entry corrupt: recompiled")
+            }
+            CacheOutcome::Disabled => tracing::debug!(plugin = name, "compiled (no cache)"),
+        }
         let instance_pre = runtime
             .linker
             .instantiate_pre(&component)

@@ -171,28 +171,26 @@ impl ServerHandler for McpConnection {
             owner: self.owner.clone(),
             scope: self.server.scope.clone(),
         };
-        let pipeline = &self.server.host.pipeline;
-        let running = pipeline.call(call, &context.ct);
-        let result = match context.meta.get_progress_token() {
-            None => running.await,
-            Some(token) => {
-                let interval = Duration::from_millis(
-                    self.server.host.config.serve.progress_interval_ms.max(10),
-                );
-                let started = Instant::now();
-                let mut ticks =
-                    tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
-                tokio::pin!(running);
-                loop {
-                    tokio::select! {
-                        result = &mut running => break result,
-                        _ = ticks.tick() => {
-                            let seconds = started.elapsed().as_secs_f64();
-                            let progress = ProgressNotificationParam::new(token.clone(), seconds)
-                                .with_message(format!("running for {seconds:.1} s"));
-                            let _ = context.peer.notify_progress(progress).await;
-                        }
-                    }
+        // Cancelled by `notifications/cancelled` for this request, or when the
+        // connection's input ends.
+        let cancel = self.closed.child_token();
+        let running = self.server.host.pipeline.call(call, &cancel);
+        tokio::pin!(running);
+        let progress_token = context.meta.get_progress_token();
+        let interval =
+            Duration::from_millis(self.server.host.config.serve.progress_interval_ms.max(10));
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+        let started = Instant::now();
+        let result = loop {
+            tokio::select! {
+                result = &mut running => break result,
+                _ = context.ct.cancelled(), if !cancel.is_cancelled() => cancel.cancel(),
+                _ = ticks.tick(), if progress_token.is_some() => {
+                    let seconds = started.elapsed().as_secs_f64();
+                    let token = progress_token.clone().expect("guarded by the branch condition");
+                    let progress = ProgressNotificationParam::new(token, seconds)
+                        .with_message(format!("running for {seconds:.1} s"));
+                    let _ = context.peer.notify_progress(progress).await;
                 }
             }
         };
@@ -222,8 +220,15 @@ pub enum ServeError {
 pub async fn serve_stdio(server: Arc<McpServer>) -> Result<(), ServeError> {
     use rmcp::ServiceExt;
     let connection = McpConnection::new(server, "stdio");
+    // rmcp waits up to 5 s for running handlers after its input ends; cancelling the
+    // connection's calls at EOF makes them finish (CANCELLED) at once instead.
+    let (stdin, stdout) = rmcp::transport::stdio();
+    let stdin = CancelOnEof {
+        inner: stdin,
+        on_eof: connection.closed.clone(),
+    };
     let running = connection
-        .serve(rmcp::transport::stdio())
+        .serve((stdin, stdout))
         .await
         .map_err(|e| ServeError::Initialize(e.to_string()))?;
     running
@@ -231,4 +236,28 @@ pub async fn serve_stdio(server: Arc<McpServer>) -> Result<(), ServeError> {
         .await
         .map_err(|e| ServeError::Join(e.to_string()))?;
     Ok(())
+}
+
+/// A reader that cancels a token when it reaches end of input.
+struct CancelOnEof<R> {
+    inner: R,
+    on_eof: CancellationToken,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for CancelOnEof<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let std::task::Poll::Ready(Ok(())) = polled {
+            if buf.filled().len() == before && buf.remaining() > 0 {
+                tracing::info!("MCP input closed; cancelling the connection's calls");
+                self.on_eof.cancel();
+            }
+        }
+        polled
+    }
 }

@@ -84,7 +84,10 @@ impl Pipeline {
             result = self.run(&request, call_id.clone()) => result,
             _ = cancel.cancelled() => CallResult::failed(ToolError::new(
                 ErrorCode::Cancelled,
-                format!("{} was cancelled by the caller; every process it started was killed", request.tool),
+                format!(
+                    "{} was cancelled (by the caller, or its connection closed); every process it started was killed",
+                    request.tool
+                ),
             )),
         };
         self.observers

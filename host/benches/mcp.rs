@@ -1,0 +1,253 @@
+//! `tools/call` round trips over stdio against the real `dsh serve` binary, driven by a
+//! bare JSON-RPC client in this process: a no-op WASM tool (`echo`) with a 1 KiB string
+//! argument. Prints p50/p99, calls per second with 1 and 8 concurrent callers, the
+//! server's CPU time per call, the time from start to the first answered `tools/list`,
+//! and the server's peak RSS. The baseline, measured in the same run, is the same call
+//! made in-process through the pipeline (no MCP, no process boundary).
+//!
+//! Run with `cargo bench --bench mcp`.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::oneshot;
+
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>;
+
+/// A JSON-RPC client on a child's stdin/stdout; responses are matched by id.
+struct Client {
+    stdin: tokio::sync::Mutex<tokio::process::ChildStdin>,
+    pending: Pending,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+impl Client {
+    async fn request(&self, method: &str, params: Value) -> Value {
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().unwrap().insert(id, tx);
+        let mut line =
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+        line.push('\n');
+        self.stdin
+            .lock()
+            .await
+            .write_all(line.as_bytes())
+            .await
+            .unwrap();
+        rx.await.expect("server answered")
+    }
+
+    async fn notify(&self, method: &str) {
+        let mut line = json!({"jsonrpc": "2.0", "method": method}).to_string();
+        line.push('\n');
+        self.stdin
+            .lock()
+            .await
+            .write_all(line.as_bytes())
+            .await
+            .unwrap();
+    }
+}
+
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    samples[((samples.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+#[tokio::main]
+async fn main() {
+    let scratch = tempfile::tempdir().unwrap();
+    let plugins = scratch.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::copy(
+        Path::new(env!("DSH_PLUGIN_WASM_DIR")).join("echo.wasm"),
+        plugins.join("echo.wasm"),
+    )
+    .unwrap();
+    let text = "x".repeat(1024);
+    let call_params = json!({"name": "echo", "arguments": {"text": text}});
+
+    // Baseline: the same call in-process through the pipeline.
+    let host = dsh::host::Host::start(dsh::host::HostOptions {
+        config: dsh::config::Config::default(),
+        plugins_dir: Some(plugins.clone()),
+        state_dir: scratch.path().join("state-inproc"),
+        workdir: scratch.path().to_path_buf(),
+    })
+    .await
+    .unwrap();
+    let never = tokio_util::sync::CancellationToken::new();
+    let request = || dsh::call::CallRequest {
+        tool: "echo".into(),
+        args: json!({ "text": text }),
+        owner: "bench".into(),
+        scope: "default".into(),
+    };
+    for _ in 0..500 {
+        host.pipeline.call(request(), &never).await;
+    }
+    let mut inproc = Vec::new();
+    for _ in 0..3000 {
+        let started = Instant::now();
+        host.pipeline.call(request(), &never).await;
+        inproc.push(started.elapsed());
+    }
+    let inproc_p50 = percentile(&mut inproc, 0.5);
+
+    // The server.
+    let started = Instant::now();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .arg("--plugins")
+        .arg(&plugins)
+        .arg("--state-dir")
+        .arg(scratch.path().join("state"))
+        .arg("--workdir")
+        .arg(scratch.path())
+        .arg("serve")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    let pending: Pending = Arc::default();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let reader_pending = pending.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let value: Value = serde_json::from_str(&line).unwrap();
+            if let Some(id) = value.get("id").and_then(Value::as_u64) {
+                if let Some(tx) = reader_pending.lock().unwrap().remove(&id) {
+                    let _ = tx.send(value);
+                }
+            }
+        }
+    });
+    let client = Arc::new(Client {
+        stdin: tokio::sync::Mutex::new(child.stdin.take().unwrap()),
+        pending,
+        next_id: 1.into(),
+    });
+    client
+        .request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}),
+        )
+        .await;
+    client.notify("notifications/initialized").await;
+    let tools = client.request("tools/list", json!({})).await;
+    let first_list = started.elapsed();
+    assert!(tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["name"] == "echo"));
+
+    for _ in 0..500 {
+        client.request("tools/call", call_params.clone()).await;
+    }
+
+    println!("== MCP tools/call round trip over stdio (echo, 1 KiB argument)");
+    // One caller.
+    let n = 5000;
+    let ticks_before = cpu_ticks(pid);
+    let wall = Instant::now();
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let answer = client.request("tools/call", call_params.clone()).await;
+        samples.push(t.elapsed());
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+    }
+    let elapsed = wall.elapsed();
+    let cpu = Duration::from_millis((cpu_ticks(pid) - ticks_before) * 10);
+    let p50 = percentile(&mut samples, 0.5);
+    let p99 = percentile(&mut samples, 0.99);
+    println!(
+        "1 caller : p50 {:>7.1} µs  p99 {:>7.1} µs  {:>7.0} calls/s  server CPU {:>6.1} µs/call",
+        us(p50),
+        us(p99),
+        n as f64 / elapsed.as_secs_f64(),
+        us(cpu) / n as f64
+    );
+
+    // Eight callers on the same connection.
+    let per_caller = 2000;
+    let ticks_before = cpu_ticks(pid);
+    let wall = Instant::now();
+    let mut callers = Vec::new();
+    for _ in 0..8 {
+        let (client, params) = (client.clone(), call_params.clone());
+        callers.push(tokio::spawn(async move {
+            let mut samples = Vec::with_capacity(per_caller);
+            for _ in 0..per_caller {
+                let t = Instant::now();
+                client.request("tools/call", params.clone()).await;
+                samples.push(t.elapsed());
+            }
+            samples
+        }));
+    }
+    let mut samples = Vec::new();
+    for caller in callers {
+        samples.extend(caller.await.unwrap());
+    }
+    let elapsed = wall.elapsed();
+    let total = 8 * per_caller;
+    let cpu = Duration::from_millis((cpu_ticks(pid) - ticks_before) * 10);
+    let p50_8 = percentile(&mut samples, 0.5);
+    let p99_8 = percentile(&mut samples, 0.99);
+    println!(
+        "8 callers: p50 {:>7.1} µs  p99 {:>7.1} µs  {:>7.0} calls/s  server CPU {:>6.1} µs/call",
+        us(p50_8),
+        us(p99_8),
+        total as f64 / elapsed.as_secs_f64(),
+        us(cpu) / total as f64
+    );
+    println!(
+        "start to first answered tools/list: {:.1} ms",
+        first_list.as_secs_f64() * 1e3
+    );
+    println!(
+        "server peak RSS: {:.1} MiB",
+        peak_rss_kib(pid) as f64 / 1024.0
+    );
+    println!(
+        "baseline (same call in-process through the pipeline): p50 {:.1} µs; MCP round trip / baseline: {:.2}",
+        us(inproc_p50),
+        us(p50) / us(inproc_p50)
+    );
+    drop(client);
+    let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+    host.shutdown();
+}
