@@ -10,12 +10,15 @@
 //!
 //! Native only: nothing here knows wasmtime. The WIT binding is in [`wit`].
 
+mod spawn;
 pub mod wit;
 
 use std::collections::HashMap;
-use std::os::fd::OwnedFd;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -31,6 +34,8 @@ pub enum ProcessError {
     BadWorkdir(PathBuf),
     #[error("cannot start bash: {0}")]
     Spawn(std::io::Error),
+    #[error("the command, working directory or environment contains a NUL byte")]
+    NulByte,
     #[error("cannot read the command's output: {0}")]
     Output(std::io::Error),
 }
@@ -70,6 +75,54 @@ type LiveGroups = Arc<Mutex<HashMap<i32, Arc<str>>>>;
 pub struct ProcessService {
     config: ProcessConfig,
     live_groups: LiveGroups,
+    launch: Arc<Launch>,
+}
+
+/// What every spawn reuses: the shell's path, the host environment, `/dev/null`.
+#[derive(Debug)]
+struct Launch {
+    bash: CString,
+    environment: Vec<(Vec<u8>, CString)>,
+    dev_null: std::io::Result<OwnedFd>,
+}
+
+impl Launch {
+    fn new() -> Self {
+        let bash = std::env::var_os("PATH")
+            .and_then(|path| {
+                std::env::split_paths(&path)
+                    .map(|dir| dir.join("bash"))
+                    .find(|candidate| candidate.is_file())
+            })
+            .unwrap_or_else(|| PathBuf::from("/bin/bash"));
+        let environment = std::env::vars_os()
+            .filter_map(|(key, value)| {
+                let mut entry = key.as_bytes().to_vec();
+                entry.push(b'=');
+                entry.extend_from_slice(value.as_bytes());
+                Some((key.as_bytes().to_vec(), CString::new(entry).ok()?))
+            })
+            .collect();
+        Launch {
+            bash: CString::new(bash.as_os_str().as_bytes()).unwrap_or_else(|_| c"/bin/bash".into()),
+            environment,
+            dev_null: std::fs::File::open("/dev/null").map(OwnedFd::from),
+        }
+    }
+
+    /// The host environment with `extra` added (replacing variables of the same name).
+    fn envp(&self, extra: &[(String, String)]) -> Result<Vec<CString>, ProcessError> {
+        let mut envp: Vec<CString> = self
+            .environment
+            .iter()
+            .filter(|(key, _)| !extra.iter().any(|(k, _)| k.as_bytes() == key.as_slice()))
+            .map(|(_, entry)| entry.clone())
+            .collect();
+        for (key, value) in extra {
+            envp.push(CString::new(format!("{key}={value}")).map_err(|_| ProcessError::NulByte)?);
+        }
+        Ok(envp)
+    }
 }
 
 impl ProcessService {
@@ -77,6 +130,7 @@ impl ProcessService {
         ProcessService {
             config,
             live_groups: Arc::default(),
+            launch: Arc::new(Launch::new()),
         }
     }
 
@@ -121,36 +175,31 @@ impl ProcessService {
         let write_fd: OwnedFd = pipe_writer
             .into_blocking_fd()
             .map_err(ProcessError::Spawn)?;
-        let stderr_fd = write_fd.try_clone().map_err(ProcessError::Spawn)?;
-
-        let mut command = tokio::process::Command::new("bash");
-        command
-            .arg("-c")
-            .arg(&spec.command)
-            .current_dir(&spec.cwd)
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(write_fd))
-            .stderr(Stdio::from(stderr_fd))
-            .process_group(0)
-            .kill_on_drop(true);
-        // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) run in the child.
-        unsafe {
-            command.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // The host may have died between fork and prctl.
-                if libc::getppid() == 1 {
-                    libc::_exit(137);
-                }
-                Ok(())
-            });
-        }
-        let mut child = command.spawn().map_err(ProcessError::Spawn)?;
-        // The pipe's write ends now live only in the child.
-        drop(command);
-        let pgid = child.id().map(|id| id as i32).unwrap_or(0);
+        let dev_null = self
+            .launch
+            .dev_null
+            .as_ref()
+            .map_err(|e| ProcessError::Spawn(std::io::Error::new(e.kind(), e.to_string())))?;
+        let argv = [
+            c"bash".to_owned(),
+            c"-c".to_owned(),
+            CString::new(spec.command.as_bytes()).map_err(|_| ProcessError::NulByte)?,
+        ];
+        let cwd =
+            CString::new(spec.cwd.as_os_str().as_bytes()).map_err(|_| ProcessError::NulByte)?;
+        let envp = self.launch.envp(&spec.env)?;
+        let mut child = spawn::spawn(&spawn::SpawnSpec {
+            program: &self.launch.bash,
+            argv: &argv,
+            envp: &envp,
+            cwd: &cwd,
+            output: write_fd.as_raw_fd(),
+            input: dev_null.as_raw_fd(),
+        })
+        .map_err(ProcessError::Spawn)?;
+        // The pipe's write end now lives only in the child.
+        drop(write_fd);
+        let pgid = child.pid();
         let group = GroupGuard::new(pgid, spec.owner.clone(), self.live_groups.clone());
 
         let mut capture = BoundedCapture::new(spec.capture_bytes, spec.spill_path.clone());
