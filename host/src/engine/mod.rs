@@ -22,6 +22,8 @@ use store::CallState;
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// Plugin instances that may be alive at once.
 const MAX_LIVE_INSTANCES: u32 = 512;
+/// Bytes of each reused memory, table and stack slot kept mapped between calls.
+const KEEP_RESIDENT_BYTES: usize = 64 << 10;
 /// The largest linear memory any plugin may have; per-plugin caps are lower.
 const MAX_MEMORY_BYTES: usize = 1 << 30;
 
@@ -54,7 +56,12 @@ impl Runtime {
             .total_core_instances(MAX_LIVE_INSTANCES * 4)
             .total_memories(MAX_LIVE_INSTANCES * 2)
             .total_tables(MAX_LIVE_INSTANCES * 4)
-            .max_memory_size(MAX_MEMORY_BYTES);
+            .max_memory_size(MAX_MEMORY_BYTES)
+            // Reused slots keep their first pages mapped: no page faults to re-touch
+            // them on the next call.
+            .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+            .table_keep_resident(KEEP_RESIDENT_BYTES)
+            .async_stack_keep_resident(KEEP_RESIDENT_BYTES);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)?;
 

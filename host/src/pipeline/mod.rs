@@ -21,7 +21,6 @@ pub mod s6_observe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::call::{CallContext, CallRequest, CallResult};
@@ -30,6 +29,17 @@ use crate::engine::Runtime;
 use crate::error::{ErrorCode, ToolError};
 use crate::registry::Registry;
 use crate::session::Session;
+
+/// The `tool/call` event: written before anything else happens to a call.
+#[derive(serde::Serialize)]
+struct CallEvent<'a> {
+    call_id: &'a str,
+    session: &'a str,
+    owner: &'a str,
+    scope: &'a str,
+    tool: &'a str,
+    args: &'a serde_json::Value,
+}
 
 /// The pipeline with its configured gate, guards, filters and observers.
 pub struct Pipeline {
@@ -71,14 +81,14 @@ impl Pipeline {
         let call_id = self.session.next_call_id();
         self.session.events.write(
             "tool/call",
-            json!({
-                "call_id": call_id,
-                "session": &*self.session.id,
-                "owner": &*request.owner,
-                "scope": &*request.scope,
-                "tool": request.tool,
-                "args": request.args,
-            }),
+            CallEvent {
+                call_id: &call_id,
+                session: &self.session.id,
+                owner: &request.owner,
+                scope: &request.scope,
+                tool: &request.tool,
+                args: &request.args,
+            },
         );
         let result = tokio::select! {
             result = self.run(&request, call_id.clone()) => result,

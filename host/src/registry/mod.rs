@@ -38,6 +38,9 @@ pub struct RegisteredTool {
 impl RegisteredTool {
     /// Checks `args` against the tool's schema; the error names the offending field.
     pub fn validate(&self, args: &serde_json::Value) -> Result<(), ToolError> {
+        if self.validator.is_valid(args) {
+            return Ok(());
+        }
         let problems: Vec<String> = self
             .validator
             .iter_errors(args)

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use serde_json::{json, Value};
+use serde::Serialize;
 
 /// An append-only JSONL file.
 pub struct EventLog {
@@ -27,21 +27,34 @@ impl EventLog {
         &self.path
     }
 
-    /// Appends `{"ts_ms": …, "event": EVENT, …fields}` as one line. A failed write is
-    /// logged, never fatal to the call.
-    pub fn write(&self, event: &str, fields: Value) {
+    /// Appends `{"ts_ms": …, "event": EVENT, …fields}` as one line (`fields` serializes
+    /// to an object). A failed write is logged, never fatal to the call.
+    pub fn write(&self, event: &str, fields: impl Serialize) {
+        #[derive(Serialize)]
+        struct Record<'a, F> {
+            ts_ms: u64,
+            event: &'a str,
+            #[serde(flatten)]
+            fields: F,
+        }
         let ts_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        let mut record = json!({ "ts_ms": ts_ms, "event": event });
-        if let (Some(record), Value::Object(fields)) = (record.as_object_mut(), fields) {
-            record.extend(fields);
-        }
-        let mut line = record.to_string();
-        line.push('\n');
+        let mut line = match serde_json::to_vec(&Record {
+            ts_ms,
+            event,
+            fields,
+        }) {
+            Ok(line) => line,
+            Err(error) => {
+                tracing::error!(%error, event, "cannot serialize an event");
+                return;
+            }
+        };
+        line.push(b'\n');
         // One write per line on an O_APPEND file: lines never interleave.
-        if let Err(error) = self.file.lock().unwrap().write_all(line.as_bytes()) {
+        if let Err(error) = self.file.lock().unwrap().write_all(&line) {
             tracing::error!(%error, path = %self.path.display(), "cannot write the event log");
         }
     }
