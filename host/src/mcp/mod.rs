@@ -222,7 +222,7 @@ pub async fn serve_stdio(server: Arc<McpServer>) -> Result<(), ServeError> {
     let connection = McpConnection::new(server, "stdio");
     // rmcp waits up to 5 s for running handlers after its input ends; cancelling the
     // connection's calls at EOF makes them finish (CANCELLED) at once instead.
-    let (stdin, stdout) = rmcp::transport::stdio();
+    let (stdin, stdout) = stdio_streams();
     let stdin = CancelOnEof {
         inner: stdin,
         on_eof: connection.closed.clone(),
@@ -236,6 +236,35 @@ pub async fn serve_stdio(server: Arc<McpServer>) -> Result<(), ServeError> {
         .await
         .map_err(|e| ServeError::Join(e.to_string()))?;
     Ok(())
+}
+
+type Reader = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
+type Writer = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
+
+/// stdin and stdout for the MCP stream. Pipes (how MCP clients start servers) are
+/// read and written directly on the event loop; anything else (a terminal, a file)
+/// goes through tokio's stdio, which hands every read and write to a blocking thread.
+fn stdio_streams() -> (Reader, Writer) {
+    use std::os::fd::AsFd;
+    let pipe_in = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .map(std::fs::File::from)
+        .and_then(tokio::net::unix::pipe::Receiver::from_file);
+    let pipe_out = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .map(std::fs::File::from)
+        .and_then(tokio::net::unix::pipe::Sender::from_file);
+    let reader: Reader = match pipe_in {
+        Ok(pipe) => Box::new(pipe),
+        Err(_) => Box::new(tokio::io::stdin()),
+    };
+    let writer: Writer = match pipe_out {
+        Ok(pipe) => Box::new(pipe),
+        Err(_) => Box::new(tokio::io::stdout()),
+    };
+    (reader, writer)
 }
 
 /// A reader that cancels a token when it reaches end of input.
