@@ -113,3 +113,53 @@ fn a_missing_plugin_dir_is_a_clear_error() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("/no/such/dir"));
 }
+
+fn tools_log(env: &Env) -> String {
+    let output = env
+        .dsh()
+        .env("RUST_LOG", "dsh=info")
+        .args(["tools", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn a_second_start_loads_compiled_components_from_the_cache() {
+    let env = Env::new();
+    assert!(tools_log(&env).contains("compile cache miss"));
+    let second = tools_log(&env);
+    assert!(second.contains("compile cache hit"), "{second}");
+    assert!(!second.contains("miss"), "{second}");
+}
+
+#[test]
+fn a_corrupted_cache_entry_is_recompiled_not_loaded() {
+    let env = Env::new();
+    tools_log(&env);
+    let cache = env.state_dir().join("cache");
+    let entry = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "cwasm"))
+        .expect("a cache entry");
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&entry, &bytes).unwrap();
+
+    let log = tools_log(&env);
+    assert!(
+        log.contains("compile cache entry corrupt: recompiled"),
+        "{log}"
+    );
+    // The rewritten entry is good again, and bash still works.
+    assert!(tools_log(&env).contains("compile cache hit"));
+    let out = env.call("bash", r#"{"command":"echo fine","description":"d"}"#);
+    assert_eq!(out.content, "fine\n[exit code: 0]");
+}
