@@ -18,6 +18,12 @@
 //! pattern = 'rm\s+-rf\s+/'      # ... whose string value matches this regex
 //! reason = "no recursive delete from the root"
 //!
+//! [jobs]
+//! max_running_per_owner = 64    # the next background start gets LIMIT_EXCEEDED
+//! max_output_bytes = 1073741824 # a job printing more is killed
+//! tail_bytes = 1048576          # newest output kept in memory per job
+//! max_wait_ms = 60000           # the longest job_output waits
+//!
 //! [serve]
 //! owner_grace_ms = 30000        # a gone connection's resources live this long
 //! max_request_bytes = 4194304   # larger HTTP requests get 413
@@ -64,6 +70,8 @@ pub struct Config {
     pub gate: GateConfig,
     #[serde(default)]
     pub serve: ServeConfig,
+    #[serde(default)]
+    pub jobs: JobsConfig,
     /// Scope name → tool name patterns the scope may see.
     #[serde(default)]
     pub scopes: BTreeMap<String, Vec<String>>,
@@ -107,6 +115,31 @@ impl Default for ProcessConfig {
         ProcessConfig {
             kill_grace_ms: 2_000,
             drain_ms: 200,
+        }
+    }
+}
+
+/// Background jobs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JobsConfig {
+    /// Running jobs one owner may have; the next start gets `LIMIT_EXCEEDED`.
+    pub max_running_per_owner: usize,
+    /// A job whose output passes this many bytes is killed (its spill file's size cap).
+    pub max_output_bytes: u64,
+    /// The newest bytes of each job's output kept in memory.
+    pub tail_bytes: usize,
+    /// The longest `job_output` may wait for news.
+    pub max_wait_ms: u64,
+}
+
+impl Default for JobsConfig {
+    fn default() -> Self {
+        JobsConfig {
+            max_running_per_owner: 64,
+            max_output_bytes: 1 << 30,
+            tail_bytes: 1 << 20,
+            max_wait_ms: 60_000,
         }
     }
 }

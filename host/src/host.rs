@@ -52,19 +52,19 @@ pub struct Host {
 impl Host {
     pub async fn start(options: HostOptions) -> Result<Host, StartError> {
         let config = Arc::new(options.config);
-        let services = Services::new(&config);
-        let runtime = Arc::new(Runtime::new(
-            services.clone(),
-            Some(options.state_dir.join("cache")),
-        )?);
-        let registry = Arc::new(Registry::new(config.scopes.clone()));
-        load_plugin_set(&runtime, &registry, &config, options.plugins_dir.as_deref()).await?;
         let session = Session::open(&options.state_dir, options.workdir).map_err(|source| {
             StartError::Session {
                 path: options.state_dir.clone(),
                 source,
             }
         })?;
+        let services = Services::new(&config, session.spill_dir.clone());
+        let runtime = Arc::new(Runtime::new(
+            services.clone(),
+            Some(options.state_dir.join("cache")),
+        )?);
+        let registry = Arc::new(Registry::new(config.scopes.clone()));
+        load_plugin_set(&runtime, &registry, &config, options.plugins_dir.as_deref()).await?;
         tracing::info!(session = %session.id, events = %session.events.path().display(), "session started");
         let pipeline = Arc::new(Pipeline::new(
             runtime,

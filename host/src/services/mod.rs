@@ -2,6 +2,7 @@
 //! its WIT binding beside it. Adding a capability adds a folder here, a WIT interface,
 //! and a line in [`add_to_linker`].
 
+pub mod jobs;
 pub mod log;
 pub mod process;
 
@@ -15,12 +16,19 @@ use crate::engine::store::CallState;
 #[derive(Debug, Clone)]
 pub struct Services {
     pub process: process::ProcessService,
+    pub jobs: std::sync::Arc<jobs::JobRegistry>,
 }
 
 impl Services {
-    pub fn new(config: &Config) -> Self {
+    /// `spill_dir` holds the jobs' output files.
+    pub fn new(config: &Config, spill_dir: std::path::PathBuf) -> Self {
         Services {
             process: process::ProcessService::new(config.process.clone()),
+            jobs: std::sync::Arc::new(jobs::JobRegistry::new(
+                config.jobs.clone(),
+                std::time::Duration::from_millis(config.process.kill_grace_ms),
+                spill_dir,
+            )),
         }
     }
 
@@ -52,6 +60,7 @@ impl Services {
 /// Adds every host interface to the linker.
 pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     plugin::process::add_to_linker::<CallState, HasSelf<CallState>>(linker, |state| state)?;
+    plugin::jobs::add_to_linker::<CallState, HasSelf<CallState>>(linker, |state| state)?;
     plugin::log::add_to_linker::<CallState, HasSelf<CallState>>(linker, |state| state)?;
     Ok(())
 }

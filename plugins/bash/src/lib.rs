@@ -7,7 +7,7 @@
 
 wit_bindgen::generate!({ path: "../../wit", world: "tool" });
 
-use dsh::plugin::process::{self, RunRequest};
+use dsh::plugin::process::{self, BackgroundRequest, RunRequest};
 use dsh::plugin::types::{ErrorCode, ToolError};
 use serde::Deserialize;
 
@@ -20,7 +20,8 @@ const DESCRIPTION: &str = "Run a bash command and return its combined stdout and
 followed by `[exit code: N]`. Each call is a new shell: `cd`, variables and background \
 processes do not carry over to the next call, and every process the command starts is \
 killed when it returns. Long output is cut to its head and tail; the full output is kept \
-in a file whose path is given. Use `timeoutMs` for commands that may run long.";
+in a file whose path is given. Use `timeoutMs` for commands that may run long, and \
+`run_in_background` for servers, watchers and long test suites.";
 
 const SCHEMA: &str = r#"{
   "type": "object",
@@ -28,7 +29,8 @@ const SCHEMA: &str = r#"{
     "command": { "type": "string", "minLength": 1, "description": "The command, run with `bash -c`." },
     "description": { "type": "string", "minLength": 1, "description": "What the command does, in a few words (shown to the user)." },
     "timeoutMs": { "type": "integer", "minimum": 1, "description": "Kill the command after this many milliseconds (default 120000, at most 600000)." },
-    "workdir": { "type": "string", "minLength": 1, "description": "Directory to run in; a relative path resolves against the session workspace." }
+    "workdir": { "type": "string", "minLength": 1, "description": "Directory to run in; a relative path resolves against the session workspace." },
+    "run_in_background": { "type": "boolean", "description": "Start the command as a background job and return its id at once (no timeout applies); read its output with job_output, stop it with job_kill." }
   },
   "required": ["command", "description"],
   "additionalProperties": false
@@ -38,9 +40,12 @@ const SCHEMA: &str = r#"{
 #[serde(rename_all = "camelCase")]
 struct Args {
     command: String,
+    description: String,
     #[serde(rename = "timeoutMs")]
     timeout_ms: Option<u64>,
     workdir: Option<String>,
+    #[serde(default, rename = "run_in_background")]
+    run_in_background: bool,
 }
 
 #[derive(Deserialize, Default)]
@@ -67,6 +72,24 @@ impl Guest for Bash {
             Ok(args) => args,
             Err(e) => return failure(ErrorCode::InvalidArguments, format!("bad arguments: {e}")),
         };
+        if args.run_in_background {
+            let request = BackgroundRequest {
+                command: args.command,
+                workdir: args.workdir,
+                description: args.description,
+                env: Vec::new(),
+            };
+            return match process::start(&request) {
+                Ok(id) => ToolResult {
+                    content: format!(
+                        "started background job {id}\nRead its output with job_output {{\"id\":\"{id}\"}}; stop it with job_kill."
+                    ),
+                    error: None,
+                    full_output_path: None,
+                },
+                Err(error) => ToolResult { content: String::new(), error: Some(error), full_output_path: None },
+            };
+        }
         let settings: Settings = serde_json::from_str(&context.settings_json).unwrap_or_default();
         let max = settings.max_timeout_ms.unwrap_or(MAX_TIMEOUT_MS);
         let requested = args

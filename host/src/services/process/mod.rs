@@ -24,8 +24,12 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
 
+use std::os::unix::process::ExitStatusExt;
+
 use crate::config::ProcessConfig;
+use crate::error::{ErrorCode, ToolError};
 use crate::output::BoundedCapture;
+use crate::services::jobs::{JobRegistry, JobState};
 
 /// Why a command could not be run at all.
 #[derive(Debug, thiserror::Error)]
@@ -166,12 +170,103 @@ impl ProcessService {
     /// Runs `spec` to completion or timeout. The process group is gone when this returns
     /// (or when the future is dropped).
     pub async fn run(&self, spec: RunSpec) -> Result<RunOutcome, ProcessError> {
-        if !spec.cwd.is_dir() {
-            return Err(ProcessError::BadWorkdir(spec.cwd));
-        }
         let started = Instant::now();
-        let (pipe_writer, mut pipe_reader) =
-            tokio::net::unix::pipe::pipe().map_err(ProcessError::Spawn)?;
+        let tree = self.launch(&spec.owner, &spec.command, &spec.cwd, &spec.env)?;
+        let mut capture = BoundedCapture::new(spec.capture_bytes, spec.spill_path.clone());
+        let ended = self
+            .drive(tree, Some(spec.timeout), |chunk| {
+                capture
+                    .push(chunk)
+                    .map_err(|e| Stop::Failed(ProcessError::Output(e)))
+            })
+            .await?;
+        Ok(RunOutcome {
+            output: capture.finish().map_err(ProcessError::Output)?,
+            exit_code: ended.status.code(),
+            signal: ended.status.signal(),
+            timed_out: ended.timed_out,
+            duration: started.elapsed(),
+        })
+    }
+
+    /// Starts `command` as a background job of `jobs` (kind `bash`) and returns its id
+    /// at once. The job's process group lives until it ends, is killed with `job_kill`,
+    /// its owner goes away, or the host exits; its output goes to the job.
+    pub fn start_background(
+        &self,
+        jobs: &JobRegistry,
+        owner: Arc<str>,
+        command: String,
+        cwd: PathBuf,
+        env: Vec<(String, String)>,
+        description: String,
+    ) -> Result<String, ToolError> {
+        let job = jobs.create("bash", owner.clone(), description, command.clone())?;
+        let tree = match self.launch(&owner, &command, &cwd, &env) {
+            Ok(tree) => tree,
+            Err(error) => {
+                let reason = error.to_string();
+                job.finish(JobState::Failed {
+                    reason: reason.clone(),
+                });
+                let code = match error {
+                    ProcessError::BadWorkdir(_) | ProcessError::NulByte => {
+                        ErrorCode::InvalidArguments
+                    }
+                    _ => ErrorCode::Internal,
+                };
+                return Err(ToolError::new(code, reason));
+            }
+        };
+        job.set_process_group(tree.child.pid());
+        let id = job.id.clone();
+        let service = self.clone();
+        tokio::spawn(async move {
+            let sink = job.clone();
+            let ended = service
+                .drive(tree, None, |chunk| {
+                    sink.push_output(chunk).map_err(Stop::Limit)
+                })
+                .await;
+            let state = match ended {
+                Ok(Ended {
+                    cut_off: Some(reason),
+                    ..
+                }) => JobState::Killed {
+                    signal: libc::SIGKILL,
+                    reason: Some(reason),
+                },
+                Ok(Ended { status, .. }) => match (status.code(), status.signal()) {
+                    (Some(code), _) => JobState::Exited { code },
+                    (None, Some(signal)) => JobState::Killed {
+                        signal,
+                        reason: None,
+                    },
+                    (None, None) => JobState::Failed {
+                        reason: "ended with an unknown status".into(),
+                    },
+                },
+                Err(error) => JobState::Failed {
+                    reason: error.to_string(),
+                },
+            };
+            job.finish(state);
+        });
+        Ok(id)
+    }
+
+    /// Starts `bash -c COMMAND` as the leader of a new process group.
+    fn launch(
+        &self,
+        owner: &Arc<str>,
+        command: &str,
+        cwd: &std::path::Path,
+        env: &[(String, String)],
+    ) -> Result<ProcessTree, ProcessError> {
+        if !cwd.is_dir() {
+            return Err(ProcessError::BadWorkdir(cwd.to_path_buf()));
+        }
+        let (pipe_writer, output) = tokio::net::unix::pipe::pipe().map_err(ProcessError::Spawn)?;
         let write_fd: OwnedFd = pipe_writer
             .into_blocking_fd()
             .map_err(ProcessError::Spawn)?;
@@ -183,12 +278,11 @@ impl ProcessService {
         let argv = [
             c"bash".to_owned(),
             c"-c".to_owned(),
-            CString::new(spec.command.as_bytes()).map_err(|_| ProcessError::NulByte)?,
+            CString::new(command.as_bytes()).map_err(|_| ProcessError::NulByte)?,
         ];
-        let cwd =
-            CString::new(spec.cwd.as_os_str().as_bytes()).map_err(|_| ProcessError::NulByte)?;
-        let envp = self.launch.envp(&spec.env)?;
-        let mut child = spawn::spawn(&spawn::SpawnSpec {
+        let cwd = CString::new(cwd.as_os_str().as_bytes()).map_err(|_| ProcessError::NulByte)?;
+        let envp = self.launch.envp(env)?;
+        let child = spawn::spawn(&spawn::SpawnSpec {
             program: &self.launch.bash,
             argv: &argv,
             envp: &envp,
@@ -199,25 +293,55 @@ impl ProcessService {
         .map_err(ProcessError::Spawn)?;
         // The pipe's write end now lives only in the child.
         drop(write_fd);
-        let pgid = child.pid();
-        let group = GroupGuard::new(pgid, spec.owner.clone(), self.live_groups.clone());
+        let group = GroupGuard::new(child.pid(), owner.clone(), self.live_groups.clone());
+        Ok(ProcessTree {
+            child,
+            output,
+            group,
+        })
+    }
 
-        let mut capture = BoundedCapture::new(spec.capture_bytes, spec.spill_path.clone());
+    /// Feeds the tree's output to `sink` until the shell has exited and the output is
+    /// drained, killing the group on `timeout` or when the sink says stop. The whole
+    /// group is gone when this returns.
+    async fn drive(
+        &self,
+        tree: ProcessTree,
+        timeout: Option<Duration>,
+        mut sink: impl FnMut(&[u8]) -> Result<(), Stop>,
+    ) -> Result<Ended, ProcessError> {
+        let ProcessTree {
+            mut child,
+            output: mut pipe_reader,
+            group,
+        } = tree;
+        let pgid = child.pid();
         let mut buf = vec![0u8; 64 * 1024];
         let grace = Duration::from_millis(self.config.kill_grace_ms);
         let drain = Duration::from_millis(self.config.drain_ms);
-        let timeout_at = tokio::time::Instant::now() + spec.timeout;
+        let timeout_at = timeout.map(|t| tokio::time::Instant::now() + t);
         let mut kill_at: Option<tokio::time::Instant> = None;
         let mut drain_until: Option<tokio::time::Instant> = None;
         let mut status: Option<ExitStatus> = None;
         let mut timed_out = false;
+        let mut cut_off: Option<String> = None;
         let mut eof = false;
 
         while !(eof && status.is_some()) {
             tokio::select! {
                 read = pipe_reader.read(&mut buf), if !eof => match read {
                     Ok(0) => eof = true,
-                    Ok(n) => capture.push(&buf[..n]).map_err(ProcessError::Output)?,
+                    Ok(n) => match sink(&buf[..n]) {
+                        Ok(()) => {}
+                        Err(Stop::Failed(error)) => return Err(error),
+                        Err(Stop::Limit(reason)) => {
+                            if cut_off.is_none() {
+                                tracing::info!(pgid, %reason, "stopping a process group");
+                                group.signal(libc::SIGKILL);
+                                cut_off = Some(reason);
+                            }
+                        }
+                    },
                     Err(e) => {
                         tracing::warn!(error = %e, "reading command output failed");
                         eof = true;
@@ -230,7 +354,7 @@ impl ProcessService {
                     kill_at = Some(tokio::time::Instant::now() + drain.min(grace));
                     drain_until = Some(tokio::time::Instant::now() + drain);
                 },
-                _ = tokio::time::sleep_until(timeout_at), if !timed_out && status.is_none() => {
+                _ = sleep_until_opt(timeout_at), if timeout_at.is_some() && !timed_out && status.is_none() => {
                     timed_out = true;
                     group.signal(libc::SIGTERM);
                     kill_at = Some(tokio::time::Instant::now() + grace);
@@ -247,17 +371,36 @@ impl ProcessService {
         }
         group.signal(libc::SIGKILL);
         drop(group);
-
         let status = status.expect("loop ends only after the shell exited");
-        use std::os::unix::process::ExitStatusExt;
-        Ok(RunOutcome {
-            output: capture.finish().map_err(ProcessError::Output)?,
-            exit_code: status.code(),
-            signal: status.signal(),
+        Ok(Ended {
+            status,
             timed_out,
-            duration: started.elapsed(),
+            cut_off,
         })
     }
+}
+
+/// A running process tree: its leader, the read end of its output, its group.
+struct ProcessTree {
+    child: spawn::Child,
+    output: tokio::net::unix::pipe::Receiver,
+    group: GroupGuard,
+}
+
+/// Why an output sink wants the tree stopped.
+enum Stop {
+    /// A limit was passed: kill the group, keep draining, report the reason.
+    Limit(String),
+    /// The sink cannot go on.
+    Failed(ProcessError),
+}
+
+/// How a tree ended.
+struct Ended {
+    status: ExitStatus,
+    timed_out: bool,
+    /// Set when the sink stopped the tree.
+    cut_off: Option<String>,
 }
 
 async fn sleep_until_opt(at: Option<tokio::time::Instant>) {

@@ -3,7 +3,9 @@
 
 use std::time::Instant;
 
-use crate::engine::bindings::dsh::plugin::process::{Host, RunOutcome, RunRequest};
+use crate::engine::bindings::dsh::plugin::process::{
+    BackgroundRequest, Host, RunOutcome, RunRequest,
+};
 use crate::engine::bindings::dsh::plugin::types::ToolError as WitToolError;
 use crate::engine::store::CallState;
 use crate::error::{ErrorCode, ToolError};
@@ -16,6 +18,25 @@ impl Host for CallState {
         let result = self.run_process(request).await;
         self.host_time += started.elapsed();
         result.map_err(|e| e.into())
+    }
+
+    async fn start(&mut self, request: BackgroundRequest) -> Result<String, WitToolError> {
+        let cwd = match request.workdir.as_deref() {
+            None => self.call.workdir.clone(),
+            Some(dir) => self.call.workdir.join(dir),
+        };
+        let services = &self.services;
+        services
+            .process
+            .start_background(
+                &services.jobs,
+                self.call.owner.clone(),
+                request.command,
+                cwd,
+                request.env,
+                request.description,
+            )
+            .map_err(Into::into)
     }
 }
 

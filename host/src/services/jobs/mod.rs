@@ -1,0 +1,622 @@
+//! The job registry: every background producer's jobs (background commands today,
+//! background terminal sends next) under one identity, access and lifecycle.
+//!
+//! The registry owns ids (`KIND-N`, a sequence per kind), owners, states and output;
+//! producers own the execution resources (the process service owns a background
+//! command's process group) and report into their [`Job`]. A job's output is written
+//! whole to its spill file as it arrives, and the newest bytes are kept in a bounded
+//! in-memory tail, so a job printing 100 MB costs the tail, not 100 MB. Past the disk
+//! cap the producer kills the job and says why.
+//!
+//! Access is by owner: an id of another owner is `NOT_FOUND`, word for word the same
+//! as an id that never existed.
+//!
+//! Native only: nothing here knows wasmtime. The WIT binding is in [`wit`].
+
+pub mod wit;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::Notify;
+
+use crate::config::JobsConfig;
+use crate::error::{ErrorCode, ToolError};
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobState {
+    Running,
+    Exited { code: i32 },
+    Killed { signal: i32, reason: Option<String> },
+    Failed { reason: String },
+}
+
+impl JobState {
+    pub fn name(&self) -> &'static str {
+        match self {
+            JobState::Running => "running",
+            JobState::Exited { .. } => "exited",
+            JobState::Killed { .. } => "killed",
+            JobState::Failed { .. } => "failed",
+        }
+    }
+}
+
+/// A snapshot of a job for listing.
+#[derive(Debug, Clone)]
+pub struct JobInfo {
+    pub id: String,
+    pub kind: String,
+    pub state: JobState,
+    pub description: String,
+    pub command: String,
+    pub started_at: SystemTime,
+    pub runtime: Duration,
+}
+
+/// A read of a job's output.
+#[derive(Debug, Clone)]
+pub struct OutputRead {
+    pub info: JobInfo,
+    pub output: String,
+    pub omitted_bytes: u64,
+    pub next_cursor: u64,
+    pub full_output_path: PathBuf,
+}
+
+/// What a kill did.
+#[derive(Debug, Clone)]
+pub struct KillReport {
+    pub info: JobInfo,
+    pub signal: &'static str,
+    pub escalated: bool,
+    pub waited: Duration,
+}
+
+/// Output so far: the whole of it in the spill file, the newest bytes in memory.
+struct Output {
+    tail: VecDeque<u8>,
+    total: u64,
+    file: Option<File>,
+    write_error: Option<String>,
+}
+
+struct Status {
+    state: JobState,
+    ended: Option<Instant>,
+    /// Why dsh signalled the job, recorded as the reason of its end.
+    kill_reason: Option<String>,
+}
+
+/// One job. Producers report into it; the registry reads it.
+pub struct Job {
+    pub id: String,
+    pub kind: String,
+    pub owner: Arc<str>,
+    pub description: String,
+    pub command: String,
+    pub spill_path: PathBuf,
+    started_at: SystemTime,
+    started: Instant,
+    /// The process group to signal (0 until the producer has one).
+    pgid: std::sync::atomic::AtomicI32,
+    status: Mutex<Status>,
+    output: Mutex<Output>,
+    changed: Notify,
+    tail_bytes: usize,
+    max_output_bytes: u64,
+}
+
+impl Job {
+    /// The producer's process group.
+    pub fn set_process_group(&self, pgid: i32) {
+        self.pgid.store(pgid, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Appends output. `Err` with the reason when the job's output passed the disk cap
+    /// (the producer then kills it).
+    pub fn push_output(&self, chunk: &[u8]) -> Result<(), String> {
+        let mut output = self.output.lock().unwrap();
+        output.total += chunk.len() as u64;
+        if let Some(file) = &mut output.file {
+            if let Err(error) = file.write_all(chunk) {
+                output.write_error = Some(error.to_string());
+                output.file = None;
+            }
+        }
+        let keep = self.tail_bytes;
+        if chunk.len() >= keep {
+            output.tail.clear();
+            output.tail.extend(&chunk[chunk.len() - keep..]);
+        } else {
+            output.tail.extend(chunk);
+            let excess = output.tail.len().saturating_sub(keep);
+            output.tail.drain(..excess);
+        }
+        let over = output.total > self.max_output_bytes;
+        drop(output);
+        self.changed.notify_waiters();
+        if over {
+            return Err(format!(
+                "its output passed the cap of {} bytes ([jobs] max_output_bytes)",
+                self.max_output_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// Records the end of the job.
+    pub fn finish(&self, state: JobState) {
+        let mut status = self.status.lock().unwrap();
+        let state = match state {
+            JobState::Killed {
+                signal,
+                reason: None,
+            } => JobState::Killed {
+                signal,
+                reason: status.kill_reason.clone(),
+            },
+            other => other,
+        };
+        status.state = state;
+        status.ended = Some(Instant::now());
+        drop(status);
+        self.changed.notify_waiters();
+    }
+
+    /// Notes why dsh is about to signal the job; becomes the reason of its end.
+    pub fn set_kill_reason(&self, reason: String) {
+        self.status
+            .lock()
+            .unwrap()
+            .kill_reason
+            .get_or_insert(reason);
+    }
+
+    fn state(&self) -> JobState {
+        self.status.lock().unwrap().state.clone()
+    }
+
+    fn info(&self) -> JobInfo {
+        let status = self.status.lock().unwrap();
+        let runtime = status
+            .ended
+            .unwrap_or_else(Instant::now)
+            .duration_since(self.started);
+        JobInfo {
+            id: self.id.clone(),
+            kind: self.kind.clone(),
+            state: status.state.clone(),
+            description: self.description.clone(),
+            command: self.command.clone(),
+            started_at: self.started_at,
+            runtime,
+        }
+    }
+
+    /// Waits until the job has output past `cursor`, has ended, or `wait` passed.
+    async fn wait_for_news(&self, cursor: u64, wait: Duration) {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.output.lock().unwrap().total > cursor || self.state() != JobState::Running {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Waits up to `wait` for the job to end; true when it has.
+    async fn wait_for_end(&self, wait: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.state() != JobState::Running {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.state() != JobState::Running;
+            }
+        }
+    }
+
+    /// Output from `since`, at most `max_bytes` (the newest ones when more are there).
+    fn read(&self, since: u64, max_bytes: u64) -> Result<(Vec<u8>, u64, u64), ToolError> {
+        let output = self.output.lock().unwrap();
+        if since > output.total {
+            return Err(ToolError::new(
+                ErrorCode::InvalidArguments,
+                format!(
+                    "since {since} is past the end of {}'s output ({} bytes)",
+                    self.id, output.total
+                ),
+            ));
+        }
+        let start = since.max(output.total.saturating_sub(max_bytes));
+        let omitted = start - since;
+        let tail_start = output.total - output.tail.len() as u64;
+        let bytes = if start >= tail_start {
+            output
+                .tail
+                .iter()
+                .skip((start - tail_start) as usize)
+                .copied()
+                .collect()
+        } else {
+            let len = output.total - start;
+            drop(output);
+            let mut file =
+                File::open(&self.spill_path).map_err(|e| internal(&self.spill_path, e))?;
+            file.seek(SeekFrom::Start(start))
+                .map_err(|e| internal(&self.spill_path, e))?;
+            let mut bytes = Vec::with_capacity(len as usize);
+            file.take(len)
+                .read_to_end(&mut bytes)
+                .map_err(|e| internal(&self.spill_path, e))?;
+            bytes
+        };
+        let next = start + bytes.len() as u64;
+        Ok((bytes, omitted, next))
+    }
+}
+
+fn internal(path: &std::path::Path, error: std::io::Error) -> ToolError {
+    ToolError::new(
+        ErrorCode::Internal,
+        format!("cannot read {}: {error}", path.display()),
+    )
+}
+
+/// The signals a job may be sent.
+pub fn parse_signal(name: &str) -> Option<(i32, &'static str)> {
+    match name.trim_start_matches("SIG").to_ascii_uppercase().as_str() {
+        "TERM" => Some((libc::SIGTERM, "TERM")),
+        "INT" => Some((libc::SIGINT, "INT")),
+        "HUP" => Some((libc::SIGHUP, "HUP")),
+        "QUIT" => Some((libc::SIGQUIT, "QUIT")),
+        "KILL" => Some((libc::SIGKILL, "KILL")),
+        _ => None,
+    }
+}
+
+#[derive(Default)]
+struct Table {
+    next: HashMap<String, u64>,
+    /// Insertion order, for listing oldest first.
+    order: BTreeMap<u64, Arc<Job>>,
+    by_id: HashMap<String, (u64, Arc<Job>)>,
+    sequence: u64,
+}
+
+/// The registry of every job.
+pub struct JobRegistry {
+    config: JobsConfig,
+    kill_grace: Duration,
+    spill_dir: PathBuf,
+    table: Mutex<Table>,
+}
+
+impl std::fmt::Debug for JobRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobRegistry")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JobRegistry {
+    pub fn new(config: JobsConfig, kill_grace: Duration, spill_dir: PathBuf) -> Self {
+        JobRegistry {
+            config,
+            kill_grace,
+            spill_dir,
+            table: Mutex::default(),
+        }
+    }
+
+    /// Registers a new running job of `kind` for `owner`, or refuses with
+    /// `LIMIT_EXCEEDED` when the owner already runs the most jobs allowed.
+    pub fn create(
+        &self,
+        kind: &str,
+        owner: Arc<str>,
+        description: String,
+        command: String,
+    ) -> Result<Arc<Job>, ToolError> {
+        let mut table = self.table.lock().unwrap();
+        let running = table
+            .order
+            .values()
+            .filter(|job| job.owner == owner && job.state() == JobState::Running)
+            .count();
+        if running >= self.config.max_running_per_owner {
+            return Err(ToolError::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "already {running} running jobs, the most allowed per owner ([jobs] max_running_per_owner); kill or wait for one"
+                ),
+            ));
+        }
+        let n = {
+            let counter = table.next.entry(kind.to_string()).or_insert(0);
+            *counter += 1;
+            *counter
+        };
+        let id = format!("{kind}-{n}");
+        let spill_path = self.spill_dir.join(format!("job-{id}.txt"));
+        let file = std::fs::create_dir_all(&self.spill_dir).and_then(|_| File::create(&spill_path));
+        let (file, write_error) = match file {
+            Ok(file) => (Some(file), None),
+            Err(error) => (None, Some(error.to_string())),
+        };
+        let job = Arc::new(Job {
+            id: id.clone(),
+            kind: kind.to_string(),
+            owner,
+            description,
+            command,
+            spill_path,
+            started_at: SystemTime::now(),
+            started: Instant::now(),
+            pgid: 0.into(),
+            status: Mutex::new(Status {
+                state: JobState::Running,
+                ended: None,
+                kill_reason: None,
+            }),
+            output: Mutex::new(Output {
+                tail: VecDeque::new(),
+                total: 0,
+                file,
+                write_error,
+            }),
+            changed: Notify::new(),
+            tail_bytes: self.config.tail_bytes.max(1),
+            max_output_bytes: self.config.max_output_bytes,
+        });
+        table.sequence += 1;
+        let sequence = table.sequence;
+        table.order.insert(sequence, job.clone());
+        table.by_id.insert(id, (sequence, job.clone()));
+        Ok(job)
+    }
+
+    /// The job `id` if `owner` owns it; otherwise the same `NOT_FOUND` as for an id that
+    /// never existed.
+    fn get(&self, owner: &str, id: &str) -> Result<Arc<Job>, ToolError> {
+        match self.table.lock().unwrap().by_id.get(id) {
+            Some((_, job)) if &*job.owner == owner => Ok(job.clone()),
+            _ => Err(ToolError::new(
+                ErrorCode::NotFound,
+                format!("no job {id:?}"),
+            )),
+        }
+    }
+
+    /// The owner's jobs, oldest first.
+    pub fn list(&self, owner: &str) -> Vec<JobInfo> {
+        let table = self.table.lock().unwrap();
+        table
+            .order
+            .values()
+            .filter(|job| &*job.owner == owner)
+            .map(|job| job.info())
+            .collect()
+    }
+
+    /// Reads a job's output from `since`, waiting up to `wait` for something new.
+    pub async fn output(
+        &self,
+        owner: &str,
+        id: &str,
+        since: u64,
+        max_bytes: u64,
+        wait: Duration,
+    ) -> Result<OutputRead, ToolError> {
+        let job = self.get(owner, id)?;
+        if !wait.is_zero() {
+            job.wait_for_news(
+                since,
+                wait.min(Duration::from_millis(self.config.max_wait_ms)),
+            )
+            .await;
+        }
+        let (bytes, omitted_bytes, next_cursor) = job.read(since, max_bytes)?;
+        Ok(OutputRead {
+            info: job.info(),
+            output: String::from_utf8_lossy(&bytes).into_owned(),
+            omitted_bytes,
+            next_cursor,
+            full_output_path: job.spill_path.clone(),
+        })
+    }
+
+    /// Signals the job's whole process group; after a catchable signal, a group still
+    /// alive after the grace period gets KILL.
+    pub async fn kill(&self, owner: &str, id: &str, signal: &str) -> Result<KillReport, ToolError> {
+        let (number, name) = parse_signal(signal).ok_or_else(|| {
+            ToolError::new(
+                ErrorCode::InvalidArguments,
+                format!("unknown signal {signal:?}: use TERM, INT, HUP, QUIT or KILL"),
+            )
+        })?;
+        let job = self.get(owner, id)?;
+        let started = Instant::now();
+        if job.state() != JobState::Running {
+            return Ok(KillReport {
+                info: job.info(),
+                signal: name,
+                escalated: false,
+                waited: Duration::ZERO,
+            });
+        }
+        job.set_kill_reason(format!("SIG{name} sent by job_kill"));
+        let pgid = job.pgid.load(std::sync::atomic::Ordering::Relaxed);
+        signal_group(pgid, number);
+        let mut escalated = false;
+        if !job.wait_for_end(self.kill_grace).await && number != libc::SIGKILL {
+            escalated = true;
+            signal_group(pgid, libc::SIGKILL);
+            job.wait_for_end(Duration::from_secs(5)).await;
+        }
+        Ok(KillReport {
+            info: job.info(),
+            signal: name,
+            escalated,
+            waited: started.elapsed(),
+        })
+    }
+
+    /// Forgets every job of `owner` (its processes are killed by their producer).
+    pub fn forget_owner(&self, owner: &str) -> usize {
+        let mut table = self.table.lock().unwrap();
+        let before = table.order.len();
+        table.order.retain(|_, job| &*job.owner != owner);
+        table.by_id.retain(|_, (_, job)| &*job.owner != owner);
+        before - table.order.len()
+    }
+}
+
+fn signal_group(pgid: i32, signal: i32) {
+    if pgid > 0 {
+        // SAFETY: killpg has no memory-safety preconditions.
+        unsafe {
+            libc::killpg(pgid, signal);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry(dir: &std::path::Path, tail: usize) -> JobRegistry {
+        let config = JobsConfig {
+            tail_bytes: tail,
+            ..JobsConfig::default()
+        };
+        JobRegistry::new(config, Duration::from_millis(100), dir.to_path_buf())
+    }
+
+    #[tokio::test]
+    async fn ids_count_per_kind_and_other_owners_get_not_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = registry(dir.path(), 100);
+        let a = jobs
+            .create("bash", "a".into(), "d".into(), "c".into())
+            .unwrap();
+        let b = jobs
+            .create("bash", "b".into(), "d".into(), "c".into())
+            .unwrap();
+        let t = jobs
+            .create("terminal", "a".into(), "d".into(), "c".into())
+            .unwrap();
+        assert_eq!(
+            (a.id.as_str(), b.id.as_str(), t.id.as_str()),
+            ("bash-1", "bash-2", "terminal-1")
+        );
+        let foreign = jobs
+            .output("a", "bash-2", 0, 10, Duration::ZERO)
+            .await
+            .unwrap_err();
+        let missing = jobs
+            .output("a", "bash-99", 0, 10, Duration::ZERO)
+            .await
+            .unwrap_err();
+        assert_eq!(foreign.code, ErrorCode::NotFound);
+        assert_eq!(
+            foreign.message.replace("bash-2", "X"),
+            missing.message.replace("bash-99", "X")
+        );
+        assert_eq!(jobs.list("a").len(), 2);
+    }
+
+    #[tokio::test]
+    async fn reads_follow_the_cursor_and_old_bytes_come_from_the_spill_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = registry(dir.path(), 4);
+        let job = jobs
+            .create("bash", "o".into(), "d".into(), "c".into())
+            .unwrap();
+        job.push_output(b"hello ").unwrap();
+        job.push_output(b"world").unwrap();
+        let read = jobs
+            .output("o", &job.id, 0, 100, Duration::ZERO)
+            .await
+            .unwrap();
+        assert_eq!(
+            (read.output.as_str(), read.omitted_bytes, read.next_cursor),
+            ("hello world", 0, 11)
+        );
+        let again = jobs
+            .output("o", &job.id, read.next_cursor, 100, Duration::ZERO)
+            .await
+            .unwrap();
+        assert_eq!(again.output, "");
+        let newest = jobs
+            .output("o", &job.id, 0, 3, Duration::ZERO)
+            .await
+            .unwrap();
+        assert_eq!((newest.output.as_str(), newest.omitted_bytes), ("rld", 8));
+        let past = jobs
+            .output("o", &job.id, 12, 3, Duration::ZERO)
+            .await
+            .unwrap_err();
+        assert_eq!(past.code, ErrorCode::InvalidArguments);
+    }
+
+    #[tokio::test]
+    async fn the_running_limit_is_per_owner() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = JobsConfig {
+            max_running_per_owner: 1,
+            ..JobsConfig::default()
+        };
+        let jobs = JobRegistry::new(config, Duration::from_millis(100), dir.path().to_path_buf());
+        let first = jobs
+            .create("bash", "o".into(), "d".into(), "c".into())
+            .unwrap();
+        let refused = jobs
+            .create("bash", "o".into(), "d".into(), "c".into()).err().expect("refused");
+        assert_eq!(refused.code, ErrorCode::LimitExceeded);
+        assert!(jobs
+            .create("bash", "other".into(), "d".into(), "c".into())
+            .is_ok());
+        first.finish(JobState::Exited { code: 0 });
+        assert!(jobs
+            .create("bash", "o".into(), "d".into(), "c".into())
+            .is_ok());
+    }
+
+    #[tokio::test]
+    async fn waiting_returns_on_new_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = Arc::new(registry(dir.path(), 100));
+        let job = jobs
+            .create("bash", "o".into(), "d".into(), "c".into())
+            .unwrap();
+        let writer = job.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            writer.push_output(b"late").unwrap();
+        });
+        let started = Instant::now();
+        let read = jobs
+            .output("o", &job.id, 0, 100, Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert_eq!(read.output, "late");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+}

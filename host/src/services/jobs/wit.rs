@@ -1,0 +1,101 @@
+//! The `dsh:plugin/jobs` binding: the caller's owner (from the call context, never from
+//! the plugin) scopes every list, read and kill.
+
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use crate::engine::bindings::dsh::plugin::jobs::{
+    Host, JobInfo as WitJobInfo, JobOutput, JobState as WitJobState, KillReport as WitKillReport,
+    OutputRequest,
+};
+use crate::engine::bindings::dsh::plugin::types::ToolError as WitToolError;
+use crate::engine::store::CallState;
+
+use super::{JobInfo, JobState};
+
+/// `job_output` returns at most this much unless asked for less.
+const DEFAULT_MAX_BYTES: u64 = 30_000;
+
+fn to_wit(info: JobInfo) -> WitJobInfo {
+    let (state, exit_code, signal, reason) = match info.state {
+        JobState::Running => (WitJobState::Running, None, None, None),
+        JobState::Exited { code } => (WitJobState::Exited, Some(code), None, None),
+        JobState::Killed { signal, reason } => (WitJobState::Killed, None, Some(signal), reason),
+        JobState::Failed { reason } => (WitJobState::Failed, None, None, Some(reason)),
+    };
+    WitJobInfo {
+        id: info.id,
+        kind: info.kind,
+        state,
+        description: info.description,
+        command: info.command,
+        started_at_ms: info
+            .started_at
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0),
+        runtime_ms: info.runtime.as_millis() as u64,
+        exit_code,
+        signal,
+        reason,
+    }
+}
+
+impl Host for CallState {
+    async fn list(&mut self) -> Vec<WitJobInfo> {
+        self.services
+            .jobs
+            .list(&self.call.owner)
+            .into_iter()
+            .map(to_wit)
+            .collect()
+    }
+
+    async fn output(&mut self, request: OutputRequest) -> Result<JobOutput, WitToolError> {
+        let started = Instant::now();
+        let read = self
+            .services
+            .jobs
+            .output(
+                &self.call.owner,
+                &request.id,
+                request.since.unwrap_or(0),
+                request
+                    .max_bytes
+                    .map(u64::from)
+                    .unwrap_or(DEFAULT_MAX_BYTES)
+                    .max(1),
+                Duration::from_millis(request.wait_ms.unwrap_or(0).into()),
+            )
+            .await;
+        self.host_time += started.elapsed();
+        let read = read?;
+        Ok(JobOutput {
+            info: to_wit(read.info),
+            output: read.output,
+            omitted_bytes: read.omitted_bytes,
+            next_cursor: read.next_cursor,
+            full_output_path: read.full_output_path.display().to_string(),
+        })
+    }
+
+    async fn kill(
+        &mut self,
+        id: String,
+        signal: Option<String>,
+    ) -> Result<WitKillReport, WitToolError> {
+        let started = Instant::now();
+        let report = self
+            .services
+            .jobs
+            .kill(&self.call.owner, &id, signal.as_deref().unwrap_or("TERM"))
+            .await;
+        self.host_time += started.elapsed();
+        let report = report?;
+        Ok(WitKillReport {
+            info: to_wit(report.info),
+            signal: report.signal.to_string(),
+            escalated: report.escalated,
+            waited_ms: report.waited.as_millis() as u64,
+        })
+    }
+}
