@@ -37,6 +37,18 @@ pub fn cut(text: &str, limit: usize, spill_path: &Path) -> std::io::Result<Bound
     capture.finish()
 }
 
+/// Appends `chunk` to `tail`, keeping only the newest `keep` bytes.
+pub fn push_tail(tail: &mut VecDeque<u8>, chunk: &[u8], keep: usize) {
+    if chunk.len() >= keep {
+        tail.clear();
+        tail.extend(&chunk[chunk.len() - keep..]);
+    } else {
+        tail.extend(chunk);
+        let excess = tail.len().saturating_sub(keep);
+        tail.drain(..excess);
+    }
+}
+
 /// Streams output into head + tail memory and, past the limit, a spill file.
 pub struct BoundedCapture {
     limit: usize,
@@ -81,15 +93,7 @@ impl BoundedCapture {
         let tail_len = self.limit - head_len;
         let take = head_len.saturating_sub(self.head.len()).min(chunk.len());
         self.head.extend_from_slice(&chunk[..take]);
-        let rest = &chunk[take..];
-        if rest.len() >= tail_len {
-            self.tail.clear();
-            self.tail.extend(&rest[rest.len() - tail_len..]);
-        } else {
-            self.tail.extend(rest);
-            let excess = self.tail.len().saturating_sub(tail_len);
-            self.tail.drain(..excess);
-        }
+        push_tail(&mut self.tail, &chunk[take..], tail_len);
         Ok(())
     }
 

@@ -39,7 +39,13 @@ fn tools_json_lists_bash_with_command_and_description_required() {
     properties.sort();
     assert_eq!(
         properties,
-        ["command", "description", "run_in_background", "timeoutMs", "workdir"]
+        [
+            "command",
+            "description",
+            "run_in_background",
+            "timeoutMs",
+            "workdir"
+        ]
     );
     assert!(!bash["description"].as_str().unwrap().is_empty());
 }

@@ -148,13 +148,7 @@ impl Plugin {
             spill_dir: std::env::temp_dir(),
             output_budget: 0,
         };
-        let state = CallState::new(
-            context,
-            self.name.clone(),
-            runtime.services.clone(),
-            self.bounds,
-        );
-        let mut store = new_store(&runtime.engine, state);
+        let mut store = self.store(runtime, context);
         let described = async {
             let tool = self.pre.instantiate_async(&mut store).await?;
             tool.call_describe(&mut store).await
@@ -178,6 +172,17 @@ impl Plugin {
             .collect())
     }
 
+    /// A fresh store for one call of this plugin, with its bounds armed.
+    fn store(&self, runtime: &Runtime, context: CallContext) -> wasmtime::Store<CallState> {
+        let state = CallState::new(
+            context,
+            self.name.clone(),
+            runtime.services.clone(),
+            self.bounds,
+        );
+        new_store(&runtime.engine, state)
+    }
+
     /// Runs tool `name` of this plugin in a fresh instance.
     pub async fn call(
         &self,
@@ -195,13 +200,7 @@ impl Plugin {
             settings_json: self.settings_json.clone(),
             output_budget: context.output_budget,
         };
-        let state = CallState::new(
-            context,
-            self.name.clone(),
-            runtime.services.clone(),
-            self.bounds,
-        );
-        let mut store = new_store(&runtime.engine, state);
+        let mut store = self.store(runtime, context);
         let outcome = async {
             let tool = self.pre.instantiate_async(&mut store).await?;
             tool.call_call(&mut store, &wit_context, name, args_json)

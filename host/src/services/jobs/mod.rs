@@ -26,6 +26,7 @@ use tokio::sync::Notify;
 
 use crate::config::JobsConfig;
 use crate::error::{ErrorCode, ToolError};
+use crate::services::process::signal_group;
 
 /// Where a job is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,15 +130,7 @@ impl Job {
                 output.file = None;
             }
         }
-        let keep = self.tail_bytes;
-        if chunk.len() >= keep {
-            output.tail.clear();
-            output.tail.extend(&chunk[chunk.len() - keep..]);
-        } else {
-            output.tail.extend(chunk);
-            let excess = output.tail.len().saturating_sub(keep);
-            output.tail.drain(..excess);
-        }
+        crate::output::push_tail(&mut output.tail, chunk, self.tail_bytes);
         let over = output.total > self.max_output_bytes;
         drop(output);
         self.changed.notify_waiters();
@@ -488,15 +481,6 @@ impl JobRegistry {
     }
 }
 
-fn signal_group(pgid: i32, signal: i32) {
-    if pgid > 0 {
-        // SAFETY: killpg has no memory-safety preconditions.
-        unsafe {
-            libc::killpg(pgid, signal);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -588,7 +572,9 @@ mod tests {
             .create("bash", "o".into(), "d".into(), "c".into())
             .unwrap();
         let refused = jobs
-            .create("bash", "o".into(), "d".into(), "c".into()).err().expect("refused");
+            .create("bash", "o".into(), "d".into(), "c".into())
+            .err()
+            .expect("refused");
         assert_eq!(refused.code, ErrorCode::LimitExceeded);
         assert!(jobs
             .create("bash", "other".into(), "d".into(), "c".into())

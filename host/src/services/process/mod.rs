@@ -410,7 +410,8 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
     }
 }
 
-fn signal_group(pgid: i32, signal: i32) {
+/// Sends `signal` to process group `pgid` (nothing for a pgid of 0).
+pub fn signal_group(pgid: i32, signal: i32) {
     if pgid > 0 {
         // SAFETY: killpg has no memory-safety preconditions.
         unsafe {
