@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Plugins embedded in `dsh` and loaded with no configuration.
-const EMBEDDED: &[&str] = &["bash", "jobs"];
+const EMBEDDED: &[&str] = &["bash", "jobs", "terminal"];
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());

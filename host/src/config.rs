@@ -24,6 +24,13 @@
 //! tail_bytes = 1048576          # newest output kept in memory per job
 //! max_wait_ms = 60000           # the longest job_output waits
 //!
+//! [terminal]
+//! max_sessions_per_owner = 16
+//! max_sessions = 64
+//! scrollback_bytes = 4194304    # output kept per session
+//! scrollback_lines = 10000      # lines the plain view returns at most
+//! shell = "bash"
+//!
 //! [serve]
 //! owner_grace_ms = 30000        # a gone connection's resources live this long
 //! max_request_bytes = 4194304   # larger HTTP requests get 413
@@ -72,6 +79,8 @@ pub struct Config {
     pub serve: ServeConfig,
     #[serde(default)]
     pub jobs: JobsConfig,
+    #[serde(default)]
+    pub terminal: TerminalConfig,
     /// Scope name → tool name patterns the scope may see.
     #[serde(default)]
     pub scopes: BTreeMap<String, Vec<String>>,
@@ -140,6 +149,35 @@ impl Default for JobsConfig {
             max_output_bytes: 1 << 30,
             tail_bytes: 1 << 20,
             max_wait_ms: 60_000,
+        }
+    }
+}
+
+/// Terminal sessions.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TerminalConfig {
+    /// Open sessions one owner may have.
+    pub max_sessions_per_owner: usize,
+    /// Open sessions in all.
+    pub max_sessions: usize,
+    /// Bytes of output kept per session (the scrollback).
+    pub scrollback_bytes: usize,
+    /// Lines the `plain` view returns at most.
+    pub scrollback_lines: usize,
+    /// The shell a session runs when none is asked for (bash starts as
+    /// `bash --noprofile --norc -i` with the prompt `$ `).
+    pub shell: String,
+}
+
+impl Default for TerminalConfig {
+    fn default() -> Self {
+        TerminalConfig {
+            max_sessions_per_owner: 16,
+            max_sessions: 64,
+            scrollback_bytes: 4 << 20,
+            scrollback_lines: 10_000,
+            shell: "bash".into(),
         }
     }
 }

@@ -16,7 +16,11 @@ Fixtures:
 - `raw_stdio_server`: `dsh serve` driven with hand-written JSON-RPC lines, for
   the tests that must see the process exit code.
 - `http_server`: `dsh serve --http 127.0.0.1:0`, started and parsed.
+- `start_http_server`: the same, started on demand, optionally with a `dsh.toml`.
 - `open_http_session`: an initialized MCP `ClientSession` over streamable HTTP.
+- `config=` (on `open_stdio_session`, `raw_stdio_server`, `start_http_server`):
+  the text of a `dsh.toml`, written outside the workspace and passed with `--config`.
+- `process_memory`: a process's VmRSS/VmHWM (and resetting the peak) from /proc.
 """
 
 from __future__ import annotations
@@ -105,6 +109,51 @@ def dsh_env(dsh_dirs: DshDirs) -> dict[str, str]:
 def _full_env(extra: dict[str, str]) -> dict[str, str]:
     base = {k: os.environ[k] for k in ("HOME", "PATH", "LANG", "USER", "LOGNAME", "TMPDIR") if k in os.environ}
     return base | extra
+
+
+def write_config(dirs: DshDirs, text: str) -> Path:
+    """Writes `text` as a fresh configuration file (outside the workspace) and returns its path."""
+    n = len(list(dirs.logs.parent.glob("dsh-config-*.toml")))
+    path = dirs.logs.parent / f"dsh-config-{n}.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _config_args(dirs: DshDirs, config: str | None) -> list[str]:
+    return [] if config is None else ["--config", str(write_config(dirs, config))]
+
+
+# --------------------------------------------------------------------------- process memory
+
+
+class ProcessMemory:
+    """A process's resident memory, from /proc/PID/status."""
+
+    @staticmethod
+    def read(pid: int) -> dict[str, int]:
+        """`VmRSS` and `VmHWM` (peak RSS) of a live process, in bytes."""
+        out: dict[str, int] = {}
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                number, unit = value.split()
+                assert unit == "kB", line
+                out[key] = int(number) * 1024
+        return out
+
+    @staticmethod
+    def reset_peak(pid: int) -> bool:
+        """Resets VmHWM to the current RSS (`5` > /proc/PID/clear_refs); False if not permitted."""
+        try:
+            Path(f"/proc/{pid}/clear_refs").write_text("5")
+        except OSError:
+            return False
+        return True
+
+
+@pytest.fixture
+def process_memory() -> ProcessMemory:
+    return ProcessMemory()
 
 
 # --------------------------------------------------------------------------- event log
@@ -301,8 +350,11 @@ def open_stdio_session(dsh_bin: str, dsh_env: dict[str, str], dsh_dirs: DshDirs)
     """`async with open_stdio_session() as session:` -> an initialized ClientSession over `dsh serve`."""
 
     @asynccontextmanager
-    async def open_session() -> AsyncIterator[ClientSession]:
-        params = StdioServerParameters(command=dsh_bin, args=["serve"], env=dsh_env, cwd=str(dsh_dirs.work))
+    async def open_session(config: str | None = None) -> AsyncIterator[ClientSession]:
+        """`config`: the text of a `dsh.toml` to start the server with (`--config`)."""
+        params = StdioServerParameters(
+            command=dsh_bin, args=["serve", *_config_args(dsh_dirs, config)], env=dsh_env, cwd=str(dsh_dirs.work)
+        )
         with surface_test_failures(), open(dsh_dirs.logs / "stdio-stderr.log", "a") as errlog:
             async with stdio_client(params, errlog=errlog) as (read, write):
                 async with ClientSession(read, write, read_timeout_seconds=REQUEST_TIMEOUT) as session:
@@ -379,6 +431,20 @@ class RawStdioServer:
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return response["result"]
 
+    def call_tool(self, request_id: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Sends `tools/call` and returns its `result` (fails the test on a JSON-RPC error)."""
+        self.send(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "tools/call",
+                "params": {"name": name, "arguments": arguments},
+            }
+        )
+        response = self.receive_response(request_id)
+        assert "result" in response, f"tools/call {name} failed: {response}\n{self.stderr()}"
+        return response["result"]
+
     def close_stdin(self) -> None:
         assert self.proc.stdin
         self.proc.stdin.close()
@@ -403,9 +469,12 @@ def raw_stdio_server(dsh_bin: str, dsh_env: dict[str, str], dsh_dirs: DshDirs):
     """Starts `dsh serve` with pipes we control; killed (whole group) at teardown if still running."""
     servers: list[RawStdioServer] = []
 
-    def start() -> RawStdioServer:
+    def start(config: str | None = None) -> RawStdioServer:
         server = RawStdioServer(
-            [dsh_bin, "serve"], _full_env(dsh_env), dsh_dirs.work, dsh_dirs.logs / f"raw-stdio-{len(servers)}.log"
+            [dsh_bin, "serve", *_config_args(dsh_dirs, config)],
+            _full_env(dsh_env),
+            dsh_dirs.work,
+            dsh_dirs.logs / f"raw-stdio-{len(servers)}.log",
         )
         servers.append(server)
         return server
@@ -434,18 +503,17 @@ class HttpServer:
         return {"Authorization": f"Bearer {self.token}"}
 
 
-@pytest.fixture
-def http_server(dsh_bin: str, dsh_env: dict[str, str], dsh_dirs: DshDirs):
-    """A running `dsh serve --http 127.0.0.1:0` with a random bearer token."""
+def _launch_http_server(argv: list[str], env: dict[str, str], cwd: Path) -> HttpServer:
+    """Starts `dsh serve --http 127.0.0.1:0` (argv) and waits for its listening line."""
     token = secrets.token_hex(24)
     proc = subprocess.Popen(
-        [dsh_bin, "serve", "--http", "127.0.0.1:0"],
+        argv,
         # Held open (never written): the server must not depend on stdin in HTTP mode.
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        env=_full_env(dsh_env | {"DSH_HTTP_TOKEN": token}),
-        cwd=dsh_dirs.work,
+        env=_full_env(env | {"DSH_HTTP_TOKEN": token}),
+        cwd=cwd,
         start_new_session=True,
     )
     lines: list[str] = []
@@ -465,33 +533,67 @@ def http_server(dsh_bin: str, dsh_env: dict[str, str], dsh_dirs: DshDirs):
 
     threading.Thread(target=read_stderr, daemon=True).start()
     try:
+        announced = found.get(timeout=SERVER_START_TIMEOUT)
+    except queue.Empty:
+        announced = None
+    server = HttpServer(proc=proc, url="", port=0, token=token, stderr_lines=lines)
+    if announced is None:
+        _stop_http_server(server)
+        pytest.fail(
+            "dsh serve --http did not print 'dsh: listening on http://127.0.0.1:PORT/mcp' "
+            f"(exit status {proc.poll()}):\n" + "".join(lines[-60:]),
+            pytrace=False,
+        )
+    server.url, server.port = announced
+    if server.port == 0:
+        _stop_http_server(server)
+        pytest.fail(f"listening line names port 0: {server.url}")
+    return server
+
+
+def _stop_http_server(server: HttpServer) -> None:
+    proc = server.proc
+    if proc.poll() is None:
+        proc.terminate()
         try:
-            announced = found.get(timeout=SERVER_START_TIMEOUT)
-        except queue.Empty:
-            announced = None
-        if announced is None:
-            pytest.fail(
-                "dsh serve --http did not print 'dsh: listening on http://127.0.0.1:PORT/mcp' "
-                f"(exit status {proc.poll()}):\n" + "".join(lines[-60:]),
-                pytrace=False,
-            )
-        url, port = announced
-        assert port != 0, f"listening line names port 0: {url}"
-        yield HttpServer(proc=proc, url=url, port=port, token=token, stderr_lines=lines)
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
             pass
-        proc.wait(timeout=5)
-        if proc.stdin:
-            proc.stdin.close()
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    proc.wait(timeout=5)
+    if proc.stdin:
+        proc.stdin.close()
+
+
+@pytest.fixture
+def start_http_server(dsh_bin: str, dsh_env: dict[str, str], dsh_dirs: DshDirs):
+    """`start_http_server(config=None)` -> a running `dsh serve --http 127.0.0.1:0` with a random token.
+
+    `config`: the text of a `dsh.toml` to start it with (`--config`). Every
+    server started is stopped at teardown (TERM, then KILL to its group).
+    """
+    servers: list[HttpServer] = []
+
+    def start(config: str | None = None) -> HttpServer:
+        argv = [dsh_bin, "serve", "--http", "127.0.0.1:0", *_config_args(dsh_dirs, config)]
+        server = _launch_http_server(argv, dsh_env, dsh_dirs.work)
+        servers.append(server)
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in servers:
+            _stop_http_server(server)
+
+
+@pytest.fixture
+def http_server(start_http_server):
+    """A running `dsh serve --http 127.0.0.1:0` with a random bearer token."""
+    return start_http_server()
 
 
 @pytest.fixture

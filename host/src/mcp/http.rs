@@ -57,9 +57,14 @@ async fn require_bearer(State(token): State<Arc<str>>, request: Request, next: N
         Some(presented) if constant_time_eq(presented.as_bytes(), token.as_bytes()) => {
             next.run(request).await
         }
+        // The body is left unread, so the connection is not reused: `Connection: close`
+        // tells the client so, instead of it finding a closed socket on its next request.
         _ => (
             StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
+            [
+                (header::WWW_AUTHENTICATE, "Bearer"),
+                (header::CONNECTION, "close"),
+            ],
             "401 Unauthorized: a valid `Authorization: Bearer TOKEN` header is required\n",
         )
             .into_response(),

@@ -1,6 +1,8 @@
 //! Stage 5, finalize: the content is cut to the call's budget (head and tail around an
 //! omitted-bytes marker) and the full text is spilled to a file whose path is in the
-//! result. A tool that already cut its content (its `full-output-path` is set) keeps it.
+//! result. Tools should size their content to the call's `output-budget` (bash and
+//! job_output do, pointing at their own full-output files); content over it is cut here
+//! all the same, so no tool can flood the model.
 
 use crate::call::{CallContext, CallResult};
 use crate::output;

@@ -5,6 +5,10 @@
 pub mod jobs;
 pub mod log;
 pub mod process;
+pub mod terminal;
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use wasmtime::component::{HasSelf, Linker};
 
@@ -16,39 +20,50 @@ use crate::engine::store::CallState;
 #[derive(Debug, Clone)]
 pub struct Services {
     pub process: process::ProcessService,
-    pub jobs: std::sync::Arc<jobs::JobRegistry>,
+    pub jobs: Arc<jobs::JobRegistry>,
+    pub terminal: Arc<terminal::TerminalService>,
 }
 
 impl Services {
     /// `spill_dir` holds the jobs' output files.
     pub fn new(config: &Config, spill_dir: std::path::PathBuf) -> Self {
+        let jobs = Arc::new(jobs::JobRegistry::new(
+            config.jobs.clone(),
+            Duration::from_millis(config.process.kill_grace_ms),
+            spill_dir,
+        ));
         Services {
             process: process::ProcessService::new(config.process.clone()),
-            jobs: std::sync::Arc::new(jobs::JobRegistry::new(
-                config.jobs.clone(),
-                std::time::Duration::from_millis(config.process.kill_grace_ms),
-                spill_dir,
+            terminal: Arc::new(terminal::TerminalService::new(
+                config.terminal.clone(),
+                jobs.clone(),
             )),
+            jobs,
         }
     }
 
     /// Stops everything the services own (host shutdown): no process is left behind.
     pub fn shutdown(&self) {
+        self.terminal.close_all();
         self.process.kill_all();
     }
 
     /// Releases everything `owner` holds (its connection ended).
     pub fn release_owner(&self, owner: &str) {
+        let terminals = self.terminal.close_owner(owner);
         let processes = self.process.kill_owner(owner);
+        let jobs = self.jobs.forget_owner(owner);
         tracing::info!(
             owner,
+            terminals,
             processes,
+            jobs,
             "released the resources of an owner that went away"
         );
     }
 
     /// Releases everything `owner` holds after `grace` (from a tokio context).
-    pub fn release_owner_after(&self, owner: std::sync::Arc<str>, grace: std::time::Duration) {
+    pub fn release_owner_after(&self, owner: Arc<str>, grace: Duration) {
         let services = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(grace).await;
@@ -60,6 +75,7 @@ impl Services {
 /// Adds every host interface to the linker.
 pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     plugin::process::add_to_linker::<CallState, HasSelf<CallState>>(linker, |state| state)?;
+    plugin::terminal::add_to_linker::<CallState, HasSelf<CallState>>(linker, |state| state)?;
     plugin::jobs::add_to_linker::<CallState, HasSelf<CallState>>(linker, |state| state)?;
     plugin::log::add_to_linker::<CallState, HasSelf<CallState>>(linker, |state| state)?;
     Ok(())

@@ -7,6 +7,9 @@ use dsh::plugin::jobs::{self, JobInfo, JobState, OutputRequest};
 use dsh::plugin::types::{ErrorCode, ToolError};
 use serde::Deserialize;
 
+/// Room in the output budget for the omitted-bytes marker and the status line.
+const STATUS_ROOM: u32 = 1024;
+
 const LIST_SCHEMA: &str = r#"{"type":"object","properties":{},"additionalProperties":false}"#;
 
 const OUTPUT_SCHEMA: &str = r#"{
@@ -14,7 +17,7 @@ const OUTPUT_SCHEMA: &str = r#"{
   "properties": {
     "id": { "type": "string", "pattern": "^[a-z]+-[0-9]+$", "description": "The job id, e.g. bash-3." },
     "since": { "type": "integer", "minimum": 0, "description": "Read from this byte offset: the cursor returned by the previous read (default 0, the start)." },
-    "max_bytes": { "type": "integer", "minimum": 1, "maximum": 1000000, "description": "The most bytes to return (default 30000); when more are there, the newest are returned after an omitted-bytes marker." },
+    "max_bytes": { "type": "integer", "minimum": 1, "maximum": 1000000, "description": "The most bytes to return (default: what fits the result budget, about 29000); when more are there, the newest are returned after an omitted-bytes marker." },
     "wait_ms": { "type": "integer", "minimum": 0, "maximum": 60000, "description": "Wait up to this long for new output or the job's end, whichever comes first (default 0: answer at once)." }
   },
   "required": ["id"],
@@ -122,7 +125,7 @@ impl Guest for Jobs {
         ]
     }
 
-    fn call(_context: CallContext, name: String, args_json: String) -> ToolResult {
+    fn call(context: CallContext, name: String, args_json: String) -> ToolResult {
         match name.as_str() {
             "job_list" => {
                 let jobs = jobs::list();
@@ -151,10 +154,13 @@ impl Guest for Jobs {
                     Ok(args) => args,
                     Err(error) => return bad_arguments(error),
                 };
+                // By default the output, the marker and the status line fit the
+                // call's budget, so nothing is cut again after this read.
+                let fits = context.output_budget.saturating_sub(STATUS_ROOM).max(1);
                 let request = OutputRequest {
                     id: args.id,
                     since: args.since,
-                    max_bytes: args.max_bytes,
+                    max_bytes: Some(args.max_bytes.unwrap_or(fits)),
                     wait_ms: args.wait_ms,
                 };
                 match jobs::output(&request) {

@@ -74,6 +74,8 @@ pub struct OutputRead {
 #[derive(Debug, Clone)]
 pub struct KillReport {
     pub info: JobInfo,
+    /// False when the job had already ended and nothing was sent.
+    pub sent: bool,
     pub signal: &'static str,
     pub escalated: bool,
     pub waited: Duration,
@@ -109,6 +111,9 @@ pub struct Job {
     status: Mutex<Status>,
     output: Mutex<Output>,
     changed: Notify,
+    /// Cancelled by `kill`: producers without a process group of their own (a
+    /// background terminal send) stop on it.
+    pub cancel: tokio_util::sync::CancellationToken,
     tail_bytes: usize,
     max_output_bytes: u64,
 }
@@ -375,6 +380,7 @@ impl JobRegistry {
                 write_error,
             }),
             changed: Notify::new(),
+            cancel: tokio_util::sync::CancellationToken::new(),
             tail_bytes: self.config.tail_bytes.max(1),
             max_output_bytes: self.config.max_output_bytes,
         });
@@ -449,6 +455,7 @@ impl JobRegistry {
         if job.state() != JobState::Running {
             return Ok(KillReport {
                 info: job.info(),
+                sent: false,
                 signal: name,
                 escalated: false,
                 waited: Duration::ZERO,
@@ -457,6 +464,7 @@ impl JobRegistry {
         job.set_kill_reason(format!("SIG{name} sent by job_kill"));
         let pgid = job.pgid.load(std::sync::atomic::Ordering::Relaxed);
         signal_group(pgid, number);
+        job.cancel.cancel();
         let mut escalated = false;
         if !job.wait_for_end(self.kill_grace).await && number != libc::SIGKILL {
             escalated = true;
@@ -465,6 +473,7 @@ impl JobRegistry {
         }
         Ok(KillReport {
             info: job.info(),
+            sent: true,
             signal: name,
             escalated,
             waited: started.elapsed(),

@@ -93,6 +93,7 @@ impl Host for CallState {
         let report = report?;
         Ok(WitKillReport {
             info: to_wit(report.info),
+            sent: report.sent,
             signal: report.signal.to_string(),
             escalated: report.escalated,
             waited_ms: report.waited.as_millis() as u64,

@@ -10,7 +10,7 @@
 //!
 //! Native only: nothing here knows wasmtime. The WIT binding is in [`wit`].
 
-mod spawn;
+pub(crate) mod spawn;
 pub mod wit;
 
 use std::collections::HashMap;
@@ -82,23 +82,28 @@ pub struct ProcessService {
     launch: Arc<Launch>,
 }
 
+/// `name` looked up on `PATH` (a name with a `/` is taken as a path).
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    if name.contains('/') {
+        return Some(PathBuf::from(name)).filter(|p| p.is_file());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
 /// What every spawn reuses: the shell's path, the host environment, `/dev/null`.
 #[derive(Debug)]
-struct Launch {
+pub(crate) struct Launch {
     bash: CString,
     environment: Vec<(Vec<u8>, CString)>,
     dev_null: std::io::Result<OwnedFd>,
 }
 
 impl Launch {
-    fn new() -> Self {
-        let bash = std::env::var_os("PATH")
-            .and_then(|path| {
-                std::env::split_paths(&path)
-                    .map(|dir| dir.join("bash"))
-                    .find(|candidate| candidate.is_file())
-            })
-            .unwrap_or_else(|| PathBuf::from("/bin/bash"));
+    pub(crate) fn new() -> Self {
+        let bash = find_program("bash").unwrap_or_else(|| PathBuf::from("/bin/bash"));
         let environment = std::env::vars_os()
             .filter_map(|(key, value)| {
                 let mut entry = key.as_bytes().to_vec();
@@ -115,7 +120,7 @@ impl Launch {
     }
 
     /// The host environment with `extra` added (replacing variables of the same name).
-    fn envp(&self, extra: &[(String, String)]) -> Result<Vec<CString>, ProcessError> {
+    pub(crate) fn envp(&self, extra: &[(String, String)]) -> Result<Vec<CString>, ProcessError> {
         let mut envp: Vec<CString> = self
             .environment
             .iter()
@@ -289,6 +294,7 @@ impl ProcessService {
             cwd: &cwd,
             output: write_fd.as_raw_fd(),
             input: dev_null.as_raw_fd(),
+            terminal: false,
         })
         .map_err(ProcessError::Spawn)?;
         // The pipe's write end now lives only in the child.

@@ -31,6 +31,10 @@ pub struct SpawnSpec<'a> {
     pub output: RawFd,
     /// Becomes the child's stdin.
     pub input: RawFd,
+    /// When set, `input` and `output` are a terminal: the child starts a new session
+    /// (instead of only a new process group) with that terminal as its controlling
+    /// terminal.
+    pub terminal: bool,
 }
 
 /// Everything the child reads, laid out before `clone`; the child writes `error`.
@@ -42,6 +46,7 @@ struct ChildArgs {
     cwd: *const libc::c_char,
     output: libc::c_int,
     input: libc::c_int,
+    terminal: bool,
     parent: libc::pid_t,
     /// 0, or the errno of the step that failed.
     error: libc::c_int,
@@ -56,7 +61,7 @@ pub struct Child {
     pidfd: Option<AsyncFd<OwnedFd>>,
 }
 
-/// Spawns a child that leads a new process group, dies with the host (SIGKILL as the
+/// Spawns a child that leads a new process group (or session), dies with the host (SIGKILL as the
 /// parent-death signal), has `input` as stdin and `output` as stdout and stderr.
 pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Child> {
     let argv: Vec<*const libc::c_char> = spec
@@ -78,6 +83,7 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Child> {
         cwd: spec.cwd.as_ptr(),
         output: spec.output,
         input: spec.input,
+        terminal: spec.terminal,
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
         error: 0,
@@ -149,7 +155,12 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             args.error = *libc::__errno_location();
             libc::_exit(127)
         };
-        if libc::setpgid(0, 0) != 0 || libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+        let leader = if args.terminal {
+            libc::setsid()
+        } else {
+            libc::setpgid(0, 0)
+        };
+        if leader < 0 || libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
             return fail(args);
         }
         // The host died before the parent-death signal was armed.
@@ -160,6 +171,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             || libc::dup2(args.output, 1) < 0
             || libc::dup2(args.output, 2) < 0
             || libc::chdir(args.cwd) != 0
+            || (args.terminal && libc::ioctl(0, libc::TIOCSCTTY, 0) != 0)
         {
             return fail(args);
         }

@@ -1,0 +1,805 @@
+//! The terminal service: persistent PTY sessions owned by the host, so a REPL's state,
+//! `cd` and exported variables live across calls and across plugin reloads.
+//!
+//! Each session is a shell that leads its own session (`setsid`) on a PTY whose master
+//! side the host reads on its event loop: every byte goes into a bounded scrollback and
+//! through a terminal emulator (`vt100`), which gives the `screen` view of full-screen
+//! programs. A send goes through one gate, in this order, every time: the caller must
+//! own the session (else `NOT_FOUND`, as for an unknown id), the session must not be
+//! closing (`SESSION_CLOSING`), and no other send may be unsettled (`SEND_ACTIVE`).
+//! Closing a session kills every process of its terminal session, background ones
+//! included.
+//!
+//! The PTY is opened with `openpty` and the shell started by the process service's
+//! spawner (clone with CLONE_VFORK, a parent-death signal, the PTY as controlling
+//! terminal), rather than through `portable-pty`, whose fork-based spawn costs
+//! milliseconds in a host this size, sets no parent-death signal, and reads with a
+//! blocking thread per session.
+//!
+//! Native only: nothing here knows wasmtime. The WIT binding is in [`wit`].
+
+pub mod text;
+pub mod wit;
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::io::unix::AsyncFd;
+use tokio::sync::Notify;
+
+use crate::config::TerminalConfig;
+use crate::error::{ErrorCode, ToolError};
+use crate::services::jobs::{JobRegistry, JobState};
+use crate::services::process::{find_program, signal_group, spawn, Launch};
+
+/// What to open.
+#[derive(Debug, Clone)]
+pub struct OpenSpec {
+    pub cwd: PathBuf,
+    pub env: Vec<(String, String)>,
+    pub shell: Option<String>,
+    pub cols: u16,
+    pub rows: u16,
+}
+
+/// What is known of one session.
+#[derive(Debug, Clone)]
+pub struct SessionInfo {
+    pub id: String,
+    pub shell: String,
+    pub cwd: PathBuf,
+    pub cols: u16,
+    pub rows: u16,
+    pub created_at: SystemTime,
+    pub alive: bool,
+    /// The command of the terminal's foreground process.
+    pub foreground: Option<String>,
+}
+
+/// When a send is settled.
+#[derive(Debug, Clone)]
+pub struct SendWait {
+    /// Settled when the output has been quiet this long.
+    pub quiet: Duration,
+    /// Settled when this appears in the (plain) output of the send.
+    pub pattern: Option<regex::Regex>,
+    /// Settled at the latest after this long.
+    pub timeout: Duration,
+}
+
+/// What a send produced.
+#[derive(Debug, Clone)]
+pub struct SendOutcome {
+    /// The plain output since the input was written.
+    pub output: String,
+    /// `quiet`, `pattern`, `timeout`, `exited`, or `background`.
+    pub settled: &'static str,
+    pub next_cursor: u64,
+    /// The job id of a background send.
+    pub job: Option<String>,
+    pub alive: bool,
+}
+
+/// Views of a session's output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    Screen,
+    Plain,
+    Raw,
+}
+
+/// A read of a session.
+#[derive(Debug, Clone)]
+pub struct ReadOutcome {
+    pub text: String,
+    pub next_cursor: u64,
+    pub omitted_bytes: u64,
+}
+
+struct Output {
+    scrollback: VecDeque<u8>,
+    total: u64,
+    screen: vt100::Parser,
+    last_output: Instant,
+    exited: bool,
+}
+
+/// One terminal session.
+pub struct Session {
+    pub id: String,
+    pub owner: Arc<str>,
+    pub shell: String,
+    pub cwd: PathBuf,
+    created_at: SystemTime,
+    size: (u16, u16),
+    leader: i32,
+    master: AsyncFd<OwnedFd>,
+    output: Mutex<Output>,
+    changed: Notify,
+    closing: AtomicBool,
+    sending: AtomicBool,
+    reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    child: Mutex<Option<spawn::Child>>,
+    scrollback_bytes: usize,
+}
+
+/// Marks the session's one active send; released on drop.
+struct SendSlot(Arc<Session>);
+
+impl Drop for SendSlot {
+    fn drop(&mut self) {
+        self.0.sending.store(false, Ordering::Release);
+    }
+}
+
+impl Session {
+    fn push(&self, bytes: &[u8]) {
+        let mut output = self.output.lock().unwrap();
+        output.total += bytes.len() as u64;
+        crate::output::push_tail(&mut output.scrollback, bytes, self.scrollback_bytes);
+        output.screen.process(bytes);
+        output.last_output = Instant::now();
+        drop(output);
+        self.changed.notify_waiters();
+    }
+
+    fn mark_exited(&self) {
+        self.output.lock().unwrap().exited = true;
+        self.changed.notify_waiters();
+    }
+
+    fn alive(&self) -> bool {
+        !self.output.lock().unwrap().exited
+    }
+
+    fn total(&self) -> u64 {
+        self.output.lock().unwrap().total
+    }
+
+    /// Raw bytes from `since` on (from the start of the scrollback when `since` is older);
+    /// the second value counts the bytes no longer kept.
+    fn raw_since(&self, since: u64) -> (Vec<u8>, u64, u64) {
+        let output = self.output.lock().unwrap();
+        let kept_from = output.total - output.scrollback.len() as u64;
+        let start = since.clamp(kept_from, output.total);
+        let bytes = output
+            .scrollback
+            .iter()
+            .skip((start - kept_from) as usize)
+            .copied()
+            .collect();
+        (bytes, start.saturating_sub(since), output.total)
+    }
+
+    fn info(&self) -> SessionInfo {
+        SessionInfo {
+            id: self.id.clone(),
+            shell: self.shell.clone(),
+            cwd: self.cwd.clone(),
+            cols: self.size.0,
+            rows: self.size.1,
+            created_at: self.created_at,
+            alive: self.alive(),
+            foreground: self.foreground_group().and_then(|pgid| {
+                std::fs::read_to_string(format!("/proc/{pgid}/comm"))
+                    .ok()
+                    .map(|c| c.trim().to_string())
+            }),
+        }
+    }
+
+    /// The terminal's foreground process group.
+    fn foreground_group(&self) -> Option<i32> {
+        // SAFETY: tcgetpgrp on our own open master descriptor.
+        let pgid = unsafe { libc::tcgetpgrp(self.master.get_ref().as_raw_fd()) };
+        (pgid > 0).then_some(pgid)
+    }
+
+    async fn write_all(&self, mut bytes: &[u8]) -> Result<(), ToolError> {
+        while !bytes.is_empty() {
+            let mut ready = self.master.writable().await.map_err(write_error)?;
+            // SAFETY: writing from a valid slice to our own descriptor.
+            match ready.try_io(|fd| {
+                let n = unsafe {
+                    libc::write(fd.get_ref().as_raw_fd(), bytes.as_ptr().cast(), bytes.len())
+                };
+                if n < 0 {
+                    Err(std::io::Error::last_os_error())
+                } else {
+                    Ok(n as usize)
+                }
+            }) {
+                Ok(Ok(n)) => bytes = &bytes[n..],
+                Ok(Err(error)) => return Err(write_error(error)),
+                Err(_would_block) => continue,
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until the send that began at `start` (when the output was `from` bytes
+    /// long) settles.
+    async fn settle(
+        &self,
+        from: u64,
+        start: Instant,
+        wait: &SendWait,
+        cancel: Option<&tokio_util::sync::CancellationToken>,
+    ) -> &'static str {
+        let deadline = start + wait.timeout;
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (last_output, exited, total) = {
+                let output = self.output.lock().unwrap();
+                (output.last_output, output.exited, output.total)
+            };
+            if exited {
+                return "exited";
+            }
+            if let Some(pattern) = &wait.pattern {
+                if total > from && pattern.is_match(&text::plain(&self.raw_since(from).0)) {
+                    return "pattern";
+                }
+            }
+            let quiet_at = last_output.max(start) + wait.quiet;
+            let now = Instant::now();
+            if wait.pattern.is_none() && now >= quiet_at {
+                return "quiet";
+            }
+            if now >= deadline {
+                return "timeout";
+            }
+            let wake = if wait.pattern.is_none() {
+                quiet_at.min(deadline)
+            } else {
+                deadline
+            };
+            let cancelled = async {
+                match cancel {
+                    Some(token) => token.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep_until(wake.into()) => {}
+                _ = cancelled => return "cancelled",
+            }
+        }
+    }
+
+    /// Kills every process of the terminal session (the shell's session id).
+    fn kill_all(&self) -> usize {
+        let members = session_members(self.leader);
+        for pid in &members {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+        signal_group(self.leader, libc::SIGKILL);
+        members.len()
+    }
+}
+
+fn write_error(error: std::io::Error) -> ToolError {
+    ToolError::new(
+        ErrorCode::Internal,
+        format!("cannot write to the terminal: {error}"),
+    )
+}
+
+/// Pids whose session id is `sid`.
+fn session_members(sid: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+                    fields.get(3)?.parse::<i32>().ok()
+                })
+                .is_some_and(|session| session == sid)
+        })
+        .collect()
+}
+
+/// The signals a terminal's foreground may be sent.
+pub fn parse_signal(name: &str) -> Option<i32> {
+    match name.trim_start_matches("SIG").to_ascii_uppercase().as_str() {
+        "INT" => Some(libc::SIGINT),
+        "TERM" => Some(libc::SIGTERM),
+        "KILL" => Some(libc::SIGKILL),
+        "HUP" => Some(libc::SIGHUP),
+        "QUIT" => Some(libc::SIGQUIT),
+        "TSTP" => Some(libc::SIGTSTP),
+        "CONT" => Some(libc::SIGCONT),
+        _ => None,
+    }
+}
+
+#[derive(Default)]
+struct Table {
+    next: u64,
+    sessions: HashMap<String, Arc<Session>>,
+}
+
+/// Every terminal session of the host.
+pub struct TerminalService {
+    config: TerminalConfig,
+    launch: Arc<Launch>,
+    jobs: Arc<JobRegistry>,
+    table: Mutex<Table>,
+}
+
+impl std::fmt::Debug for TerminalService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TerminalService")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TerminalService {
+    pub fn new(config: TerminalConfig, jobs: Arc<JobRegistry>) -> Self {
+        TerminalService {
+            config,
+            launch: Arc::new(Launch::new()),
+            jobs,
+            table: Mutex::default(),
+        }
+    }
+
+    /// The session `id` if `owner` owns it, else `NOT_FOUND` (the same as for an
+    /// unknown id).
+    fn get(&self, owner: &str, id: &str) -> Result<Arc<Session>, ToolError> {
+        match self.table.lock().unwrap().sessions.get(id) {
+            Some(session) if &*session.owner == owner => Ok(session.clone()),
+            _ => Err(ToolError::new(
+                ErrorCode::NotFound,
+                format!("no terminal session {id:?}"),
+            )),
+        }
+    }
+
+    /// Opens a session: a shell on a new PTY.
+    pub fn open(&self, owner: Arc<str>, spec: OpenSpec) -> Result<SessionInfo, ToolError> {
+        let invalid = |message: String| ToolError::new(ErrorCode::InvalidArguments, message);
+        if !spec.cwd.is_dir() {
+            return Err(invalid(format!(
+                "cwd {} is not a directory",
+                spec.cwd.display()
+            )));
+        }
+        let shell_name = spec
+            .shell
+            .clone()
+            .unwrap_or_else(|| self.config.shell.clone());
+        let program = find_program(&shell_name)
+            .ok_or_else(|| invalid(format!("no shell {shell_name:?} on PATH")))?;
+        let is_bash = program.file_name().is_some_and(|n| n == "bash");
+        let mut table = self.table.lock().unwrap();
+        let owned = table.sessions.values().filter(|s| s.owner == owner).count();
+        if owned >= self.config.max_sessions_per_owner {
+            return Err(ToolError::new(
+                ErrorCode::LimitExceeded,
+                format!("already {owned} terminal sessions, the most per owner ([terminal] max_sessions_per_owner); close one"),
+            ));
+        }
+        if table.sessions.len() >= self.config.max_sessions {
+            return Err(ToolError::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "already {} terminal sessions, the most in all ([terminal] max_sessions)",
+                    table.sessions.len()
+                ),
+            ));
+        }
+
+        let internal = |what: &str, error: std::io::Error| {
+            ToolError::new(ErrorCode::Internal, format!("{what}: {error}"))
+        };
+        let (master, slave) =
+            open_pty(spec.cols, spec.rows).map_err(|e| internal("cannot open a PTY", e))?;
+        let mut argv =
+            vec![CString::new(shell_name.as_bytes())
+                .map_err(|_| invalid("NUL byte in shell".into()))?];
+        if is_bash {
+            argv.extend([
+                c"--noprofile".to_owned(),
+                c"--norc".to_owned(),
+                c"-i".to_owned(),
+            ]);
+        }
+        let mut env = vec![("TERM".to_string(), "xterm-256color".to_string())];
+        if is_bash {
+            env.push(("PS1".to_string(), "$ ".to_string()));
+        }
+        env.extend(spec.env.iter().cloned());
+        let envp = self.launch.envp(&env).map_err(|e| invalid(e.to_string()))?;
+        let program_c = CString::new(program.as_os_str().as_bytes())
+            .map_err(|_| invalid("NUL byte in shell path".into()))?;
+        let cwd = CString::new(spec.cwd.as_os_str().as_bytes())
+            .map_err(|_| invalid("NUL byte in cwd".into()))?;
+        let child = spawn::spawn(&spawn::SpawnSpec {
+            program: &program_c,
+            argv: &argv,
+            envp: &envp,
+            cwd: &cwd,
+            output: slave.as_raw_fd(),
+            input: slave.as_raw_fd(),
+            terminal: true,
+        })
+        .map_err(|e| internal("cannot start the shell", e))?;
+        drop(slave);
+        // SAFETY: registering our own descriptor, owned by the AsyncFd from here on.
+        let master = unsafe {
+            AsyncFd::register_with_interest(
+                master,
+                tokio::io::Interest::READABLE | tokio::io::Interest::WRITABLE,
+            )
+        }
+        .map_err(|e| internal("cannot watch the PTY", e.into()))?;
+
+        table.next += 1;
+        let id = format!("term-{}", table.next);
+        let session = Arc::new(Session {
+            id: id.clone(),
+            owner,
+            shell: shell_name,
+            cwd: spec.cwd,
+            created_at: SystemTime::now(),
+            size: (spec.cols, spec.rows),
+            leader: child.pid(),
+            master,
+            output: Mutex::new(Output {
+                scrollback: VecDeque::new(),
+                total: 0,
+                screen: vt100::Parser::new(spec.rows, spec.cols, 0),
+                last_output: Instant::now(),
+                exited: false,
+            }),
+            changed: Notify::new(),
+            closing: AtomicBool::new(false),
+            sending: AtomicBool::new(false),
+            reader: Mutex::new(None),
+            child: Mutex::new(Some(child)),
+            scrollback_bytes: self.config.scrollback_bytes.max(1024),
+        });
+        let reader = tokio::spawn(read_loop(session.clone()));
+        *session.reader.lock().unwrap() = Some(reader);
+        table.sessions.insert(id, session.clone());
+        Ok(session.info())
+    }
+
+    /// Writes `input` (and Enter when `enter`) and returns the output it produced when
+    /// the send settles; with `background` returns at once with a job id instead.
+    pub async fn send(
+        &self,
+        owner: &str,
+        id: &str,
+        input: &str,
+        enter: bool,
+        wait: SendWait,
+        background: bool,
+    ) -> Result<SendOutcome, ToolError> {
+        // The send gate: owner, closing, active send — in this order, every time.
+        let session = self.get(owner, id)?;
+        if session.closing.load(Ordering::Acquire) {
+            return Err(ToolError::new(
+                ErrorCode::SessionClosing,
+                format!("terminal session {id} is closing"),
+            ));
+        }
+        if session
+            .sending
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return Err(ToolError::new(
+                ErrorCode::SendActive,
+                format!("terminal session {id} has a send that has not settled yet; wait for it or read with terminal_read"),
+            ));
+        }
+        let slot = SendSlot(session.clone());
+        if !session.alive() {
+            return Err(ToolError::new(
+                ErrorCode::SessionClosing,
+                format!("the shell of terminal session {id} has exited; close it"),
+            ));
+        }
+        let from = session.total();
+        let mut bytes = input.as_bytes().to_vec();
+        if enter {
+            bytes.push(b'\r');
+        }
+        let started = Instant::now();
+        session.write_all(&bytes).await?;
+        if background {
+            let job = self.jobs.create(
+                "terminal",
+                session.owner.clone(),
+                format!("send to {id}"),
+                input.to_string(),
+            )?;
+            let job_id = job.id.clone();
+            tokio::spawn(async move {
+                let _slot = slot;
+                let mut forwarded = from;
+                let forward = |forwarded: &mut u64| {
+                    let (bytes, _, total) = session.raw_since(*forwarded);
+                    if !bytes.is_empty() {
+                        let _ = job.push_output(text::plain(&bytes).as_bytes());
+                    }
+                    *forwarded = total;
+                };
+                let mut settled;
+                loop {
+                    let step = SendWait {
+                        timeout: Duration::from_millis(200).min(wait.timeout),
+                        ..wait.clone()
+                    };
+                    settled = session
+                        .settle(forwarded, Instant::now(), &step, Some(&job.cancel))
+                        .await;
+                    forward(&mut forwarded);
+                    let over = started.elapsed() >= wait.timeout;
+                    if settled != "timeout" || over {
+                        break;
+                    }
+                }
+                let state = match settled {
+                    "cancelled" => {
+                        if let Some(pgid) = session
+                            .foreground_group()
+                            .filter(|pgid| *pgid != session.leader)
+                        {
+                            signal_group(pgid, libc::SIGINT);
+                        }
+                        JobState::Killed {
+                            signal: libc::SIGINT,
+                            reason: Some("send cancelled by job_kill".into()),
+                        }
+                    }
+                    "exited" => JobState::Failed {
+                        reason: "the terminal's shell exited".into(),
+                    },
+                    _ => JobState::Exited { code: 0 },
+                };
+                job.finish(state);
+            });
+            return Ok(SendOutcome {
+                output: String::new(),
+                settled: "background",
+                next_cursor: from,
+                job: Some(job_id),
+                alive: true,
+            });
+        }
+        let settled = session.settle(from, started, &wait, None).await;
+        drop(slot);
+        let (bytes, _, total) = session.raw_since(from);
+        Ok(SendOutcome {
+            output: text::plain(&bytes),
+            settled,
+            next_cursor: total,
+            job: None,
+            alive: session.alive(),
+        })
+    }
+
+    /// Reads a session's output in one of its views.
+    pub fn read(
+        &self,
+        owner: &str,
+        id: &str,
+        view: View,
+        since: u64,
+        max_bytes: usize,
+    ) -> Result<ReadOutcome, ToolError> {
+        let session = self.get(owner, id)?;
+        if view == View::Screen {
+            let output = session.output.lock().unwrap();
+            let contents = output.screen.screen().contents();
+            let text = contents.trim_end_matches('\n').to_string();
+            return Ok(ReadOutcome {
+                text,
+                next_cursor: output.total,
+                omitted_bytes: 0,
+            });
+        }
+        let (bytes, mut omitted, total) = session.raw_since(since);
+        let mut text = match view {
+            View::Raw => String::from_utf8_lossy(&bytes).into_owned(),
+            _ => text::plain(&bytes),
+        };
+        if view == View::Plain {
+            let lines: Vec<&str> = text.split_inclusive('\n').collect();
+            if lines.len() > self.config.scrollback_lines {
+                let cut = lines.len() - self.config.scrollback_lines;
+                omitted += lines[..cut].iter().map(|l| l.len() as u64).sum::<u64>();
+                text = lines[cut..].concat();
+            }
+        }
+        if text.len() > max_bytes {
+            let mut start = text.len() - max_bytes;
+            while !text.is_char_boundary(start) {
+                start += 1;
+            }
+            omitted += start as u64;
+            text = text[start..].to_string();
+        }
+        Ok(ReadOutcome {
+            text,
+            next_cursor: total,
+            omitted_bytes: omitted,
+        })
+    }
+
+    /// Sends `signal` to the terminal's foreground process group.
+    pub fn signal(&self, owner: &str, id: &str, signal: &str) -> Result<String, ToolError> {
+        let number = parse_signal(signal).ok_or_else(|| {
+            ToolError::new(
+                ErrorCode::InvalidArguments,
+                format!("unknown signal {signal:?}: use INT, TERM, KILL, HUP, QUIT, TSTP or CONT"),
+            )
+        })?;
+        let session = self.get(owner, id)?;
+        let pgid = session.foreground_group().unwrap_or(session.leader);
+        let target = std::fs::read_to_string(format!("/proc/{pgid}/comm"))
+            .map(|c| c.trim().to_string())
+            .unwrap_or_default();
+        signal_group(pgid, number);
+        Ok(format!(
+            "sent SIG{} to the foreground process group of {id} ({target}, pgid {pgid})",
+            signal.trim_start_matches("SIG").to_ascii_uppercase()
+        ))
+    }
+
+    /// Closes a session: every process of it is killed.
+    pub fn close(&self, owner: &str, id: &str) -> Result<String, ToolError> {
+        let session = self.get(owner, id)?;
+        if session.closing.swap(true, Ordering::AcqRel) {
+            return Err(ToolError::new(
+                ErrorCode::SessionClosing,
+                format!("terminal session {id} is already closing"),
+            ));
+        }
+        let killed = self.shut(&session);
+        Ok(format!(
+            "closed {id}; {killed} processes of its session were killed"
+        ))
+    }
+
+    fn shut(&self, session: &Arc<Session>) -> usize {
+        session.closing.store(true, Ordering::Release);
+        let killed = session.kill_all();
+        if let Some(reader) = session.reader.lock().unwrap().take() {
+            reader.abort();
+        }
+        session.mark_exited();
+        // Reaps the shell (after KILL) off this thread.
+        drop(session.child.lock().unwrap().take());
+        self.table.lock().unwrap().sessions.remove(&session.id);
+        killed
+    }
+
+    /// The owner's sessions.
+    pub fn list(&self, owner: &str) -> Vec<SessionInfo> {
+        let table = self.table.lock().unwrap();
+        let mut sessions: Vec<SessionInfo> = table
+            .sessions
+            .values()
+            .filter(|s| &*s.owner == owner)
+            .map(|s| s.info())
+            .collect();
+        sessions.sort_by_key(|s| s.created_at);
+        sessions
+    }
+
+    /// Closes every session of `owner`.
+    pub fn close_owner(&self, owner: &str) -> usize {
+        let sessions: Vec<Arc<Session>> = self
+            .table
+            .lock()
+            .unwrap()
+            .sessions
+            .values()
+            .filter(|s| &*s.owner == owner)
+            .cloned()
+            .collect();
+        for session in &sessions {
+            self.shut(session);
+        }
+        sessions.len()
+    }
+
+    /// Closes every session (host shutdown).
+    pub fn close_all(&self) {
+        let sessions: Vec<Arc<Session>> = self
+            .table
+            .lock()
+            .unwrap()
+            .sessions
+            .values()
+            .cloned()
+            .collect();
+        for session in &sessions {
+            self.shut(session);
+        }
+    }
+}
+
+/// Reads the PTY until the shell side is gone.
+async fn read_loop(session: Arc<Session>) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let mut ready = match session.master.readable().await {
+            Ok(ready) => ready,
+            Err(_) => break,
+        };
+        // SAFETY: reading into a valid buffer from our own descriptor.
+        let read = ready.try_io(|fd| {
+            let n =
+                unsafe { libc::read(fd.get_ref().as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(n as usize)
+            }
+        });
+        match read {
+            Ok(Ok(0)) => break,
+            Ok(Ok(n)) => session.push(&buf[..n]),
+            // EIO: every process holding the terminal is gone.
+            Ok(Err(_)) => break,
+            Err(_would_block) => continue,
+        }
+    }
+    session.mark_exited();
+}
+
+/// A new PTY pair sized `cols` x `rows`; the master is non-blocking, both close on exec.
+fn open_pty(cols: u16, rows: u16) -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let (mut master, mut slave) = (-1, -1);
+    let size = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two descriptors; the name and termios pointers may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors are fresh and ours.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    // SAFETY: fcntl on our own descriptors.
+    unsafe {
+        libc::fcntl(master.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC);
+        libc::fcntl(slave.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC);
+        let flags = libc::fcntl(master.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(master.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
+    Ok((master, slave))
+}

@@ -1,0 +1,132 @@
+//! The `dsh:plugin/terminal` binding: the caller's owner (from the call context) scopes
+//! every operation; relative paths resolve against the call's workdir.
+
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use crate::engine::bindings::dsh::plugin::terminal::{
+    Host, OpenRequest, ReadRequest, ReadResult, SendRequest, SendResult,
+    SessionInfo as WitSessionInfo, View as WitView,
+};
+use crate::engine::bindings::dsh::plugin::types::ToolError as WitToolError;
+use crate::engine::store::CallState;
+use crate::error::{ErrorCode, ToolError};
+
+use super::{OpenSpec, SendWait, SessionInfo, View};
+
+const DEFAULT_QUIET_MS: u32 = 300;
+const DEFAULT_TIMEOUT_MS: u32 = 10_000;
+const DEFAULT_READ_BYTES: u32 = 30_000;
+
+fn to_wit(info: SessionInfo) -> WitSessionInfo {
+    WitSessionInfo {
+        id: info.id,
+        shell: info.shell,
+        cwd: info.cwd.display().to_string(),
+        cols: info.cols,
+        rows: info.rows,
+        created_at_ms: info
+            .created_at
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0),
+        alive: info.alive,
+        foreground: info.foreground,
+    }
+}
+
+impl Host for CallState {
+    async fn open(&mut self, request: OpenRequest) -> Result<WitSessionInfo, WitToolError> {
+        let cwd = match request.cwd.as_deref() {
+            None => self.call.workdir.clone(),
+            Some(dir) => self.call.workdir.join(dir),
+        };
+        let spec = OpenSpec {
+            cwd,
+            env: request.env,
+            shell: request.shell,
+            cols: request.cols.unwrap_or(120).clamp(10, 1000),
+            rows: request.rows.unwrap_or(40).clamp(2, 500),
+        };
+        Ok(to_wit(
+            self.services.terminal.open(self.call.owner.clone(), spec)?,
+        ))
+    }
+
+    async fn send(&mut self, request: SendRequest) -> Result<SendResult, WitToolError> {
+        let pattern = match request.pattern.as_deref() {
+            None => None,
+            Some(pattern) => Some(regex::Regex::new(pattern).map_err(|e| {
+                ToolError::new(
+                    ErrorCode::InvalidArguments,
+                    format!("pattern is not a valid regex: {e}"),
+                )
+            })?),
+        };
+        let wait = SendWait {
+            quiet: Duration::from_millis(request.quiet_ms.unwrap_or(DEFAULT_QUIET_MS).into()),
+            pattern,
+            timeout: Duration::from_millis(request.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS).into()),
+        };
+        let started = Instant::now();
+        let terminal = self.services.terminal.clone();
+        let outcome = terminal
+            .send(
+                &self.call.owner,
+                &request.id,
+                &request.input,
+                request.enter,
+                wait,
+                request.background,
+            )
+            .await;
+        self.host_time += started.elapsed();
+        let outcome = outcome?;
+        Ok(SendResult {
+            output: outcome.output,
+            settled: outcome.settled.to_string(),
+            next_cursor: outcome.next_cursor,
+            job: outcome.job,
+            alive: outcome.alive,
+        })
+    }
+
+    async fn read(&mut self, request: ReadRequest) -> Result<ReadResult, WitToolError> {
+        let view = match request.view {
+            WitView::Screen => View::Screen,
+            WitView::Plain => View::Plain,
+            WitView::Raw => View::Raw,
+        };
+        let read = self.services.terminal.read(
+            &self.call.owner,
+            &request.id,
+            view,
+            request.since.unwrap_or(0),
+            request.max_bytes.unwrap_or(DEFAULT_READ_BYTES).max(1) as usize,
+        )?;
+        Ok(ReadResult {
+            text: read.text,
+            next_cursor: read.next_cursor,
+            omitted_bytes: read.omitted_bytes,
+        })
+    }
+
+    async fn signal(&mut self, id: String, signal: String) -> Result<String, WitToolError> {
+        Ok(self
+            .services
+            .terminal
+            .signal(&self.call.owner, &id, &signal)?)
+    }
+
+    async fn close(&mut self, id: String) -> Result<String, WitToolError> {
+        Ok(self.services.terminal.close(&self.call.owner, &id)?)
+    }
+
+    async fn list(&mut self) -> Vec<WitSessionInfo> {
+        self.services
+            .terminal
+            .list(&self.call.owner)
+            .into_iter()
+            .map(to_wit)
+            .collect()
+    }
+}
