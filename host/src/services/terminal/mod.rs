@@ -224,13 +224,14 @@ impl Session {
     }
 
     /// Waits until the send that began at `start` (when the output was `from` bytes
-    /// long) settles.
+    /// long) settles. `on_output` runs each time new output arrived.
     async fn settle(
         &self,
         from: u64,
         start: Instant,
         wait: &SendWait,
         cancel: Option<&tokio_util::sync::CancellationToken>,
+        mut on_output: impl FnMut(),
     ) -> &'static str {
         let deadline = start + wait.timeout;
         loop {
@@ -241,6 +242,7 @@ impl Session {
                 let output = self.output.lock().unwrap();
                 (output.last_output, output.exited, output.total)
             };
+            on_output();
             if exited {
                 return "exited";
             }
@@ -537,28 +539,15 @@ impl TerminalService {
             tokio::spawn(async move {
                 let _slot = slot;
                 let mut forwarded = from;
-                let forward = |forwarded: &mut u64| {
-                    let (bytes, _, total) = session.raw_since(*forwarded);
-                    if !bytes.is_empty() {
-                        let _ = job.push_output(text::plain(&bytes).as_bytes());
-                    }
-                    *forwarded = total;
-                };
-                let mut settled;
-                loop {
-                    let step = SendWait {
-                        timeout: Duration::from_millis(200).min(wait.timeout),
-                        ..wait.clone()
-                    };
-                    settled = session
-                        .settle(forwarded, Instant::now(), &step, Some(&job.cancel))
-                        .await;
-                    forward(&mut forwarded);
-                    let over = started.elapsed() >= wait.timeout;
-                    if settled != "timeout" || over {
-                        break;
-                    }
-                }
+                let settled = session
+                    .settle(from, started, &wait, Some(&job.cancel), || {
+                        let (bytes, _, total) = session.raw_since(forwarded);
+                        if !bytes.is_empty() {
+                            let _ = job.push_output(text::plain(&bytes).as_bytes());
+                        }
+                        forwarded = total;
+                    })
+                    .await;
                 let state = match settled {
                     "cancelled" => {
                         if let Some(pgid) = session
@@ -587,7 +576,7 @@ impl TerminalService {
                 alive: true,
             });
         }
-        let settled = session.settle(from, started, &wait, None).await;
+        let settled = session.settle(from, started, &wait, None, || {}).await;
         drop(slot);
         let (bytes, _, total) = session.raw_since(from);
         Ok(SendOutcome {
