@@ -63,7 +63,9 @@ fn raw_pty_samples(n: usize) -> Vec<Duration> {
     for i in 0..n + 50 {
         let started = Instant::now();
         file.write_all(b"echo hi\r").unwrap();
-        wait_for(&mut file, b"\nhi\r\n", &mut seen);
+        // The terminal's echo of the input, then the command's own line.
+        wait_for(&mut file, b"echo hi\r\n", &mut seen);
+        wait_for(&mut file, b"hi\r\n", &mut seen);
         if i >= 50 {
             samples.push(started.elapsed());
         }
