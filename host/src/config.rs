@@ -350,6 +350,13 @@ mod tests {
     }
 
     #[test]
+    fn the_example_config_parses() {
+        let config = Config::parse(include_str!("../../examples/dsh.toml")).unwrap();
+        assert_eq!(config.gate.rules.len(), 1);
+        assert_eq!(config.jobs.max_running_per_owner, 64);
+    }
+
+    #[test]
     fn unknown_keys_are_errors() {
         assert!(Config::parse("[limits]\noutput_budget = 3\n").is_err());
     }
