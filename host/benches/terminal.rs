@@ -127,6 +127,42 @@ async fn main() {
         // Let the prompt come back before the next send.
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
+    // For scale: a terminal_list through the pipeline (the plugin call without I/O).
+    let mut listing = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = Instant::now();
+        host.pipeline
+            .call(call("terminal_list", json!({})), &never)
+            .await;
+        listing.push(started.elapsed());
+    }
+    println!(
+        "(for scale: terminal_list through the pipeline  p50 {:>8.1} µs)",
+        us(percentile(&mut listing, 0.5))
+    );
+    // For scale: the terminal service alone, without the pipeline and the plugin.
+    let owner: Arc<str> = Arc::from("bench");
+    let mut service = Vec::with_capacity(n);
+    let hi = regex::Regex::new("(?m)^hi$").unwrap();
+    for _ in 0..n {
+        let wait = dsh::services::terminal::SendWait {
+            quiet: Duration::from_millis(300),
+            pattern: Some(hi.clone()),
+            timeout: Duration::from_secs(10),
+        };
+        let started = Instant::now();
+        host.services
+            .terminal
+            .send(&owner, &id, "echo hi", true, wait, false)
+            .await
+            .unwrap();
+        service.push(started.elapsed());
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    println!(
+        "(for scale: the terminal service alone          p50 {:>8.1} µs)",
+        us(percentile(&mut service, 0.5))
+    );
     let raw_p50 = percentile(&mut raw, 0.5);
     let dsh_p50 = percentile(&mut dsh, 0.5);
     println!("== one-line echo in an interactive bash on a PTY");
