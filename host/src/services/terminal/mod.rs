@@ -125,7 +125,6 @@ pub struct Session {
     closing: AtomicBool,
     sending: AtomicBool,
     reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    read_buf: Mutex<Vec<u8>>,
     child: Mutex<Option<spawn::Child>>,
     scrollback_bytes: usize,
 }
@@ -148,31 +147,6 @@ impl Session {
         output.last_output = Instant::now();
         drop(output);
         self.changed.notify_waiters();
-    }
-
-    /// Reads what the PTY has and takes it in. The reader task and a waiting send both
-    /// read (the send saves a task hop per chunk that way); the buffer's lock keeps read
-    /// and push together, so output stays in order.
-    fn read_ready(&self, ready: &mut tokio::io::unix::AsyncFdReadyGuard<'_, OwnedFd>) -> ReadStep {
-        let mut buf = self.read_buf.lock().unwrap();
-        // SAFETY: reading into a valid buffer from our own descriptor.
-        let read = ready.try_io(|fd| {
-            let n =
-                unsafe { libc::read(fd.get_ref().as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-            if n < 0 {
-                Err(std::io::Error::last_os_error())
-            } else {
-                Ok(n as usize)
-            }
-        });
-        match read {
-            Ok(Ok(0)) | Ok(Err(_)) => ReadStep::Closed,
-            Ok(Ok(n)) => {
-                self.push(&buf[..n]);
-                ReadStep::Data
-            }
-            Err(_would_block) => ReadStep::WouldBlock,
-        }
     }
 
     fn mark_exited(&self) {
@@ -298,14 +272,6 @@ impl Session {
             };
             tokio::select! {
                 _ = notified => {}
-                ready = self.master.readable() => match ready {
-                    Ok(mut ready) => {
-                        if let ReadStep::Closed = self.read_ready(&mut ready) {
-                            self.mark_exited();
-                        }
-                    }
-                    Err(_) => self.mark_exited(),
-                },
                 _ = tokio::time::sleep_until(wake.into()) => {}
                 _ = cancelled => return "cancelled",
             }
@@ -510,7 +476,6 @@ impl TerminalService {
             closing: AtomicBool::new(false),
             sending: AtomicBool::new(false),
             reader: Mutex::new(None),
-            read_buf: Mutex::new(vec![0u8; 64 * 1024]),
             child: Mutex::new(Some(child)),
             scrollback_bytes: self.config.scrollback_bytes.max(1024),
         });
@@ -767,24 +732,31 @@ impl TerminalService {
 
 /// Reads the PTY until the shell side is gone.
 async fn read_loop(session: Arc<Session>) {
+    let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let Ok(mut ready) = session.master.readable().await else {
-            break;
+        let mut ready = match session.master.readable().await {
+            Ok(ready) => ready,
+            Err(_) => break,
         };
-        match session.read_ready(&mut ready) {
-            ReadStep::Data | ReadStep::WouldBlock => {}
-            ReadStep::Closed => break,
+        // SAFETY: reading into a valid buffer from our own descriptor.
+        let read = ready.try_io(|fd| {
+            let n =
+                unsafe { libc::read(fd.get_ref().as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(n as usize)
+            }
+        });
+        match read {
+            Ok(Ok(0)) => break,
+            Ok(Ok(n)) => session.push(&buf[..n]),
+            // EIO: every process holding the terminal is gone.
+            Ok(Err(_)) => break,
+            Err(_would_block) => continue,
         }
     }
     session.mark_exited();
-}
-
-/// What one read of the PTY found.
-enum ReadStep {
-    Data,
-    WouldBlock,
-    /// End of file or EIO: every process holding the terminal is gone.
-    Closed,
 }
 
 /// A new PTY pair sized `cols` x `rows`; the master is non-blocking, both close on exec.
