@@ -35,6 +35,7 @@
 //! owner_grace_ms = 30000        # a gone connection's resources live this long
 //! max_request_bytes = 4194304   # larger HTTP requests get 413
 //! progress_interval_ms = 250    # progress notifications while a call runs
+//! http_session_idle_ms = 300000 # an HTTP session idle this long is closed
 //!
 //! [scopes]
 //! readonly = ["lsp_*"]          # tool patterns a scope sees; `default` sees all
@@ -192,6 +193,9 @@ pub struct ServeConfig {
     pub max_request_bytes: usize,
     /// How often a call with a progress token gets a progress notification.
     pub progress_interval_ms: u64,
+    /// An HTTP session with no request for this long is closed (its owner's grace
+    /// period then starts): the end of a client that vanished without saying so.
+    pub http_session_idle_ms: u64,
 }
 
 impl Default for ServeConfig {
@@ -200,6 +204,7 @@ impl Default for ServeConfig {
             owner_grace_ms: 30_000,
             max_request_bytes: 4 << 20,
             progress_interval_ms: 250,
+            http_session_idle_ms: 300_000,
         }
     }
 }

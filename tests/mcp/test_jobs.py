@@ -24,6 +24,9 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 pytestmark = pytest.mark.anyio
 
@@ -289,6 +292,26 @@ async def test_closed_http_session_has_its_jobs_killed_after_the_grace_period(
         assert [(j["id"], j["state"]) for j in jobs] == [(kept, "running")], jobs
 
     assert since_close >= 0.4, f"the job was killed {since_close:.2f}s after its session closed: no 500 ms grace"
+
+
+async def test_vanished_http_client_has_its_jobs_killed_after_idle_and_grace(
+    start_http_server, open_http_session, markers, procs, text_of
+):
+    # A client that goes away without DELETE: the session closes after it has been
+    # idle for http_session_idle_ms, then its owner's grace period runs.
+    server = start_http_server(config="[serve]\nowner_grace_ms = 300\nhttp_session_idle_ms = 1000\n")
+    marker = markers("1000")
+    async with create_mcp_http_client(headers=server.auth_headers) as http:
+        async with streamable_http_client(server.url, http_client=http, terminate_on_close=False) as (read, write):
+            async with ClientSession(read, write) as vanishing:
+                await vanishing.initialize()
+                await start_job(vanishing, f"sleep {marker}", "outlives its client")
+                await procs.wait_until_present(marker, timeout=10)
+    await procs.wait_until_gone(marker, timeout=8)
+    assert server.proc.poll() is None, f"the server exited\n{server.stderr()}"
+    async with open_http_session(server) as other:
+        result = await other.call_tool("bash", {"command": "echo still-here", "description": "d"})
+        assert text_of(result) == "still-here\n[exit code: 0]", result
 
 
 # --------------------------------------------------------------------------- memory

@@ -25,6 +25,7 @@ pub async fn serve_http(
     token: String,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
+    let idle = std::time::Duration::from_millis(server.host.config.serve.http_session_idle_ms);
     let mut config = StreamableHttpServerConfig::default();
     config.max_request_body_bytes = server.host.config.serve.max_request_bytes;
     config.cancellation_token = shutdown.child_token();
@@ -34,7 +35,7 @@ pub async fn serve_http(
             let n = sessions.fetch_add(1, Ordering::Relaxed) + 1;
             Ok(McpConnection::new(server.clone(), format!("http-{n}")))
         },
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(sessions_closing_after(idle)),
         config,
     );
     let router = axum::Router::new().nest_service(MCP_PATH, service).layer(
@@ -44,6 +45,13 @@ pub async fn serve_http(
         .with_graceful_shutdown(async move { shutdown.cancelled_owned().await })
         .await
         .map_err(ServeError::Io)
+}
+
+/// Sessions that close after `idle` without a request.
+fn sessions_closing_after(idle: std::time::Duration) -> LocalSessionManager {
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(idle);
+    sessions
 }
 
 /// Lets a request through only with `Authorization: Bearer TOKEN`.
