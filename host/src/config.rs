@@ -36,6 +36,7 @@
 //! max_request_bytes = 4194304   # larger HTTP requests get 413
 //! progress_interval_ms = 250    # progress notifications while a call runs
 //! http_session_idle_ms = 300000 # an HTTP session idle this long is closed
+//! reload_debounce_ms = 100      # a changed plugin reloads after this long without writes
 //!
 //! [scopes]
 //! readonly = ["lsp_*"]          # tool patterns a scope sees; `default` sees all
@@ -196,6 +197,8 @@ pub struct ServeConfig {
     /// An HTTP session with no request for this long is closed (its owner's grace
     /// period then starts): the end of a client that vanished without saying so.
     pub http_session_idle_ms: u64,
+    /// A changed plugin file is reloaded once it has had no write for this long.
+    pub reload_debounce_ms: u64,
 }
 
 impl Default for ServeConfig {
@@ -205,6 +208,7 @@ impl Default for ServeConfig {
             max_request_bytes: 4 << 20,
             progress_interval_ms: 250,
             http_session_idle_ms: 300_000,
+            reload_debounce_ms: 100,
         }
     }
 }

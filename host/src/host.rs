@@ -133,26 +133,37 @@ pub async fn load_plugin_set(
         }
     }
     for (name, (source, bytes)) in set {
-        let file_digest = digest(&bytes);
-        let loaded =
-            Plugin::load(runtime, &name, source.clone(), bytes, config.plugin(&name)).await;
-        let outcome = loaded.map_err(|e| e.to_string()).and_then(|plugin| {
-            registry
-                .register(Arc::new(plugin))
-                .map_err(|e| e.to_string())
-        });
-        match outcome {
-            Ok(()) => tracing::debug!(plugin = %name, %source, "plugin loaded"),
-            Err(reason) => {
-                tracing::warn!(plugin = %name, %source, %reason, "plugin refused");
-                registry.record_refusal(PluginStatus::refused(
-                    &name,
-                    &source,
-                    &file_digest,
-                    reason,
-                ));
-            }
-        }
+        load_plugin(runtime, registry, config, &name, source, bytes).await;
     }
     Ok(())
+}
+
+/// Loads one plugin version and swaps it in; a version that fails is recorded as
+/// refused and whatever served before keeps serving. True when it now serves.
+pub async fn load_plugin(
+    runtime: &Arc<Runtime>,
+    registry: &Registry,
+    config: &Config,
+    name: &str,
+    source: PluginSource,
+    bytes: Arc<[u8]>,
+) -> bool {
+    let file_digest = digest(&bytes);
+    let loaded = Plugin::load(runtime, name, source.clone(), bytes, config.plugin(name)).await;
+    let outcome = loaded.map_err(|e| e.to_string()).and_then(|plugin| {
+        registry
+            .register(Arc::new(plugin))
+            .map_err(|e| e.to_string())
+    });
+    match outcome {
+        Ok(()) => {
+            tracing::info!(plugin = %name, %source, digest = %&file_digest[..12], "plugin serving");
+            true
+        }
+        Err(reason) => {
+            tracing::warn!(plugin = %name, %source, %reason, "plugin refused");
+            registry.record_refusal(PluginStatus::refused(name, &source, &file_digest, reason));
+            false
+        }
+    }
 }

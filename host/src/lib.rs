@@ -14,5 +14,6 @@ pub mod mcp;
 pub mod output;
 pub mod pipeline;
 pub mod registry;
+pub mod reload;
 pub mod services;
 pub mod session;

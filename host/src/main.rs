@@ -79,6 +79,10 @@ enum Command {
         /// The scope connections see tools in
         #[arg(long, default_value = DEFAULT_SCOPE)]
         scope: String,
+        /// Do not watch the plugin directory (by default a changed `.wasm` is reloaded
+        /// and MCP clients are told the tool list changed)
+        #[arg(long)]
+        no_watch: bool,
     },
     /// List the plugins with their source, digest and status
     Plugins {
@@ -220,10 +224,27 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::SUCCESS
             })
         }
-        Command::Serve { http, scope } => {
+        Command::Serve {
+            http,
+            scope,
+            no_watch,
+        } => {
             host.registry
                 .scope(scope)
                 .map_err(|e| anyhow::anyhow!(e.message))?;
+            let _watcher = match (&cli.plugins, no_watch) {
+                (Some(dir), false) => Some(
+                    dsh::reload::watch(
+                        host.pipeline.runtime.clone(),
+                        host.registry.clone(),
+                        host.config.clone(),
+                        dir,
+                        std::time::Duration::from_millis(host.config.serve.reload_debounce_ms),
+                    )
+                    .with_context(|| format!("cannot watch {}", dir.display()))?,
+                ),
+                _ => None,
+            };
             let host = Arc::new(host);
             let server = Arc::new(McpServer {
                 host: host.clone(),

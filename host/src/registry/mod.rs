@@ -262,6 +262,33 @@ impl Registry {
         });
     }
 
+    /// Removes every tool of plugin `name` (its file was deleted). False when it had none.
+    pub fn remove(&self, name: &str) -> bool {
+        let mut guard = self.catalog.write().unwrap();
+        let mut tools = guard.tools.clone();
+        let before = tools.len();
+        tools.retain(|_, tool| &*tool.plugin.name != name);
+        let mut plugins = guard.plugins.clone();
+        let had_status = plugins.remove(name).is_some();
+        plugins.remove(&format!("{name} (refused)"));
+        let removed = tools.len() != before;
+        *guard = Arc::new(Catalog { tools, plugins });
+        drop(guard);
+        if removed {
+            let _ = self.changes.send(());
+        }
+        removed || had_status
+    }
+
+    /// The SHA-256 of the version of plugin `name` that serves now.
+    pub fn serving_digest(&self, name: &str) -> Option<String> {
+        self.snapshot()
+            .plugins
+            .get(name)
+            .filter(|status| status.status == "serving")
+            .map(|status| status.digest.clone())
+    }
+
     /// The manuals a scope may see, sorted by name.
     pub fn schemas(&self, scope: &Scope) -> Vec<ToolSpec> {
         self.snapshot()

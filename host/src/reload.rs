@@ -1,0 +1,121 @@
+//! Hot reload: watches the plugin directory and, off the call path, loads each changed
+//! `.wasm` once its writes have settled (the debounce), checks it (it compiles, links,
+//! `describe()` works, every schema is valid, no tool name collides) and swaps it in
+//! whole. Calls in flight finish on the version they started on — they hold it — and
+//! calls that start after the swap get the new one. A version that fails its checks is
+//! refused with its reason and the old one keeps serving. A deleted file removes its
+//! tools (an embedded plugin of that name serves again). Every change reaches MCP
+//! clients as `notifications/tools/list_changed` through the registry. Terminals and
+//! jobs live in the host services and are not touched.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+
+use crate::config::Config;
+use crate::engine::plugin::{digest, PluginSource};
+use crate::engine::{embedded, Runtime};
+use crate::host::load_plugin;
+use crate::registry::{PluginStatus, Registry};
+
+/// A running watcher; dropping it stops watching.
+pub struct PluginWatcher {
+    _watcher: notify::RecommendedWatcher,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for PluginWatcher {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Watches `dir` and reloads what changes in it, `debounce` after its last write.
+pub fn watch(
+    runtime: Arc<Runtime>,
+    registry: Arc<Registry>,
+    config: Arc<Config>,
+    dir: &Path,
+    debounce: Duration,
+) -> Result<PluginWatcher, notify::Error> {
+    let (changes, mut changed) = tokio::sync::mpsc::unbounded_channel::<PathBuf>();
+    let mut watcher =
+        notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
+            Ok(event) => {
+                for path in event.paths {
+                    if path.extension().is_some_and(|ext| ext == "wasm") {
+                        let _ = changes.send(path);
+                    }
+                }
+            }
+            Err(error) => tracing::warn!(%error, "plugin directory watch error"),
+        })?;
+    watcher.watch(dir, RecursiveMode::NonRecursive)?;
+    let task = tokio::spawn(async move {
+        while let Some(first) = changed.recv().await {
+            let mut paths = BTreeSet::from([first]);
+            // Wait until the directory has been quiet for `debounce`.
+            loop {
+                match tokio::time::timeout(debounce, changed.recv()).await {
+                    Ok(Some(path)) => {
+                        paths.insert(path);
+                    }
+                    Ok(None) => return,
+                    Err(_quiet) => break,
+                }
+            }
+            for path in paths {
+                reload(&runtime, &registry, &config, &path).await;
+            }
+        }
+    });
+    tracing::info!(dir = %dir.display(), debounce_ms = debounce.as_millis() as u64, "watching plugins");
+    Ok(PluginWatcher {
+        _watcher: watcher,
+        task,
+    })
+}
+
+/// Brings plugin `path` up to date with the file.
+async fn reload(runtime: &Arc<Runtime>, registry: &Registry, config: &Config, path: &Path) {
+    let Some(name) = path.file_stem().and_then(|s| s.to_str()).map(str::to_owned) else {
+        return;
+    };
+    let source = PluginSource::Path(path.to_path_buf());
+    match tokio::fs::read(path).await {
+        Ok(bytes) => {
+            if registry.serving_digest(&name).as_deref() == Some(digest(&bytes).as_str()) {
+                tracing::debug!(plugin = %name, "unchanged; nothing to reload");
+                return;
+            }
+            load_plugin(runtime, registry, config, &name, source, Arc::from(bytes)).await;
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            registry.remove(&name);
+            tracing::info!(plugin = %name, "plugin file deleted; its tools are gone");
+            if let Some((_, bytes)) = embedded::PLUGINS
+                .iter()
+                .find(|(embedded, _)| *embedded == name)
+            {
+                load_plugin(
+                    runtime,
+                    registry,
+                    config,
+                    &name,
+                    PluginSource::Embedded,
+                    Arc::from(*bytes),
+                )
+                .await;
+            }
+        }
+        Err(error) => registry.record_refusal(PluginStatus::refused(
+            &name,
+            &source,
+            "",
+            format!("cannot read: {error}"),
+        )),
+    }
+}
