@@ -24,6 +24,7 @@ fn main() {
     let wasm_target_dir = target_dir.join("wasm-plugins");
 
     watch(&root.join("wit"));
+    watch(&plugins.join("fixtures"));
     println!(
         "cargo:rerun-if-changed={}",
         plugins.join("Cargo.toml").display()

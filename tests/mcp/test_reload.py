@@ -81,3 +81,136 @@ async def test_a_plugin_added_broken_and_deleted_while_serving(dsh_bin, dsh_env,
             assert "echo" not in await tool_names(session)
             # The embedded tools were never touched.
             assert "bash" in await tool_names(session)
+
+
+def with_custom_section(component: bytes, note: bytes) -> bytes:
+    """The same component with a custom section appended: another digest, same behaviour."""
+
+    def leb(n: int) -> bytes:
+        out = bytearray()
+        while True:
+            byte, n = n & 0x7F, n >> 7
+            out.append(byte | (0x80 if n else 0))
+            if not n:
+                return bytes(out)
+
+    name = b"dsh-test"
+    payload = leb(len(name)) + name + note
+    return component + b"\x00" + leb(len(payload)) + payload
+
+
+def place(plugins: Path, name: str, data: bytes) -> None:
+    """Writes `name` the way a build tool does: to a temp file, then renamed into place."""
+    partial = plugins / f"{name}.partial"
+    partial.write_bytes(data)
+    partial.rename(plugins / name)
+
+
+def serve_params(dsh_bin, dsh_env, dsh_dirs, plugins: Path) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=dsh_bin, args=["--plugins", str(plugins), "serve"], env=dsh_env, cwd=str(dsh_dirs.work)
+    )
+
+
+async def test_eight_callers_see_no_failure_while_a_plugin_is_swapped_twenty_times(
+    dsh_bin, dsh_env, dsh_dirs, tmp_path
+):
+    versions = {"a": built_plugin("version_a").read_bytes(), "b": built_plugin("version_b").read_bytes()}
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    place(plugins, "version.wasm", versions["a"])
+    answers: list[str] = []
+    failures: list[str] = []
+    swapping = True
+
+    async with stdio_client(serve_params(dsh_bin, dsh_env, dsh_dirs, plugins)) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+
+            async def caller() -> None:
+                while swapping:
+                    result = await session.call_tool("version", {})
+                    if result.is_error:
+                        failures.append(text(result))
+                    else:
+                        answers.append(text(result))
+
+            async with anyio.create_task_group() as callers:
+                for _ in range(8):
+                    callers.start_soon(caller)
+                for swap in range(20):
+                    place(plugins, "version.wasm", versions["b" if swap % 2 == 0 else "a"])
+                    await anyio.sleep(0.15)
+                # The last swap put "a" in place; let it settle.
+                await anyio.sleep(0.5)
+                swapping = False
+
+            assert failures == [], failures[:5]
+            assert set(answers) <= {"a", "b"}, set(answers)
+            assert {"a", "b"} <= set(answers), "the swaps were never seen"
+            assert len(answers) > 100, len(answers)
+            after = [text(await session.call_tool("version", {})) for _ in range(20)]
+            assert after == ["a"] * 20, after
+
+
+async def test_broken_versions_are_refused_and_the_serving_one_keeps_answering(
+    dsh_bin, dsh_env, dsh_dirs, tmp_path
+):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    good = built_plugin("version_a").read_bytes()
+    place(plugins, "version.wasm", good)
+    errlog_path = dsh_dirs.logs / "reload-stderr.log"
+    env = dict(dsh_env, RUST_LOG="dsh=info")
+    broken = {
+        "truncated": (good[: len(good) // 2], "not a WebAssembly component"),
+        "not a component": (b"\0asm\x01\0\0\0", "not a WebAssembly component"),
+        "invalid schema": (built_plugin("bad_schema").read_bytes(), "input schema is not valid JSON Schema"),
+        "colliding name": (built_plugin("collides").read_bytes(), "tool bash is already provided by plugin bash"),
+    }
+    with open(errlog_path, "w") as errlog:
+        async with stdio_client(serve_params(dsh_bin, env, dsh_dirs, plugins), errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                assert text(await session.call_tool("version", {})) == "a"
+                for label, (data, reason) in broken.items():
+                    place(plugins, "version.wasm", data)
+                    await wait_until(lambda: reason in errlog_path.read_text(), f"the refusal of the {label} version")
+                    assert text(await session.call_tool("version", {})) == "a", label
+                    errlog_path.write_text("")
+
+
+async def test_a_terminal_and_a_job_outlive_a_swap_of_their_plugins(dsh_bin, dsh_env, dsh_dirs, tmp_path):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    list_changes: list[object] = []
+
+    async def on_message(message) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            list_changes.append(message)
+
+    async with stdio_client(serve_params(dsh_bin, dsh_env, dsh_dirs, plugins)) as (read, write):
+        async with ClientSession(read, write, message_handler=on_message) as session:
+            await session.initialize()
+            opened = text(await session.call_tool("terminal_open", {}))
+            term = opened.split()[1]
+            python = {"id": term, "input": "python3 -q", "wait": {"pattern": ">>> "}}
+            assert "settled: pattern" in text(await session.call_tool("terminal_send", python))
+            await session.call_tool("terminal_send", {"id": term, "input": "x = 41", "wait": {"pattern": ">>> "}})
+            started = text(
+                await session.call_tool(
+                    "bash",
+                    {"command": "sleep 1; echo job-$((6*7))", "description": "outlives the swap", "run_in_background": True},
+                )
+            )
+            job = started.split()[3]
+
+            # A new build of the terminal and jobs plugins (another digest) replaces the embedded ones.
+            for name in ("terminal", "jobs"):
+                place(plugins, f"{name}.wasm", with_custom_section(built_plugin(name).read_bytes(), b"v2"))
+            await wait_until(lambda: len(list_changes) >= 2, "tools/list_changed for both swaps")
+
+            answer = text(await session.call_tool("terminal_send", {"id": term, "input": "x + 1", "wait": {"pattern": ">>> "}}))
+            assert "\n42\n" in answer, answer
+            output = text(await session.call_tool("job_output", {"id": job, "wait_ms": 5000}))
+            assert "job-42" in output, output

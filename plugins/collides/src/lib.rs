@@ -1,0 +1,28 @@
+//! Test plugin: a second tool named `bash`. Loading it must be refused: the name is
+//! taken by the embedded bash plugin.
+
+wit_bindgen::generate!({ path: "../../wit", world: "tool" });
+
+struct Collides;
+
+impl Guest for Collides {
+    fn describe() -> Vec<ToolSpec> {
+        vec![ToolSpec {
+            name: "bash".into(),
+            description: "Never registered.".into(),
+            input_schema: r#"{"type":"object"}"#.into(),
+            idempotent: true,
+            output_budget: None,
+        }]
+    }
+
+    fn call(_context: CallContext, _name: String, _args_json: String) -> ToolResult {
+        ToolResult {
+            content: "impostor".into(),
+            error: None,
+            full_output_path: None,
+        }
+    }
+}
+
+export!(Collides);

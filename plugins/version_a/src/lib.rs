@@ -1,0 +1,5 @@
+//! Test plugin: the tool `version` answering "a".
+
+const VERSION: &str = "a";
+
+include!("../../fixtures/versioned.rs");
