@@ -1,0 +1,130 @@
+//! Hot reload: the time from a new plugin version being read to it answering (compile
+//! cache warm, so the debounce window and the file-system event are left out), against
+//! a call to the version already serving; and a cold start of `dsh` (empty compile
+//! cache) against a warm one, measured in the same run.
+//!
+//! Run with `cargo bench --bench reload`.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dsh::call::CallRequest;
+use dsh::config::Config;
+use dsh::engine::plugin::PluginSource;
+use dsh::host::{load_plugin, Host, HostOptions};
+
+fn median(samples: &mut [Duration]) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn start_once(state: &Path) -> Duration {
+    let started = Instant::now();
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .arg("--state-dir")
+        .arg(state)
+        .arg("tools")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    started.elapsed()
+}
+
+#[tokio::main]
+async fn main() {
+    let scratch = tempfile::tempdir().unwrap();
+    let wasm = Path::new(env!("DSH_PLUGIN_WASM_DIR"));
+    let versions: Vec<(String, Arc<[u8]>)> = ["a", "b"]
+        .iter()
+        .map(|v| {
+            let bytes = std::fs::read(wasm.join(format!("version_{v}.wasm"))).unwrap();
+            (v.to_string(), Arc::from(bytes))
+        })
+        .collect();
+    let host = Host::start(HostOptions {
+        config: Config::default(),
+        plugins_dir: None,
+        state_dir: scratch.path().join("state"),
+        workdir: scratch.path().to_path_buf(),
+    })
+    .await
+    .unwrap();
+    let runtime = host.pipeline.runtime.clone();
+    let never = tokio_util::sync::CancellationToken::new();
+    let request = || CallRequest {
+        tool: "version".into(),
+        args: serde_json::json!({}),
+        owner: Arc::from("bench"),
+        scope: Arc::from("default"),
+    };
+    let source = PluginSource::Path(scratch.path().join("version.wasm"));
+    // Fill the compile cache with both versions.
+    for (_, bytes) in &versions {
+        load_plugin(
+            &runtime,
+            &host.registry,
+            &host.config,
+            "version",
+            source.clone(),
+            bytes.clone(),
+        )
+        .await;
+    }
+    let (mut swaps, mut calls) = (Vec::new(), Vec::new());
+    for round in 0..40 {
+        let (name, bytes) = &versions[round % 2];
+        let started = Instant::now();
+        assert!(
+            load_plugin(
+                &runtime,
+                &host.registry,
+                &host.config,
+                "version",
+                source.clone(),
+                bytes.clone()
+            )
+            .await
+        );
+        let answer = host.pipeline.call(request(), &never).await;
+        swaps.push(started.elapsed());
+        assert_eq!(&answer.content, name);
+        let started = Instant::now();
+        host.pipeline.call(request(), &never).await;
+        calls.push(started.elapsed());
+    }
+    println!("== hot reload (compile cache warm; debounce and file-system event not included)");
+    println!(
+        "baseline: a call to the serving version        median {:>7.3} ms",
+        ms(median(&mut calls))
+    );
+    println!(
+        "new version read to new version answering      median {:>7.3} ms (target ≤ 20 ms)",
+        ms(median(&mut swaps))
+    );
+    println!(
+        "debounce window: {} ms (target ≤ 200 ms)",
+        host.config.serve.reload_debounce_ms
+    );
+
+    let (mut cold, mut warm) = (Vec::new(), Vec::new());
+    for round in 0..5 {
+        let state = scratch.path().join(format!("start-{round}"));
+        cold.push(start_once(&state));
+        warm.push(start_once(&state));
+    }
+    let (cold, warm) = (median(&mut cold), median(&mut warm));
+    println!("\n== `dsh tools` start to exit, embedded plugins");
+    println!("cold compile cache  median {:>7.1} ms", ms(cold));
+    println!(
+        "warm compile cache  median {:>7.1} ms   (cold / warm: {:.1})",
+        ms(warm),
+        ms(cold) / ms(warm)
+    );
+    host.shutdown();
+}
