@@ -7,6 +7,10 @@
 //!
 //! Run with `cargo bench --bench mcp`.
 
+mod support;
+
+use support::{percentile, us};
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Stdio;
@@ -68,19 +72,26 @@ fn cpu_ticks(pid: u32) -> u64 {
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
+/// Prints one line of figures for `samples` calls that took `elapsed` in all and
+/// `ticks` of server CPU; returns the p50.
+fn report(label: &str, samples: &mut [Duration], elapsed: Duration, ticks: u64) -> Duration {
+    let calls = samples.len() as f64;
+    let cpu = Duration::from_millis(ticks * 10);
+    let p50 = percentile(samples, 0.5);
+    println!(
+        "{label}: p50 {:>7.1} µs  p99 {:>7.1} µs  {:>7.0} calls/s  server CPU {:>6.1} µs/call",
+        us(p50),
+        us(percentile(samples, 0.99)),
+        calls / elapsed.as_secs_f64(),
+        us(cpu) / calls
+    );
+    p50
+}
+
 fn peak_rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    samples[((samples.len() as f64 - 1.0) * p).round() as usize]
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
 }
 
 #[tokio::main]
@@ -200,16 +211,11 @@ async fn main() {
         samples.push(t.elapsed());
         assert_eq!(answer["result"]["isError"], false, "{answer}");
     }
-    let elapsed = wall.elapsed();
-    let cpu = Duration::from_millis((cpu_ticks(pid) - ticks_before) * 10);
-    let p50 = percentile(&mut samples, 0.5);
-    let p99 = percentile(&mut samples, 0.99);
-    println!(
-        "1 caller : p50 {:>7.1} µs  p99 {:>7.1} µs  {:>7.0} calls/s  server CPU {:>6.1} µs/call",
-        us(p50),
-        us(p99),
-        n as f64 / elapsed.as_secs_f64(),
-        us(cpu) / n as f64
+    let p50 = report(
+        "1 caller ",
+        &mut samples,
+        wall.elapsed(),
+        cpu_ticks(pid) - ticks_before,
     );
 
     // Eight callers on the same connection.
@@ -233,17 +239,11 @@ async fn main() {
     for caller in callers {
         samples.extend(caller.await.unwrap());
     }
-    let elapsed = wall.elapsed();
-    let total = 8 * per_caller;
-    let cpu = Duration::from_millis((cpu_ticks(pid) - ticks_before) * 10);
-    let p50_8 = percentile(&mut samples, 0.5);
-    let p99_8 = percentile(&mut samples, 0.99);
-    println!(
-        "8 callers: p50 {:>7.1} µs  p99 {:>7.1} µs  {:>7.0} calls/s  server CPU {:>6.1} µs/call",
-        us(p50_8),
-        us(p99_8),
-        total as f64 / elapsed.as_secs_f64(),
-        us(cpu) / total as f64
+    report(
+        "8 callers",
+        &mut samples,
+        wall.elapsed(),
+        cpu_ticks(pid) - ticks_before,
     );
     println!(
         "start to first answered tools/list: {:.1} ms",

@@ -7,18 +7,15 @@
 //!
 //! Run with `cargo bench --bench pipeline`. Figures are medians (p50) and p99.
 
+mod support;
+
+use support::{percentile, us};
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dsh::call::{CallContext, CallRequest};
-use dsh::config::Config;
-use dsh::host::{Host, HostOptions};
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    samples[((samples.len() as f64 - 1.0) * p).round() as usize]
-}
 
 fn report(name: &str, samples: &mut [Duration]) -> Duration {
     let p50 = percentile(samples, 0.50);
@@ -30,10 +27,6 @@ fn report(name: &str, samples: &mut [Duration]) -> Duration {
         samples.len()
     );
     p50
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
 }
 
 async fn time_n<F, Fut>(n: usize, mut f: F) -> Vec<Duration>
@@ -60,14 +53,7 @@ async fn main() {
         plugins.join("echo.wasm"),
     )
     .unwrap();
-    let host = Host::start(HostOptions {
-        config: Config::default(),
-        plugins_dir: Some(plugins),
-        state_dir: scratch.path().join("state"),
-        workdir: scratch.path().to_path_buf(),
-    })
-    .await
-    .unwrap();
+    let host = support::start_host(scratch.path(), Some(plugins)).await;
     let pipeline = host.pipeline.clone();
     let never = tokio_util::sync::CancellationToken::new();
     let text = "x".repeat(1024);

@@ -5,22 +5,21 @@
 //!
 //! Run with `cargo bench --bench reload`.
 
+mod support;
+
+use support::ms;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dsh::call::CallRequest;
-use dsh::config::Config;
 use dsh::engine::plugin::PluginSource;
-use dsh::host::{load_plugin, Host, HostOptions};
+use dsh::host::load_plugin;
 
 fn median(samples: &mut [Duration]) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 fn start_once(state: &Path) -> Duration {
@@ -47,14 +46,7 @@ async fn main() {
             (v.to_string(), Arc::from(bytes))
         })
         .collect();
-    let host = Host::start(HostOptions {
-        config: Config::default(),
-        plugins_dir: None,
-        state_dir: scratch.path().join("state"),
-        workdir: scratch.path().to_path_buf(),
-    })
-    .await
-    .unwrap();
+    let host = support::start_host(scratch.path(), None).await;
     let runtime = host.pipeline.runtime.clone();
     let never = tokio_util::sync::CancellationToken::new();
     let request = || CallRequest {

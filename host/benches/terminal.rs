@@ -4,24 +4,17 @@
 //!
 //! Run with `cargo bench --bench terminal`.
 
+mod support;
+
+use support::{percentile, us};
+
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dsh::call::CallRequest;
-use dsh::config::Config;
-use dsh::host::{Host, HostOptions};
 use serde_json::json;
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    samples[((samples.len() as f64 - 1.0) * p).round() as usize]
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
-}
 
 /// The baseline: bash on a PTY, written to and read from directly.
 fn raw_pty_samples(n: usize) -> Vec<Duration> {
@@ -86,14 +79,7 @@ async fn main() {
         .unwrap();
 
     let scratch = tempfile::tempdir().unwrap();
-    let host = Host::start(HostOptions {
-        config: Config::default(),
-        plugins_dir: None,
-        state_dir: scratch.path().join("state"),
-        workdir: scratch.path().to_path_buf(),
-    })
-    .await
-    .unwrap();
+    let host = support::start_host(scratch.path(), None).await;
     let never = tokio_util::sync::CancellationToken::new();
     let call = |tool: &str, args: serde_json::Value| CallRequest {
         tool: tool.into(),

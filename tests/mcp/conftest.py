@@ -46,6 +46,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from tool_results import text
 
 LISTENING_RE = re.compile(r"dsh: listening on (http://127\.0\.0\.1:(\d+)/mcp)\s*$")
 SERVER_START_TIMEOUT = 30.0
@@ -306,9 +307,7 @@ def markers(procs: ProcessTable):
 # --------------------------------------------------------------------------- results
 
 
-def result_text(result: Any) -> str:
-    """The concatenated text of a CallToolResult's text content."""
-    return "".join(getattr(c, "text", "") for c in result.content if getattr(c, "type", None) == "text")
+result_text = text
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from typing import Any
 
 import anyio
 import pytest
+from tool_results import call, expect_error, show, text
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -44,21 +45,10 @@ LIST_FIELDS = ("id", "kind", "state", "started_at_ms", "runtime_ms", "descriptio
 # --------------------------------------------------------------------------- helpers
 
 
-def text(result: Any) -> str:
-    return "".join(getattr(c, "text", "") for c in result.content if getattr(c, "type", None) == "text")
 
 
-def show(request: tuple[str, dict[str, Any]] | None, result: Any) -> str:
-    """A request and its result, for assertion messages."""
-    head = f"request: {request[0]} {request[1]}\n" if request else ""
-    return (
-        f"{head}response: isError={result.is_error} structuredContent={result.structured_content}\n"
-        f"text={text(result)[:1500]!r}"
-    )
 
 
-async def call(session: Any, name: str, arguments: dict[str, Any]) -> Any:
-    return await session.call_tool(name, arguments)
 
 
 async def start_job(session: Any, command: str, description: str = "background job") -> str:
@@ -131,17 +121,6 @@ async def list_jobs(session: Any) -> list[dict[str, str]]:
     return jobs
 
 
-def expect_error(request: tuple[str, dict[str, Any]], result: Any, code: str) -> str:
-    """Asserts a structured tool error with `code`; returns its message."""
-    where = show(request, result)
-    assert result.is_error is True, where
-    structured = result.structured_content
-    assert isinstance(structured, dict), where
-    assert structured.get("code") == code, where
-    message = structured.get("message")
-    assert isinstance(message, str) and message, where
-    assert text(result).startswith(f"{code}: {message}"), where
-    return message
 
 
 # --------------------------------------------------------------------------- a job's life

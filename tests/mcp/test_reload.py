@@ -14,6 +14,7 @@ import pytest
 from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from tool_results import text
 
 pytestmark = pytest.mark.anyio
 
@@ -37,8 +38,6 @@ async def wait_until(condition, what: str, timeout: float = 10.0) -> None:
         pytest.fail(f"timed out after {timeout}s waiting for {what}")
 
 
-def text(result: types.CallToolResult) -> str:
-    return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
 
 
 async def test_a_plugin_added_broken_and_deleted_while_serving(dsh_bin, dsh_env, dsh_dirs, tmp_path):

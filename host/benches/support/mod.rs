@@ -1,0 +1,35 @@
+//! What the benchmarks share: percentiles, unit conversions, and an in-process host on
+//! a scratch directory. Each bench binary uses a part of it.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use dsh::config::Config;
+use dsh::host::{Host, HostOptions};
+
+/// The `p` quantile (0.0 to 1.0) of `samples`, which it sorts.
+pub fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    samples[((samples.len() as f64 - 1.0) * p).round() as usize]
+}
+
+pub fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// A host with the default config, its state and workspace in `scratch`.
+pub async fn start_host(scratch: &std::path::Path, plugins_dir: Option<PathBuf>) -> Host {
+    Host::start(HostOptions {
+        config: Config::default(),
+        plugins_dir,
+        state_dir: scratch.join("state"),
+        workdir: scratch.to_path_buf(),
+    })
+    .await
+    .expect("the host starts")
+}
