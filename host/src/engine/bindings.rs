@@ -21,3 +21,17 @@ pub mod guard {
         },
     });
 }
+
+/// The `result-filter` world shares the `types` and `log` interfaces with `tool`.
+pub mod result_filter {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "result-filter",
+        imports: { default: async },
+        exports: { default: async },
+        with: {
+            "dsh:plugin/types": super::dsh::plugin::types,
+            "dsh:plugin/log": super::dsh::plugin::log,
+        },
+    });
+}
