@@ -7,6 +7,7 @@
 
 pub mod call;
 pub mod config;
+pub mod control;
 pub mod engine;
 pub mod error;
 pub mod host;

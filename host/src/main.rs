@@ -12,10 +12,11 @@ use tokio_util::sync::CancellationToken;
 
 use dsh::call::CallRequest;
 use dsh::config::Config;
+use dsh::control::{ask, running_servers, Answer, ControlSocket, RunningServer};
 use dsh::host::{Host, HostOptions};
 use dsh::mcp::http::{generate_token, serve_http, MCP_PATH};
 use dsh::mcp::{serve_stdio, McpServer};
-use dsh::registry::DEFAULT_SCOPE;
+use dsh::registry::{PluginStatus, DEFAULT_SCOPE};
 
 /// dsh: a host runtime for AI agent tools. Tools and guards are WebAssembly components;
 /// the host owns processes, validates every call and runs it through a pipeline of
@@ -84,11 +85,19 @@ enum Command {
         #[arg(long)]
         no_watch: bool,
     },
-    /// List the plugins with their source, digest and status
+    /// List the plugins with their source, digest, load time and status
+    ///
+    /// With a `dsh serve` running on the same state directory, shows that server's
+    /// plugins as they are now, with the calls in flight on each (and on the versions
+    /// a reload replaced). With none, shows the plugin set as `dsh serve` would load it.
     Plugins {
-        /// Print JSON
+        /// Print JSON: [{name, source, digest, loaded_at, status, reason, tools,
+        /// calls_in_flight, calls_in_flight_on_old_versions}]
         #[arg(long)]
         json: bool,
+        /// Which running server to ask, by pid (needed when several are running)
+        #[arg(long, value_name = "PID")]
+        server: Option<u32>,
     },
 }
 
@@ -135,16 +144,66 @@ async fn start(cli: &Cli) -> anyhow::Result<Host> {
     let options = HostOptions {
         config,
         plugins_dir: cli.plugins.clone(),
-        state_dir: cli
-            .state_dir
-            .clone()
-            .unwrap_or_else(dsh::session::default_state_dir),
+        state_dir: state_dir(cli),
         workdir,
     };
     Ok(Host::start(options).await?)
 }
 
+fn state_dir(cli: &Cli) -> PathBuf {
+    cli.state_dir
+        .clone()
+        .unwrap_or_else(dsh::session::default_state_dir)
+}
+
+/// The running server `dsh plugins` should ask: the one named, or the only one.
+fn chosen_server(cli: &Cli, wanted: Option<u32>) -> anyhow::Result<Option<RunningServer>> {
+    let servers = running_servers(&state_dir(cli));
+    match wanted {
+        Some(pid) => servers
+            .into_iter()
+            .find(|server| server.pid == pid)
+            .map(Some)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "no dsh serve with pid {pid} is running on {}",
+                    state_dir(cli).display()
+                )
+            }),
+        None if servers.len() > 1 => {
+            let pids: Vec<String> = servers.iter().map(|s| s.pid.to_string()).collect();
+            anyhow::bail!(
+                "{} dsh servers are running on {} (pids {}); choose one with --server PID",
+                servers.len(),
+                state_dir(cli).display(),
+                pids.join(", ")
+            )
+        }
+        None => Ok(servers.into_iter().next()),
+    }
+}
+
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if let Command::Plugins { json, server } = &cli.command {
+        if let Some(server) = chosen_server(&cli, *server)? {
+            let answer = tokio::task::spawn_blocking(move || {
+                let answer = ask(&server, "plugins");
+                (server, answer)
+            })
+            .await?;
+            let (server, answer) = answer;
+            let answer = answer?;
+            let plugins: Vec<PluginStatus> = serde_json::from_value(answer["plugins"].clone())
+                .context("the server's plugin list is not what this dsh understands")?;
+            let heading = format!(
+                "dsh serve, pid {}, session {}",
+                server.pid,
+                answer["session"].as_str().unwrap_or("?")
+            );
+            print_plugins(&plugins, *json, &heading)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
     let host = start(&cli).await?;
     match &cli.command {
         Command::Tools { scope, json } => {
@@ -246,6 +305,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 _ => None,
             };
             let host = Arc::new(host);
+            let _control = {
+                let (registry, session) = (host.registry.clone(), host.pipeline.session.id.clone());
+                let answer: Answer = Arc::new(move |request| match request {
+                    "plugins" => Ok(json!({ "session": &*session, "plugins": registry.plugins() })),
+                    other => Err(format!("unknown request {other:?} (known: plugins)")),
+                });
+                ControlSocket::listen(&state_dir(&cli), answer)
+                    .inspect_err(
+                        |error| tracing::warn!(%error, "`dsh plugins` will not see this server"),
+                    )
+                    .ok()
+            };
             let server = Arc::new(McpServer {
                 host: host.clone(),
                 scope: Arc::from(scope.as_str()),
@@ -264,27 +335,67 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             outcome?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Plugins { json } => {
-            let plugins = host.registry.plugins();
-            if *json {
-                println!("{}", serde_json::to_string_pretty(&plugins)?);
-            } else {
-                println!(
-                    "{:<16} {:<8} {:<14} {:<40} TOOLS / REASON",
-                    "NAME", "STATUS", "DIGEST", "SOURCE"
-                );
-                for p in plugins {
-                    let detail = p.reason.clone().unwrap_or_else(|| p.tools.join(", "));
-                    let digest = p.digest.get(..12).unwrap_or(&p.digest);
-                    println!(
-                        "{:<16} {:<8} {:<14} {:<40} {}",
-                        p.name, p.status, digest, p.source, detail
-                    );
-                }
-            }
+        Command::Plugins { json, .. } => {
+            print_plugins(
+                &host.registry.plugins(),
+                *json,
+                "no dsh serve running here: the plugin set as it would load",
+            )?;
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn print_plugins(plugins: &[PluginStatus], json: bool, heading: &str) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(plugins)?);
+        return Ok(());
+    }
+    println!("{heading}\n");
+    println!(
+        "{:<16} {:<8} {:<14} {:<20} {:>9} {:<40} TOOLS / REASON",
+        "NAME", "STATUS", "DIGEST", "LOADED (UTC)", "IN FLIGHT", "SOURCE"
+    );
+    for p in plugins {
+        let detail = p.reason.clone().unwrap_or_else(|| p.tools.join(", "));
+        let digest = p.digest.get(..12).unwrap_or(&p.digest);
+        let in_flight = match p.calls_in_flight_on_old_versions {
+            0 => p.calls_in_flight.to_string(),
+            old => format!("{}+{old} old", p.calls_in_flight),
+        };
+        println!(
+            "{:<16} {:<8} {:<14} {:<20} {:>9} {:<40} {}",
+            p.name,
+            p.status,
+            digest,
+            utc_time(p.loaded_at),
+            in_flight,
+            p.source,
+            detail
+        );
+    }
+    Ok(())
+}
+
+/// `YYYY-MM-DD HH:MM:SS` for seconds since the Unix epoch (UTC).
+fn utc_time(unix_seconds: u64) -> String {
+    let (days, seconds) = (unix_seconds / 86_400, unix_seconds % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        seconds / 3600,
+        seconds / 60 % 60,
+        seconds % 60
+    )
 }
 
 async fn serve_http_until_signal(

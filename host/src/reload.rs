@@ -44,6 +44,8 @@ pub fn watch(
     let (changes, mut changed) = tokio::sync::mpsc::unbounded_channel::<PathBuf>();
     let mut watcher =
         notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
+            // Reading a file (our own loads included) is not a change.
+            Ok(event) if matches!(event.kind, notify::EventKind::Access(_)) => {}
             Ok(event) => {
                 for path in event.paths {
                     if path.extension().is_some_and(|ext| ext == "wasm") {
@@ -87,8 +89,8 @@ async fn reload(runtime: &Arc<Runtime>, registry: &Registry, config: &Config, pa
     let source = PluginSource::Path(path.to_path_buf());
     match tokio::fs::read(path).await {
         Ok(bytes) => {
-            if registry.serving_digest(&name).as_deref() == Some(digest(&bytes).as_str()) {
-                tracing::debug!(plugin = %name, "unchanged; nothing to reload");
+            if registry.has_version(&name, &digest(&bytes)) {
+                tracing::debug!(plugin = %name, "already serving or refused; nothing to reload");
                 return;
             }
             load_plugin(runtime, registry, config, &name, source, Arc::from(bytes)).await;

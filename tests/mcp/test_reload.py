@@ -5,8 +5,10 @@ serving."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import anyio
@@ -78,6 +80,13 @@ async def test_a_plugin_added_broken_and_deleted_while_serving(dsh_bin, dsh_env,
             (plugins / "echo.wasm").unlink()
             await wait_until(lambda: len(list_changes) > changes_before, "tools/list_changed after deleting echo.wasm")
             assert "echo" not in await tool_names(session)
+
+            # Put back: its tools return.
+            changes_before = len(list_changes)
+            place(plugins, "echo.wasm", echo.read_bytes())
+            await wait_until(lambda: len(list_changes) > changes_before, "tools/list_changed after putting echo.wasm back")
+            assert "echo" in await tool_names(session)
+            assert text(await session.call_tool("echo", {"text": "back"})) == "back"
             # The embedded tools were never touched.
             assert "bash" in await tool_names(session)
 
@@ -213,3 +222,77 @@ async def test_a_terminal_and_a_job_outlive_a_swap_of_their_plugins(dsh_bin, dsh
             assert "\n42\n" in answer, answer
             output = text(await session.call_tool("job_output", {"id": job, "wait_ms": 5000}))
             assert "job-42" in output, output
+
+
+def dsh_plugins(dsh_bin: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    full_env = {k: os.environ[k] for k in ("HOME", "PATH") if k in os.environ} | env
+    return subprocess.run(
+        [dsh_bin, "plugins", *args], env=full_env, capture_output=True, text=True, timeout=60, check=True
+    )
+
+
+def plugin_status(dsh_bin: str, env: dict[str, str], name: str) -> dict:
+    listed = json.loads(dsh_plugins(dsh_bin, env, "--json").stdout)
+    return next(p for p in listed if p["name"] == name)
+
+
+async def test_dsh_plugins_shows_a_running_servers_plugins_and_calls_on_old_versions(
+    dsh_bin, dsh_env, dsh_dirs, tmp_path
+):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    bash_v1 = built_plugin("bash").read_bytes()
+    bash_v2 = with_custom_section(bash_v1, b"v2")
+    place(plugins, "bash.wasm", bash_v1)
+
+    async def status() -> dict:
+        return await anyio.to_thread.run_sync(plugin_status, dsh_bin, dsh_env, "bash")
+
+    async def wait_for_status(check, what: str) -> dict:
+        with anyio.move_on_after(15):
+            while not check(latest := await status()):
+                await anyio.sleep(0.05)
+            return latest
+        pytest.fail(f"timed out waiting for {what}; last status: {await status()}")
+
+    async with stdio_client(serve_params(dsh_bin, dsh_env, dsh_dirs, plugins)) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            first = await status()
+            assert first["status"] == "serving" and first["source"] == str(plugins / "bash.wasm"), first
+            assert first["calls_in_flight"] == 0 and first["calls_in_flight_on_old_versions"] == 0, first
+
+            async with anyio.create_task_group() as tasks:
+                results: list[str] = []
+
+                async def slow_call() -> None:
+                    results.append(text(await session.call_tool("bash", {"command": "sleep 2; echo slept", "description": "slow"})))
+
+                tasks.start_soon(slow_call)
+                await wait_for_status(lambda s: s["calls_in_flight"] == 1, "the slow call in flight")
+
+                # A new version arrives while the call runs: the call stays on the old one.
+                place(plugins, "bash.wasm", bash_v2)
+                swapped = await wait_for_status(lambda s: s["digest"] != first["digest"], "the swap")
+                assert swapped["calls_in_flight"] == 0, swapped
+                assert swapped["calls_in_flight_on_old_versions"] == 1, swapped
+                assert swapped["loaded_at"] >= first["loaded_at"]
+
+                # A refused version is listed with its reason beside the one serving.
+                place(plugins, "bash.wasm", bash_v1[: len(bash_v1) // 2])
+                refused = await wait_for_status(lambda s: True, "a status")
+                with anyio.move_on_after(15):
+                    while True:
+                        listed = json.loads((await anyio.to_thread.run_sync(lambda: dsh_plugins(dsh_bin, dsh_env, "--json"))).stdout)
+                        refused = [p for p in listed if p["name"] == "bash" and p["status"] == "refused"]
+                        if refused:
+                            break
+                        await anyio.sleep(0.05)
+                assert refused and "not a WebAssembly component" in refused[0]["reason"], listed
+            assert len(results) == 1 and results[0].startswith("slept"), results
+            done = await status()
+            assert done["digest"] == swapped["digest"] and done["calls_in_flight_on_old_versions"] == 0, done
+
+            table = (await anyio.to_thread.run_sync(lambda: dsh_plugins(dsh_bin, dsh_env))).stdout
+            assert table.startswith("dsh serve, pid "), table
+            assert "refused" in table and "serving" in table, table

@@ -3,6 +3,7 @@
 //! instantiates it in a fresh store.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -71,7 +72,25 @@ pub struct Plugin {
     /// The plugin's settings as JSON, handed to every call.
     pub settings_json: String,
     pub bounds: Bounds,
+    /// Calls running on this version now.
+    in_flight: AtomicUsize,
     pre: ToolPre<CallState>,
+}
+
+/// Counts one call in flight on a plugin version for as long as it lives.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn enter(counter: &'a AtomicUsize) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        InFlight(counter)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// SHA-256 of `bytes`, hex.
@@ -129,6 +148,7 @@ impl Plugin {
             config,
             settings_json,
             bounds,
+            in_flight: AtomicUsize::new(0),
             pre,
         };
         plugin.specs = plugin
@@ -183,6 +203,11 @@ impl Plugin {
         new_store(&runtime.engine, state)
     }
 
+    /// Calls running on this version now.
+    pub fn calls_in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
     /// Runs tool `name` of this plugin in a fresh instance.
     pub async fn call(
         &self,
@@ -191,6 +216,7 @@ impl Plugin {
         name: &str,
         args_json: &str,
     ) -> CallResult {
+        let _in_flight = InFlight::enter(&self.in_flight);
         let wit_context = wit::CallContext {
             owner: context.owner.to_string(),
             session: context.session.to_string(),

@@ -8,7 +8,7 @@
 //! is an immutable snapshot swapped whole, so a call sees one consistent version.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::SystemTime;
 
 use crate::config::glob_match;
@@ -69,7 +69,7 @@ impl RegisteredTool {
 }
 
 /// What `dsh plugins` shows of one plugin.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PluginStatus {
     pub name: String,
     pub source: String,
@@ -77,11 +77,15 @@ pub struct PluginStatus {
     /// Seconds since the Unix epoch at which this version was loaded (or refused).
     pub loaded_at: u64,
     /// `serving` or `refused`.
-    pub status: &'static str,
+    pub status: String,
     /// Why it was refused.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub tools: Vec<String>,
+    /// Calls running on the serving version now.
+    pub calls_in_flight: usize,
+    /// Calls still running on versions this one replaced (they finish there).
+    pub calls_in_flight_on_old_versions: usize,
 }
 
 impl PluginStatus {
@@ -91,9 +95,11 @@ impl PluginStatus {
             source: source.to_string(),
             digest: digest.into(),
             loaded_at: unix_seconds(SystemTime::now()),
-            status: "refused",
+            status: "refused".into(),
             reason: Some(reason),
             tools: Vec::new(),
+            calls_in_flight: 0,
+            calls_in_flight_on_old_versions: 0,
         }
     }
 }
@@ -112,6 +118,14 @@ pub struct Catalog {
 }
 
 impl Catalog {
+    /// The version of plugin `name` serving in this catalog.
+    fn serving(&self, name: &str) -> Option<Arc<Plugin>> {
+        self.tools
+            .values()
+            .find(|tool| &*tool.plugin.name == name)
+            .map(|tool| tool.plugin.clone())
+    }
+
     /// The tool `name` if the scope may see it.
     pub fn resolve(&self, name: &str, scope: &Scope) -> Result<Arc<RegisteredTool>, ToolError> {
         match self.tools.get(name) {
@@ -146,6 +160,8 @@ pub struct Registry {
     catalog: RwLock<Arc<Catalog>>,
     scopes: BTreeMap<String, Vec<String>>,
     changes: tokio::sync::broadcast::Sender<()>,
+    /// Versions swapped out or removed; alive while calls that started on them run.
+    retired: Mutex<Vec<Weak<Plugin>>>,
 }
 
 /// The scope every caller gets unless told otherwise; it sees every tool unless
@@ -158,6 +174,7 @@ impl Registry {
             catalog: RwLock::default(),
             scopes,
             changes: tokio::sync::broadcast::channel(16).0,
+            retired: Mutex::default(),
         }
     }
 
@@ -207,6 +224,7 @@ impl Registry {
         }
         let mut guard = self.catalog.write().unwrap();
         let mut tools = guard.tools.clone();
+        let replaced = guard.serving(&plugin.name);
         tools.retain(|_, tool| tool.plugin.name != plugin.name);
         for (spec, _) in &compiled {
             if let Some(other) = tools.get(&spec.name) {
@@ -235,12 +253,16 @@ impl Registry {
                 source: plugin.source.to_string(),
                 digest: plugin.digest.clone(),
                 loaded_at: unix_seconds(plugin.loaded_at),
-                status: "serving",
+                status: "serving".into(),
                 reason: None,
                 tools: names,
+                calls_in_flight: 0,
+                calls_in_flight_on_old_versions: 0,
             },
         );
         *guard = Arc::new(Catalog { tools, plugins });
+        drop(guard);
+        self.retire(replaced);
         // No receiver (no MCP client yet) is not an error.
         let _ = self.changes.send(());
         Ok(())
@@ -265,6 +287,7 @@ impl Registry {
     /// Removes every tool of plugin `name` (its file was deleted). False when it had none.
     pub fn remove(&self, name: &str) -> bool {
         let mut guard = self.catalog.write().unwrap();
+        let removed_version = guard.serving(name);
         let mut tools = guard.tools.clone();
         let before = tools.len();
         tools.retain(|_, tool| &*tool.plugin.name != name);
@@ -274,19 +297,21 @@ impl Registry {
         let removed = tools.len() != before;
         *guard = Arc::new(Catalog { tools, plugins });
         drop(guard);
+        self.retire(removed_version);
         if removed {
             let _ = self.changes.send(());
         }
         removed || had_status
     }
 
-    /// The SHA-256 of the version of plugin `name` that serves now.
-    pub fn serving_digest(&self, name: &str) -> Option<String> {
-        self.snapshot()
-            .plugins
-            .get(name)
-            .filter(|status| status.status == "serving")
-            .map(|status| status.digest.clone())
+    /// True when the version of plugin `name` with this SHA-256 is the one serving, or
+    /// the one last refused: loading it again would change nothing.
+    pub fn has_version(&self, name: &str, digest: &str) -> bool {
+        let catalog = self.snapshot();
+        [name.to_string(), format!("{name} (refused)")]
+            .iter()
+            .filter_map(|key| catalog.plugins.get(key))
+            .any(|status| status.digest == digest)
     }
 
     /// The manuals a scope may see, sorted by name.
@@ -299,9 +324,39 @@ impl Registry {
             .collect()
     }
 
-    /// Every plugin's status, sorted by name.
+    /// Every plugin's status, sorted by name, with the calls in flight on its serving
+    /// version and on the versions it replaced.
     pub fn plugins(&self) -> Vec<PluginStatus> {
-        self.snapshot().plugins.values().cloned().collect()
+        let catalog = self.snapshot();
+        let mut retired = self.retired.lock().unwrap();
+        retired.retain(|version| version.strong_count() > 0);
+        let old_versions: Vec<Arc<Plugin>> = retired.iter().filter_map(Weak::upgrade).collect();
+        drop(retired);
+        catalog
+            .plugins
+            .values()
+            .map(|status| {
+                let mut status = status.clone();
+                if status.status == "serving" {
+                    status.calls_in_flight = catalog
+                        .serving(&status.name)
+                        .map_or(0, |plugin| plugin.calls_in_flight());
+                    status.calls_in_flight_on_old_versions = old_versions
+                        .iter()
+                        .filter(|old| *old.name == *status.name)
+                        .map(|old| old.calls_in_flight())
+                        .sum();
+                }
+                status
+            })
+            .collect()
+    }
+
+    /// Keeps track of a version taken out of service while calls may still run on it.
+    fn retire(&self, version: Option<Arc<Plugin>>) {
+        if let Some(version) = version {
+            self.retired.lock().unwrap().push(Arc::downgrade(&version));
+        }
     }
 }
 

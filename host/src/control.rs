@@ -1,0 +1,213 @@
+//! The control socket: how `dsh plugins` reaches a running `dsh serve`. Each server
+//! listens on `STATE_DIR/run/PID.sock` (in a directory only its user can enter) and
+//! answers one request per connection: a line naming what to show, answered with one
+//! JSON document and the connection closed. It only reports; nothing is changed
+//! through it.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+
+/// The longest request line a server reads.
+const MAX_REQUEST_BYTES: u64 = 1024;
+/// How long a client waits for a server's answer.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Answers a request (`plugins`, ...) with a JSON document, or says why it cannot.
+pub type Answer = Arc<dyn Fn(&str) -> Result<Value, String> + Send + Sync>;
+
+/// Why the control socket failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("cannot listen on {path}: {source}")]
+    Listen {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot ask the server at {path}: {source}")]
+    Ask {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the server at {path} answered: {message}")]
+    Refused { path: PathBuf, message: String },
+}
+
+/// A server's listening socket; dropping it stops listening and removes the file.
+pub struct ControlSocket {
+    path: PathBuf,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// A running server found in the state directory.
+#[derive(Debug, Clone)]
+pub struct RunningServer {
+    pub pid: u32,
+    pub socket: PathBuf,
+}
+
+fn run_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("run")
+}
+
+impl ControlSocket {
+    /// Listens on `STATE_DIR/run/PID.sock` (from a tokio context).
+    pub fn listen(state_dir: &Path, answer: Answer) -> Result<ControlSocket, ControlError> {
+        let dir = run_dir(state_dir);
+        let path = dir.join(format!("{}.sock", std::process::id()));
+        let listen_error = |source| ControlError::Listen {
+            path: path.clone(),
+            source,
+        };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .and_then(|()| std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)))
+            .map_err(listen_error)?;
+        // A file left by an earlier process with this pid is stale.
+        let _ = std::fs::remove_file(&path);
+        let listener = tokio::net::UnixListener::bind(&path).map_err(listen_error)?;
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let answer = answer.clone();
+                tokio::spawn(async move {
+                    let (read, mut write) = stream.into_split();
+                    let mut line = String::new();
+                    let mut reader = tokio::io::BufReader::new(read).take(MAX_REQUEST_BYTES);
+                    if reader.read_line(&mut line).await.is_err() {
+                        return;
+                    }
+                    let reply = match answer(line.trim()) {
+                        Ok(value) => serde_json::json!({ "ok": value }),
+                        Err(message) => serde_json::json!({ "error": message }),
+                    };
+                    let _ = write.write_all(reply.to_string().as_bytes()).await;
+                    let _ = write.write_all(b"\n").await;
+                });
+            }
+        });
+        tracing::debug!(socket = %path.display(), "control socket listening");
+        Ok(ControlSocket { path, task })
+    }
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The servers listening under `state_dir`, by pid. Sockets nobody listens on any more
+/// (a server that was killed) are removed.
+pub fn running_servers(state_dir: &Path) -> Vec<RunningServer> {
+    let Ok(entries) = std::fs::read_dir(run_dir(state_dir)) else {
+        return Vec::new();
+    };
+    let mut servers: Vec<RunningServer> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let socket = entry.path();
+            let pid = socket
+                .file_name()?
+                .to_str()?
+                .strip_suffix(".sock")?
+                .parse()
+                .ok()?;
+            match std::os::unix::net::UnixStream::connect(&socket) {
+                Ok(_) => Some(RunningServer { pid, socket }),
+                Err(error) if error.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    let _ = std::fs::remove_file(&socket);
+                    None
+                }
+                Err(_) => None,
+            }
+        })
+        .collect();
+    servers.sort_by_key(|server| server.pid);
+    servers
+}
+
+/// Asks a running server `request` and returns its answer.
+pub fn ask(server: &RunningServer, request: &str) -> Result<Value, ControlError> {
+    let ask_error = |source| ControlError::Ask {
+        path: server.socket.clone(),
+        source,
+    };
+    let mut stream = std::os::unix::net::UnixStream::connect(&server.socket).map_err(ask_error)?;
+    stream
+        .set_read_timeout(Some(ANSWER_TIMEOUT))
+        .map_err(ask_error)?;
+    stream
+        .write_all(format!("{request}\n").as_bytes())
+        .map_err(ask_error)?;
+    let mut line = String::new();
+    BufReader::new(stream)
+        .read_line(&mut line)
+        .map_err(ask_error)?;
+    let reply: Value = serde_json::from_str(&line).map_err(|e| ask_error(e.into()))?;
+    match reply {
+        Value::Object(mut fields) if fields.contains_key("ok") => {
+            Ok(fields.remove("ok").unwrap_or_default())
+        }
+        other => Err(ControlError::Refused {
+            path: server.socket.clone(),
+            message: other
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("an answer that is not JSON")
+                .to_string(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_server_answers_and_its_socket_goes_with_it() {
+        let state = tempfile::tempdir().unwrap();
+        let answer: Answer = Arc::new(|request| match request {
+            "plugins" => Ok(serde_json::json!(["bash"])),
+            other => Err(format!("unknown request {other:?}")),
+        });
+        let socket = ControlSocket::listen(state.path(), answer).unwrap();
+        let servers = tokio::task::spawn_blocking({
+            let dir = state.path().to_path_buf();
+            move || running_servers(&dir)
+        })
+        .await
+        .unwrap();
+        assert_eq!(servers.len(), 1);
+        assert_eq!(servers[0].pid, std::process::id());
+        let server = servers[0].clone();
+        let (plugins, unknown) =
+            tokio::task::spawn_blocking(move || (ask(&server, "plugins"), ask(&server, "nope")))
+                .await
+                .unwrap();
+        assert_eq!(plugins.unwrap(), serde_json::json!(["bash"]));
+        assert!(unknown.unwrap_err().to_string().contains("unknown request"));
+        drop(socket);
+        assert!(running_servers(state.path()).is_empty());
+    }
+
+    #[test]
+    fn a_stale_socket_is_removed() {
+        let state = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(run_dir(state.path())).unwrap();
+        let stale = run_dir(state.path()).join("99999.sock");
+        drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+        assert!(running_servers(state.path()).is_empty());
+        assert!(!stale.exists());
+    }
+}
