@@ -48,7 +48,21 @@
 //! [plugins.bash.settings]       # handed to the plugin as JSON
 //! default_timeout_ms = 120000
 //! max_timeout_ms = 600000
+//!
+//! # Grants: a plugin gets nothing it is not granted. `[plugins.NAME]` applies to the
+//! # plugin loaded as NAME; `[plugins."sha256:HEX"]` to exactly that build (it wins).
+//! [plugins.reader]
+//! interfaces = ["log"]          # host interfaces it may import: process, terminal, jobs, log
+//! env = ["LANG"]                # environment variables, values taken from the host
+//! network = ["127.0.0.1:8080"]  # HOST:PORT it may connect to or bind (see below)
+//! fs = [{ path = "/srv/data", mode = "ro" },              # seen at the same path
+//!       { path = "/tmp/out", guest = "/out", mode = "rw" }] # or mapped elsewhere
 //! ```
+//!
+//! A network pattern's HOST is an IP address (`[::1]` for IPv6), a CIDR block
+//! (`10.0.0.0/8`), `*` (any address) or a host name resolved when the plugin loads; its
+//! PORT is a number or `*`. The embedded plugins come with the one interface each needs
+//! (`bash`: process, `jobs`: jobs, `terminal`: terminal); `interfaces` replaces that.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -263,12 +277,47 @@ pub struct PluginConfig {
     /// Free-form settings handed to the plugin as JSON in its call context.
     #[serde(default)]
     pub settings: toml::Table,
+    /// Host interfaces the plugin may import; `None` takes the embedded plugin's
+    /// defaults (none for any other plugin).
+    pub interfaces: Option<Vec<String>>,
+    /// Environment variables the plugin sees, by key, with the host's values.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// `HOST:PORT` patterns the plugin may connect to or bind.
+    #[serde(default)]
+    pub network: Vec<String>,
+    /// Directories mapped into the plugin.
+    #[serde(default)]
+    pub fs: Vec<FsGrant>,
 }
+
+/// A directory granted to a plugin.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FsGrant {
+    /// The host directory (absolute).
+    pub path: std::path::PathBuf,
+    /// Where the plugin sees it; the same path by default.
+    pub guest: Option<String>,
+    pub mode: FsMode,
+}
+
+/// Read-only or read-write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+pub enum FsMode {
+    #[serde(rename = "ro")]
+    ReadOnly,
+    #[serde(rename = "rw")]
+    ReadWrite,
+}
+
+/// The host interfaces a plugin can be granted.
+pub const GRANTABLE_INTERFACES: &[&str] = &["process", "terminal", "jobs", "log"];
 
 /// Default guest CPU budget per call.
 pub const DEFAULT_CPU_MS: u64 = 10_000;
 /// Default linear memory cap per plugin instance.
-pub const DEFAULT_MEMORY_MB: u64 = 128;
+pub const DEFAULT_MEMORY_MB: u64 = 64;
 
 impl Config {
     /// Reads `path`.
@@ -297,12 +346,52 @@ impl Config {
                     .map_err(|e| format!("gate.rules[{index}].pattern: {e}"))?;
             }
         }
+        for (name, plugin) in &config.plugins {
+            plugin
+                .check()
+                .map_err(|message| format!("plugins.{name}: {message}"))?;
+        }
         Ok(config)
     }
 
-    /// The bounds and settings of `plugin` (defaults when it is not configured).
-    pub fn plugin(&self, plugin: &str) -> PluginConfig {
-        self.plugins.get(plugin).cloned().unwrap_or_default()
+    /// The bounds, settings and grants of the plugin loaded as `plugin` whose file has
+    /// SHA-256 `digest`: `[plugins."sha256:DIGEST"]`, else `[plugins.NAME]`, else none.
+    pub fn plugin(&self, plugin: &str, digest: &str) -> PluginConfig {
+        self.plugins
+            .get(&format!("sha256:{digest}"))
+            .or_else(|| self.plugins.get(plugin))
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+impl PluginConfig {
+    /// Checks what can be checked without loading the plugin.
+    fn check(&self) -> Result<(), String> {
+        for interface in self.interfaces.iter().flatten() {
+            if !GRANTABLE_INTERFACES.contains(&interface.as_str()) {
+                return Err(format!(
+                    "unknown interface {interface:?} in `interfaces` (grantable: {})",
+                    GRANTABLE_INTERFACES.join(", ")
+                ));
+            }
+        }
+        for pattern in &self.network {
+            crate::engine::grants::AddressPattern::parse(pattern)
+                .map_err(|e| format!("network pattern {pattern:?}: {e}"))?;
+        }
+        for grant in &self.fs {
+            if !grant.path.is_absolute() {
+                return Err(format!("fs path {} must be absolute", grant.path.display()));
+            }
+            if grant.guest.as_deref().is_some_and(|g| !g.starts_with('/')) {
+                return Err(format!(
+                    "fs guest path {:?} must be absolute",
+                    grant.guest.as_deref().unwrap_or_default()
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

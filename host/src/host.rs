@@ -149,7 +149,8 @@ pub async fn load_plugin(
     bytes: Arc<[u8]>,
 ) -> bool {
     let file_digest = digest(&bytes);
-    let loaded = Plugin::load(runtime, name, source.clone(), bytes, config.plugin(name)).await;
+    let plugin_config = config.plugin(name, &file_digest);
+    let loaded = Plugin::load(runtime, name, source.clone(), bytes, plugin_config).await;
     let outcome = loaded.map_err(|e| e.to_string()).and_then(|plugin| {
         registry
             .register(Arc::new(plugin))

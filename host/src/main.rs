@@ -98,6 +98,10 @@ enum Command {
         /// Which running server to ask, by pid (needed when several are running)
         #[arg(long, value_name = "PID")]
         server: Option<u32>,
+        /// Also show each plugin's effective grants (host interfaces, environment
+        /// variables, network patterns, directories) and what it imports
+        #[arg(long)]
+        grants: bool,
     },
 }
 
@@ -184,7 +188,12 @@ fn chosen_server(cli: &Cli, wanted: Option<u32>) -> anyhow::Result<Option<Runnin
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    if let Command::Plugins { json, server } = &cli.command {
+    if let Command::Plugins {
+        json,
+        server,
+        grants,
+    } = &cli.command
+    {
         if let Some(server) = chosen_server(&cli, *server)? {
             let answer = tokio::task::spawn_blocking(move || {
                 let answer = ask(&server, "plugins");
@@ -200,7 +209,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 server.pid,
                 answer["session"].as_str().unwrap_or("?")
             );
-            print_plugins(&plugins, *json, &heading)?;
+            print_plugins(&plugins, *json, *grants, &heading)?;
             return Ok(ExitCode::SUCCESS);
         }
     }
@@ -335,10 +344,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             outcome?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Plugins { json, .. } => {
+        Command::Plugins { json, grants, .. } => {
             print_plugins(
                 &host.registry.plugins(),
                 *json,
+                *grants,
                 "no dsh serve running here: the plugin set as it would load",
             )?;
             Ok(ExitCode::SUCCESS)
@@ -346,7 +356,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn print_plugins(plugins: &[PluginStatus], json: bool, heading: &str) -> anyhow::Result<()> {
+fn print_plugins(
+    plugins: &[PluginStatus],
+    json: bool,
+    grants: bool,
+    heading: &str,
+) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(plugins)?);
         return Ok(());
@@ -373,6 +388,28 @@ fn print_plugins(plugins: &[PluginStatus], json: bool, heading: &str) -> anyhow:
             p.source,
             detail
         );
+        if let (true, Some(granted)) = (grants, &p.grants) {
+            let list = |items: &[String]| match items.len() {
+                0 => "none".to_string(),
+                _ => items.join(", "),
+            };
+            let dirs: Vec<String> = granted
+                .fs
+                .iter()
+                .map(|dir| {
+                    let mode = match dir.mode {
+                        dsh::config::FsMode::ReadOnly => "ro",
+                        dsh::config::FsMode::ReadWrite => "rw",
+                    };
+                    format!("{} as {} ({mode})", dir.path.display(), dir.guest)
+                })
+                .collect();
+            println!("    interfaces: {}", list(&granted.interfaces));
+            println!("    env:        {}", list(&granted.env));
+            println!("    network:    {}", list(&granted.network));
+            println!("    fs:         {}", list(&dirs));
+            println!("    imports:    {}", list(&p.imports));
+        }
     }
     Ok(())
 }

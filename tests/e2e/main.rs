@@ -8,4 +8,5 @@ mod bash_tool;
 mod event_log;
 mod mcp_clients;
 mod plugin_loading;
+mod sandbox;
 mod tool_manuals;

@@ -81,7 +81,7 @@ pub struct CallOutput {
 }
 
 impl CallOutput {
-    fn parse(output: Output) -> CallOutput {
+    pub fn parse(output: Output) -> CallOutput {
         let stdout = String::from_utf8_lossy(&output.stdout);
         let stderr = String::from_utf8_lossy(&output.stderr);
         let value: Value = serde_json::from_str(&stdout)

@@ -16,6 +16,7 @@ import pytest
 from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from conftest import write_config
 from tool_results import text
 
 pytestmark = pytest.mark.anyio
@@ -114,9 +115,25 @@ def place(plugins: Path, name: str, data: bytes) -> None:
     partial.rename(plugins / name)
 
 
+# A plugin loaded from a directory is granted nothing unless dsh.toml says so, even
+# when it replaces an embedded plugin that had grants.
+GRANT_HOST_INTERFACES = """
+[plugins.bash]
+interfaces = ["process"]
+[plugins.jobs]
+interfaces = ["jobs"]
+[plugins.terminal]
+interfaces = ["terminal"]
+"""
+
+
 def serve_params(dsh_bin, dsh_env, dsh_dirs, plugins: Path) -> StdioServerParameters:
+    config = write_config(dsh_dirs, GRANT_HOST_INTERFACES)
     return StdioServerParameters(
-        command=dsh_bin, args=["--plugins", str(plugins), "serve"], env=dsh_env, cwd=str(dsh_dirs.work)
+        command=dsh_bin,
+        args=["--config", str(config), "--plugins", str(plugins), "serve"],
+        env=dsh_env,
+        cwd=str(dsh_dirs.work),
     )
 
 

@@ -5,6 +5,7 @@
 pub mod bindings;
 pub mod cache;
 pub mod embedded;
+pub mod grants;
 pub mod plugin;
 pub mod store;
 

@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use super::bindings::dsh::plugin::types as wit;
 use super::bindings::ToolPre;
 use super::cache::CacheOutcome;
+use super::grants::{GrantError, Grants};
 use super::store::{new_store, Bounds, CallState};
 use super::Runtime;
 use crate::call::{CallContext, CallResult};
@@ -45,6 +46,10 @@ pub enum LoadError {
     Describe(ToolError),
     #[error("compilation task failed: {0}")]
     Join(String),
+    #[error("{0}")]
+    NotGranted(String),
+    #[error(transparent)]
+    Grant(#[from] GrantError),
 }
 
 /// A tool's manual as a plugin declared it.
@@ -72,6 +77,10 @@ pub struct Plugin {
     /// The plugin's settings as JSON, handed to every call.
     pub settings_json: String,
     pub bounds: Bounds,
+    /// What it may reach.
+    pub grants: Grants,
+    /// What the component imports (WIT interface names).
+    pub imports: Vec<String>,
     /// Calls running on this version now.
     in_flight: AtomicUsize,
     pre: ToolPre<CallState>,
@@ -129,6 +138,15 @@ impl Plugin {
             }
             CacheOutcome::Disabled => tracing::debug!(plugin = name, "compiled (no cache)"),
         }
+        let imports: Vec<String> = component
+            .component_type()
+            .imports(&runtime.engine)
+            .map(|(import, _)| import.to_string())
+            .collect();
+        let grants = Grants::resolve(name, &source, &config).await?;
+        grants
+            .check_imports(name, &imports)
+            .map_err(LoadError::NotGranted)?;
         let instance_pre = runtime
             .linker
             .instantiate_pre(&component)
@@ -148,6 +166,8 @@ impl Plugin {
             config,
             settings_json,
             bounds,
+            grants,
+            imports,
             in_flight: AtomicUsize::new(0),
             pre,
         };
@@ -199,6 +219,7 @@ impl Plugin {
             self.name.clone(),
             runtime.services.clone(),
             self.bounds,
+            self.grants.wasi_ctx(),
         );
         new_store(&runtime.engine, state)
     }

@@ -1,5 +1,5 @@
 //! The per-call state of a plugin instance: a fresh [`CallState`] in a fresh `Store` for
-//! every call, holding the call's context, an empty WASI context (nothing granted), the
+//! every call, holding the call's context, the WASI context of what the plugin was granted, the
 //! host services, and the CPU and memory accounting that enforces the plugin's bounds.
 
 use std::sync::Arc;
@@ -47,14 +47,20 @@ pub struct CallState {
 }
 
 impl CallState {
-    pub fn new(call: CallContext, plugin: Arc<str>, services: Services, bounds: Bounds) -> Self {
+    /// `wasi` holds what the plugin was granted (see [`super::grants`]); nothing else.
+    pub fn new(
+        call: CallContext,
+        plugin: Arc<str>,
+        services: Services,
+        bounds: Bounds,
+        wasi: WasiCtx,
+    ) -> Self {
         CallState {
             call,
             plugin,
             services,
             host_time: Duration::ZERO,
-            // Deny by default: no arguments, environment, filesystem, network or stdio.
-            wasi: WasiCtx::builder().build(),
+            wasi,
             table: ResourceTable::new(),
             bounds,
             started: Instant::now(),

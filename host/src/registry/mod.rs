@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::SystemTime;
 
 use crate::config::glob_match;
+use crate::engine::grants::GrantsView;
 use crate::engine::plugin::{Plugin, PluginSource, ToolSpec};
 use crate::error::{ErrorCode, ToolError};
 
@@ -82,6 +83,12 @@ pub struct PluginStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub tools: Vec<String>,
+    /// What the serving version may reach (none for a refused one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grants: Option<GrantsView>,
+    /// What the serving version imports.
+    #[serde(default)]
+    pub imports: Vec<String>,
     /// Calls running on the serving version now.
     pub calls_in_flight: usize,
     /// Calls still running on versions this one replaced (they finish there).
@@ -98,6 +105,8 @@ impl PluginStatus {
             status: "refused".into(),
             reason: Some(reason),
             tools: Vec::new(),
+            grants: None,
+            imports: Vec::new(),
             calls_in_flight: 0,
             calls_in_flight_on_old_versions: 0,
         }
@@ -256,6 +265,8 @@ impl Registry {
                 status: "serving".into(),
                 reason: None,
                 tools: names,
+                grants: Some(plugin.grants.view.clone()),
+                imports: plugin.imports.clone(),
                 calls_in_flight: 0,
                 calls_in_flight_on_old_versions: 0,
             },

@@ -1,0 +1,416 @@
+//! What a plugin may reach, resolved from its `dsh.toml` entry when it loads: the host
+//! interfaces it may import (checked against what the component imports, so an import
+//! without its grant refuses the load), and the WASI context every call of it gets: the
+//! granted directories, environment variables and network addresses. Everything else is
+//! denied.
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use wasmtime_wasi::sockets::SocketAddrUse;
+use wasmtime_wasi::{FsPerms, WasiCtx};
+
+use super::plugin::PluginSource;
+use crate::config::{FsMode, PluginConfig};
+
+/// The WIT package whose interfaces need grants (`types` holds only types and needs none).
+const HOST_PACKAGE: &str = "dsh:plugin/";
+
+/// Why a plugin's grants could not be resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum GrantError {
+    #[error("granted directory {path}: {source}")]
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("network grant {pattern:?}: {message}")]
+    Network { pattern: String, message: String },
+}
+
+/// The interfaces an embedded plugin is granted when `dsh.toml` says nothing.
+fn embedded_interfaces(name: &str) -> &'static [&'static str] {
+    match name {
+        "bash" => &["process"],
+        "jobs" => &["jobs"],
+        "terminal" => &["terminal"],
+        _ => &[],
+    }
+}
+
+/// A directory mapped into the plugin.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct GrantedDir {
+    /// The host directory, symlinks resolved.
+    pub path: PathBuf,
+    /// Where the plugin sees it.
+    pub guest: String,
+    pub mode: FsMode,
+}
+
+/// A plugin's effective grants, as `dsh plugins --grants` shows them.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct GrantsView {
+    pub interfaces: Vec<String>,
+    /// Keys granted; only those set in the host are visible.
+    pub env: Vec<String>,
+    pub network: Vec<String>,
+    pub fs: Vec<GrantedDir>,
+}
+
+/// A plugin's effective grants.
+#[derive(Debug, Clone)]
+pub struct Grants {
+    pub view: GrantsView,
+    env: Vec<(String, String)>,
+    network: Arc<[AddressPattern]>,
+}
+
+impl Grants {
+    /// Resolves `config`'s grants for the plugin `name`: directories must exist (their
+    /// symlinks are resolved now), host names in network patterns are looked up now.
+    pub async fn resolve(
+        name: &str,
+        source: &PluginSource,
+        config: &PluginConfig,
+    ) -> Result<Grants, GrantError> {
+        let interfaces: BTreeSet<String> = match (&config.interfaces, source) {
+            (Some(granted), _) => granted.iter().cloned().collect(),
+            (None, PluginSource::Embedded) => embedded_interfaces(name)
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            (None, PluginSource::Path(_)) => BTreeSet::new(),
+        };
+        let env = config
+            .env
+            .iter()
+            .filter_map(|key| std::env::var(key).ok().map(|value| (key.clone(), value)))
+            .collect();
+        let mut fs = Vec::with_capacity(config.fs.len());
+        for grant in &config.fs {
+            let path = std::fs::canonicalize(&grant.path)
+                .and_then(|path| match path.is_dir() {
+                    true => Ok(path),
+                    false => Err(std::io::Error::other("not a directory")),
+                })
+                .map_err(|source| GrantError::Dir {
+                    path: grant.path.clone(),
+                    source,
+                })?;
+            let guest = grant
+                .guest
+                .clone()
+                .unwrap_or_else(|| grant.path.display().to_string());
+            fs.push(GrantedDir {
+                path,
+                guest,
+                mode: grant.mode,
+            });
+        }
+        let mut network = Vec::new();
+        for text in &config.network {
+            network.extend(AddressPattern::resolve(text).await?);
+        }
+        Ok(Grants {
+            view: GrantsView {
+                interfaces: interfaces.into_iter().collect(),
+                env: config.env.clone(),
+                network: config.network.clone(),
+                fs,
+            },
+            env,
+            network: network.into(),
+        })
+    }
+
+    /// Checks a component's imports against the granted interfaces. The error names
+    /// every missing grant and the `dsh.toml` lines that would grant them.
+    pub fn check_imports(&self, plugin: &str, imports: &[String]) -> Result<(), String> {
+        let needed: BTreeSet<&str> = imports
+            .iter()
+            .filter_map(|import| import.strip_prefix(HOST_PACKAGE))
+            .map(|rest| rest.split('@').next().unwrap_or(rest))
+            .filter(|interface| *interface != "types")
+            .collect();
+        let missing: Vec<&str> = needed
+            .iter()
+            .copied()
+            .filter(|interface| !self.view.interfaces.iter().any(|g| g == interface))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let mut all = needed.clone();
+        all.extend(self.view.interfaces.iter().map(String::as_str));
+        let all: Vec<String> = all
+            .iter()
+            .map(|interface| format!("{interface:?}"))
+            .collect();
+        Err(format!(
+            "it imports the host interface{} {} without a grant; to grant {}, put this in dsh.toml:\n  [plugins.{plugin}]\n  interfaces = [{}]",
+            if missing.len() == 1 { "" } else { "s" },
+            missing
+                .iter()
+                .map(|m| format!("`{HOST_PACKAGE}{m}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if missing.len() == 1 { "it" } else { "them" },
+            all.join(", ")
+        ))
+    }
+
+    /// The WASI context of one call: the granted directories, environment variables and
+    /// addresses, and nothing else (no arguments, no stdio, no inherited environment).
+    pub fn wasi_ctx(&self) -> WasiCtx {
+        let mut builder = WasiCtx::builder();
+        for (key, value) in &self.env {
+            builder.env(key, value);
+        }
+        for dir in &self.view.fs {
+            let perms = match dir.mode {
+                FsMode::ReadOnly => FsPerms::ReadOnly,
+                FsMode::ReadWrite => FsPerms::ReadWrite,
+            };
+            if let Err(error) = builder.preopened_dir(&dir.path, &dir.guest, perms) {
+                tracing::warn!(dir = %dir.path.display(), %error, "cannot open a granted directory for this call");
+            }
+        }
+        if !self.network.is_empty() {
+            let patterns = self.network.clone();
+            builder
+                .allow_tcp(true)
+                .allow_udp(true)
+                .allow_ip_name_lookup(true)
+                .socket_addr_check(move |addr, used_for| {
+                    let allowed = implicit_bind(addr, used_for)
+                        || patterns.iter().any(|pattern| pattern.matches(addr));
+                    Box::pin(async move { allowed })
+                });
+        }
+        builder.build()
+    }
+}
+
+/// The bind the OS does before a connect: the wildcard address, any port. It reaches
+/// nothing by itself.
+fn implicit_bind(addr: SocketAddr, used_for: SocketAddrUse) -> bool {
+    matches!(used_for, SocketAddrUse::TcpBind | SocketAddrUse::UdpBind)
+        && addr.ip().is_unspecified()
+        && addr.port() == 0
+}
+
+/// One `HOST:PORT` network grant, host names resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddressPattern {
+    /// `None`: any address.
+    net: Option<(IpAddr, u8)>,
+    /// `None`: any port.
+    port: Option<u16>,
+}
+
+/// A parsed pattern whose host may still be a name.
+pub enum ParsedPattern {
+    Resolved(AddressPattern),
+    Name { host: String, port: Option<u16> },
+}
+
+impl AddressPattern {
+    /// Parses `HOST:PORT` (see `dsh.toml`'s documentation); names are not looked up.
+    pub fn parse(text: &str) -> Result<ParsedPattern, String> {
+        let (host, port) = text
+            .rsplit_once(':')
+            .ok_or("expected HOST:PORT (use `*` for any port)")?;
+        let port = match port {
+            "*" => None,
+            number => Some(
+                number
+                    .parse::<u16>()
+                    .map_err(|_| format!("port {number:?} is not a number or `*`"))?,
+            ),
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host == "*" {
+            return Ok(ParsedPattern::Resolved(AddressPattern { net: None, port }));
+        }
+        let (addr, prefix) = match host.split_once('/') {
+            Some((addr, bits)) => (
+                addr,
+                Some(
+                    bits.parse::<u8>()
+                        .map_err(|_| format!("prefix length {bits:?} is not a number"))?,
+                ),
+            ),
+            None => (host, None),
+        };
+        match addr.parse::<IpAddr>() {
+            Ok(ip) => {
+                let max = if ip.is_ipv4() { 32 } else { 128 };
+                let prefix = prefix.unwrap_or(max);
+                if prefix > max {
+                    return Err(format!("prefix length {prefix} is longer than {max}"));
+                }
+                Ok(ParsedPattern::Resolved(AddressPattern {
+                    net: Some((ip, prefix)),
+                    port,
+                }))
+            }
+            Err(_)
+                if prefix.is_none() && !host.is_empty() && !host.contains(char::is_whitespace) =>
+            {
+                Ok(ParsedPattern::Name {
+                    host: host.to_string(),
+                    port,
+                })
+            }
+            Err(_) => Err(format!(
+                "{host:?} is not an address, a CIDR block, `*` or a host name"
+            )),
+        }
+    }
+
+    /// Parses `text` and looks up a host name: one pattern per address it has.
+    async fn resolve(text: &str) -> Result<Vec<AddressPattern>, GrantError> {
+        let network_error = |message: String| GrantError::Network {
+            pattern: text.to_string(),
+            message,
+        };
+        match Self::parse(text).map_err(network_error)? {
+            ParsedPattern::Resolved(pattern) => Ok(vec![pattern]),
+            ParsedPattern::Name { host, port } => {
+                let addrs = tokio::net::lookup_host((host.as_str(), port.unwrap_or(0)))
+                    .await
+                    .map_err(|e| network_error(format!("cannot resolve {host}: {e}")))?;
+                Ok(addrs
+                    .map(|addr| AddressPattern {
+                        net: Some((addr.ip(), if addr.is_ipv4() { 32 } else { 128 })),
+                        port,
+                    })
+                    .collect())
+            }
+        }
+    }
+
+    /// True when `addr` is inside this pattern.
+    pub fn matches(&self, addr: SocketAddr) -> bool {
+        if self.port.is_some_and(|port| port != addr.port()) {
+            return false;
+        }
+        let Some((net, prefix)) = self.net else {
+            return true;
+        };
+        let ip = match (net, addr.ip()) {
+            // An IPv4 grant also covers the same address seen as IPv4-mapped IPv6.
+            (IpAddr::V4(_), IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
+                Some(v4) => IpAddr::V4(v4),
+                None => return false,
+            },
+            (_, ip) => ip,
+        };
+        match (net, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                same_prefix(u32::from(net).into(), u32::from(ip).into(), prefix, 32)
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                same_prefix(u128::from(net), u128::from(ip), prefix, 128)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// True when the first `prefix` of `width` bits of `a` and `b` agree.
+fn same_prefix(a: u128, b: u128, prefix: u8, width: u32) -> bool {
+    let shift = width - u32::from(prefix);
+    shift >= width || (a >> shift) == (b >> shift)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pattern(text: &str) -> AddressPattern {
+        match AddressPattern::parse(text).unwrap() {
+            ParsedPattern::Resolved(pattern) => pattern,
+            ParsedPattern::Name { .. } => panic!("{text} parsed as a name"),
+        }
+    }
+
+    fn addr(text: &str) -> SocketAddr {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn exact_addresses_and_ports() {
+        let exact = pattern("127.0.0.1:8080");
+        assert!(exact.matches(addr("127.0.0.1:8080")));
+        assert!(!exact.matches(addr("127.0.0.1:8081")));
+        assert!(!exact.matches(addr("127.0.0.2:8080")));
+        assert!(exact.matches(addr("[::ffff:127.0.0.1]:8080")));
+        assert!(pattern("127.0.0.1:*").matches(addr("127.0.0.1:1")));
+        assert!(pattern("*:443").matches(addr("[2001:db8::1]:443")));
+        assert!(!pattern("*:443").matches(addr("10.0.0.1:80")));
+        assert!(pattern("[::1]:22").matches(addr("[::1]:22")));
+    }
+
+    #[test]
+    fn cidr_blocks() {
+        let private = pattern("10.0.0.0/8:*");
+        assert!(private.matches(addr("10.200.3.4:99")));
+        assert!(!private.matches(addr("11.0.0.1:99")));
+        assert!(pattern("0.0.0.0/0:53").matches(addr("8.8.8.8:53")));
+        assert!(pattern("2001:db8::/32:*").matches(addr("[2001:db8:1::5]:1")));
+        assert!(!pattern("2001:db8::/32:*").matches(addr("[2001:db9::5]:1")));
+    }
+
+    #[test]
+    fn bad_patterns_say_why() {
+        for (text, why) in [
+            ("127.0.0.1", "HOST:PORT"),
+            ("127.0.0.1:http", "not a number"),
+            ("10.0.0.0/40:1", "longer than 32"),
+            (":80", "not an address"),
+        ] {
+            let error = AddressPattern::parse(text).err().unwrap();
+            assert!(error.contains(why), "{text}: {error}");
+        }
+        assert!(matches!(
+            AddressPattern::parse("example.com:443"),
+            Ok(ParsedPattern::Name { .. })
+        ));
+    }
+
+    #[test]
+    fn an_import_without_its_grant_names_the_lines_that_grant_it() {
+        let grants = Grants {
+            view: GrantsView {
+                interfaces: vec!["log".into()],
+                ..GrantsView::default()
+            },
+            env: Vec::new(),
+            network: Arc::from([]),
+        };
+        let imports = [
+            "dsh:plugin/types@0.1.0".to_string(),
+            "dsh:plugin/log@0.1.0".to_string(),
+            "dsh:plugin/process@0.1.0".to_string(),
+            "wasi:io/streams@0.2.6".to_string(),
+        ];
+        let error = grants.check_imports("mine", &imports).unwrap_err();
+        assert!(error.contains("`dsh:plugin/process`"), "{error}");
+        assert!(
+            error.contains("[plugins.mine]\n  interfaces = [\"log\", \"process\"]"),
+            "{error}"
+        );
+        assert!(grants.check_imports("mine", &imports[..2]).is_ok());
+    }
+
+    #[test]
+    fn implicit_binds_are_allowed_explicit_ones_are_not() {
+        assert!(implicit_bind(addr("0.0.0.0:0"), SocketAddrUse::TcpBind));
+        assert!(!implicit_bind(addr("0.0.0.0:80"), SocketAddrUse::TcpBind));
+        assert!(!implicit_bind(addr("0.0.0.0:0"), SocketAddrUse::TcpConnect));
+    }
+}
