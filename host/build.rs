@@ -8,8 +8,16 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Plugins embedded in `dsh` and loaded with no configuration.
-const EMBEDDED: &[&str] = &["bash", "jobs", "terminal"];
+/// Tool plugins embedded in `dsh` and loaded with no configuration.
+const EMBEDDED_TOOLS: &[&str] = &["bash", "jobs", "terminal"];
+/// Guards and result filters embedded in `dsh`, loaded only when `[pipeline]` in
+/// dsh.toml names them.
+const EMBEDDED_STAGES: &[&str] = &[
+    "deny_destructive",
+    "workspace_only",
+    "ask_git_push",
+    "redact_secrets",
+];
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -33,17 +41,19 @@ fn main() {
         "cargo:rerun-if-changed={}",
         plugins.join("Cargo.lock").display()
     );
-    for entry in std::fs::read_dir(&plugins)
-        .expect("plugins/ exists")
-        .flatten()
-    {
-        let crate_dir = entry.path();
-        if crate_dir.join("Cargo.toml").exists() {
-            println!(
-                "cargo:rerun-if-changed={}",
-                crate_dir.join("Cargo.toml").display()
-            );
-            watch(&crate_dir.join("src"));
+    for group in [plugins.clone(), plugins.join("guards")] {
+        for entry in std::fs::read_dir(&group)
+            .expect("plugins/ and plugins/guards/ exist")
+            .flatten()
+        {
+            let crate_dir = entry.path();
+            if crate_dir.join("Cargo.toml").exists() {
+                println!(
+                    "cargo:rerun-if-changed={}",
+                    crate_dir.join("Cargo.toml").display()
+                );
+                watch(&crate_dir.join("src"));
+            }
         }
     }
 
@@ -75,7 +85,7 @@ fn main() {
 
     let built = wasm_target_dir.join("wasm32-wasip2").join("release");
     let mut embedded = String::from("/// The embedded plugins: (name, component bytes).\npub const PLUGINS: &[(&str, &[u8])] = &[\n");
-    for name in EMBEDDED {
+    for name in EMBEDDED_TOOLS.iter().chain(EMBEDDED_STAGES) {
         let wasm = built.join(format!("{name}.wasm"));
         let copy = out_dir.join(format!("{name}.wasm"));
         std::fs::copy(&wasm, &copy).unwrap_or_else(|e| panic!("{}: {e}", wasm.display()));
@@ -85,6 +95,9 @@ fn main() {
         ));
     }
     embedded.push_str("];\n");
+    embedded.push_str(&format!(
+        "/// The embedded guards and result filters (loaded when `[pipeline]` names them).\npub const STAGES: &[&str] = &{EMBEDDED_STAGES:?};\n"
+    ));
     std::fs::write(out_dir.join("embedded.rs"), embedded).unwrap();
     println!("cargo:rustc-env=DSH_PLUGIN_WASM_DIR={}", built.display());
 }

@@ -117,12 +117,8 @@ async fn main() {
     .await
     .unwrap();
     let never = tokio_util::sync::CancellationToken::new();
-    let request = || dsh::call::CallRequest {
-        tool: "echo".into(),
-        args: json!({ "text": text }),
-        owner: "bench".into(),
-        scope: "default".into(),
-    };
+    let request =
+        || dsh::call::CallRequest::new("echo", json!({ "text": text }), "bench", "default");
     for _ in 0..500 {
         host.pipeline.call(request(), &never).await;
     }

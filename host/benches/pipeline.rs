@@ -3,7 +3,9 @@
 //! 1. a no-op WASM tool call (`echo`, fresh instance per call) through the whole
 //!    pipeline — validation, gate, guards, execute, post-execute, finalize, event log —
 //!    against the same plugin called directly (instantiate + call, no pipeline);
-//! 2. `bash` running `true` through dsh against spawning `bash -c true` directly.
+//! 2. `bash` running `true` through dsh against spawning `bash -c true` directly;
+//! 3. the same `echo` call through a chain of 5 WASM guards (each a fresh instance of
+//!    the `test_guard` component, allowing) against no guards.
 //!
 //! Run with `cargo bench --bench pipeline`. Figures are medians (p50) and p99.
 
@@ -12,7 +14,6 @@ mod support;
 use support::{percentile, us};
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dsh::call::{CallContext, CallRequest};
@@ -58,11 +59,8 @@ async fn main() {
     let never = tokio_util::sync::CancellationToken::new();
     let text = "x".repeat(1024);
     let echo_args = serde_json::json!({ "text": text });
-    let request = |tool: &str, args: &serde_json::Value| CallRequest {
-        tool: tool.into(),
-        args: args.clone(),
-        owner: Arc::from("bench"),
-        scope: Arc::from("default"),
+    let request = |tool: &str, args: &serde_json::Value| {
+        CallRequest::new(tool, args.clone(), "bench", "default")
     };
 
     println!("== no-op WASM tool call (echo, 1 KiB argument, fresh instance per call)");
@@ -154,5 +152,51 @@ async fn main() {
     let base = report("baseline: bash -c true (tokio spawn + wait)", &mut spawn);
     let full = report("dsh: bash tool through the pipeline", &mut dsh);
     println!("ratio p50: {:.2} (target ≤ 1.3)", us(full) / us(base));
+
+    println!("\n== echo through 5 WASM guards against no guards");
+    let guarded_scratch = tempfile::tempdir().unwrap();
+    let guarded_plugins = guarded_scratch.path().join("plugins");
+    std::fs::create_dir_all(&guarded_plugins).unwrap();
+    let wasm = Path::new(env!("DSH_PLUGIN_WASM_DIR"));
+    std::fs::copy(wasm.join("echo.wasm"), guarded_plugins.join("echo.wasm")).unwrap();
+    let names: Vec<String> = (1..=5).map(|i| format!("guard_{i}")).collect();
+    for name in &names {
+        std::fs::copy(
+            wasm.join("test_guard.wasm"),
+            guarded_plugins.join(format!("{name}.wasm")),
+        )
+        .unwrap();
+    }
+    let mut config = dsh::config::Config::default();
+    config.pipeline.guards = names;
+    let guarded =
+        support::start_host_with(guarded_scratch.path(), Some(guarded_plugins), config).await;
+    let n = 5_000;
+    let (mut plain, mut five) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for round in 0..n + 200 {
+        let started = Instant::now();
+        let result = pipeline.call(request("echo", &echo_args), &never).await;
+        let plain_time = started.elapsed();
+        assert_eq!(result.content.len(), 1024);
+        let started = Instant::now();
+        let result = guarded
+            .pipeline
+            .call(request("echo", &echo_args), &never)
+            .await;
+        let guarded_time = started.elapsed();
+        assert_eq!(result.content.len(), 1024, "{}", result.text());
+        if round >= 200 {
+            plain.push(plain_time);
+            five.push(guarded_time);
+        }
+    }
+    let base = report("baseline: echo, no guards", &mut plain);
+    let full = report("dsh: echo through 5 guards", &mut five);
+    println!(
+        "added by 5 guards p50: {:.1} µs (target ≤ 100 µs); ratio {:.2}",
+        us(full) - us(base),
+        us(full) / us(base)
+    );
+    guarded.shutdown();
     host.shutdown();
 }

@@ -49,12 +49,7 @@ async fn main() {
     let host = support::start_host(scratch.path(), None).await;
     let runtime = host.pipeline.runtime.clone();
     let never = tokio_util::sync::CancellationToken::new();
-    let request = || CallRequest {
-        tool: "version".into(),
-        args: serde_json::json!({}),
-        owner: Arc::from("bench"),
-        scope: Arc::from("default"),
-    };
+    let request = || CallRequest::new("version", serde_json::json!({}), "bench", "default");
     let source = PluginSource::Path(scratch.path().join("version.wasm"));
     // Fill the compile cache with both versions.
     for (_, bytes) in &versions {

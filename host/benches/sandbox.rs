@@ -10,7 +10,6 @@ mod support;
 use support::ms;
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
@@ -79,12 +78,7 @@ async fn main() {
         let result = host
             .pipeline
             .call(
-                CallRequest {
-                    tool: "burn".into(),
-                    args: args.clone(),
-                    owner: Arc::from("bench"),
-                    scope: Arc::from("default"),
-                },
+                CallRequest::new("burn", args.clone(), "bench", "default"),
                 &CancellationToken::new(),
             )
             .await;

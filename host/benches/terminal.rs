@@ -81,12 +81,8 @@ async fn main() {
     let scratch = tempfile::tempdir().unwrap();
     let host = support::start_host(scratch.path(), None).await;
     let never = tokio_util::sync::CancellationToken::new();
-    let call = |tool: &str, args: serde_json::Value| CallRequest {
-        tool: tool.into(),
-        args,
-        owner: Arc::from("bench"),
-        scope: Arc::from("default"),
-    };
+    let call =
+        |tool: &str, args: serde_json::Value| CallRequest::new(tool, args, "bench", "default");
     let opened = host
         .pipeline
         .call(call("terminal_open", json!({})), &never)

@@ -1,5 +1,6 @@
 //! The shapes of one call as it passes through the host: who asked ([`CallContext`]),
-//! what they asked for ([`CallRequest`]) and what came back ([`CallResult`]).
+//! what they asked for ([`CallRequest`]), who can approve it when a guard asks
+//! ([`Approver`]) and what came back ([`CallResult`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -37,6 +38,55 @@ pub struct CallRequest {
     pub args: serde_json::Value,
     pub owner: Arc<str>,
     pub scope: Arc<str>,
+    /// Who answers a guard's `ask`; with none, an ask is a denial.
+    pub approver: Option<Arc<dyn Approver>>,
+}
+
+impl CallRequest {
+    /// A request with no approval channel.
+    pub fn new(
+        tool: impl Into<String>,
+        args: serde_json::Value,
+        owner: impl Into<Arc<str>>,
+        scope: impl Into<Arc<str>>,
+    ) -> Self {
+        CallRequest {
+            tool: tool.into(),
+            args,
+            owner: owner.into(),
+            scope: scope.into(),
+            approver: None,
+        }
+    }
+}
+
+/// What a guard's `ask` puts to the approver.
+#[derive(Debug, Clone, Copy)]
+pub struct ApprovalRequest<'a> {
+    pub guard: &'a str,
+    pub reason: &'a str,
+    pub tool: &'a str,
+    pub args: &'a serde_json::Value,
+}
+
+/// The approver's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Approval {
+    Approved,
+    Denied,
+    /// Nobody could be asked (no terminal, a client without elicitation); says why.
+    Unavailable(String),
+}
+
+/// A boxed approval future.
+pub type ApprovalFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Approval> + Send + 'a>>;
+
+/// Answers a guard's `ask`: a prompt on the terminal, a flag, MCP elicitation.
+pub trait Approver: Send + Sync + std::fmt::Debug {
+    /// How it asks, for the event log (`terminal`, `flag`, `elicitation`).
+    fn channel(&self) -> &'static str;
+    fn approve<'a>(&'a self, request: ApprovalRequest<'a>) -> ApprovalFuture<'a>;
 }
 
 /// What a call produced: the only thing the model sees.

@@ -4,7 +4,12 @@
 //! ```toml
 //! [limits]
 //! output_budget_bytes = 30000   # what the model sees of one result at most
-//! call_timeout_ms = 900000      # the execute stage's timeout for any tool call
+//! call_timeout_ms = 900000      # the execute stage's timeout for any tool call (and cap)
+//! max_retries = 1               # retries of a failed idempotent tool (INTERNAL, TRAP, TIMEOUT)
+//!
+//! [pipeline]
+//! guards = ["deny_destructive"] # guard plugins every call passes, in this order
+//! filters = ["redact_secrets"]  # result filters every result passes, in this order
 //!
 //! [process]
 //! kill_grace_ms = 2000          # TERM, this long, then KILL
@@ -37,6 +42,8 @@
 //! progress_interval_ms = 250    # progress notifications while a call runs
 //! http_session_idle_ms = 300000 # an HTTP session idle this long is closed
 //! reload_debounce_ms = 100      # a changed plugin reloads after this long without writes
+//! approval_timeout_ms = 300000  # an approval asked of an MCP client (elicitation) not
+//!                               # answered in this long is a denial
 //!
 //! [scopes]
 //! readonly = ["lsp_*"]          # tool patterns a scope sees; `default` sees all
@@ -103,6 +110,18 @@ pub struct Config {
     /// Plugin name → its bounds and settings.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginConfig>,
+    #[serde(default)]
+    pub pipeline: PipelineConfig,
+}
+
+/// Which guards and result filters every call passes, in order.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PipelineConfig {
+    /// Guard plugins by name, in the order they run (after the gate).
+    pub guards: Vec<String>,
+    /// Result filter plugins by name, in the order they run (before finalize).
+    pub filters: Vec<String>,
 }
 
 /// Limits that apply to every call.
@@ -111,8 +130,12 @@ pub struct Config {
 pub struct Limits {
     /// The most bytes of a result's content the model sees (when the tool sets none).
     pub output_budget_bytes: u32,
-    /// The execute stage's timeout for a call (when the plugin sets none).
+    /// The execute stage's timeout for a call (when the plugin sets none), and the cap
+    /// on any plugin's `timeout_ms`.
     pub call_timeout_ms: u64,
+    /// Further attempts of an idempotent tool whose call failed with `INTERNAL`,
+    /// `PLUGIN_TRAP` or `TIMEOUT` (never for a tool that is not idempotent, like bash).
+    pub max_retries: u32,
 }
 
 impl Default for Limits {
@@ -120,6 +143,7 @@ impl Default for Limits {
         Limits {
             output_budget_bytes: 30_000,
             call_timeout_ms: 900_000,
+            max_retries: 1,
         }
     }
 }
@@ -213,6 +237,8 @@ pub struct ServeConfig {
     pub http_session_idle_ms: u64,
     /// A changed plugin file is reloaded once it has had no write for this long.
     pub reload_debounce_ms: u64,
+    /// How long an approval asked of an MCP client may go unanswered (then: denied).
+    pub approval_timeout_ms: u64,
 }
 
 impl Default for ServeConfig {
@@ -223,6 +249,7 @@ impl Default for ServeConfig {
             progress_interval_ms: 250,
             http_session_idle_ms: 300_000,
             reload_debounce_ms: 100,
+            approval_timeout_ms: 300_000,
         }
     }
 }
@@ -316,6 +343,9 @@ pub const GRANTABLE_INTERFACES: &[&str] = &["process", "terminal", "jobs", "log"
 
 /// Default guest CPU budget per call.
 pub const DEFAULT_CPU_MS: u64 = 10_000;
+/// Default guest CPU budget per call of a guard or result filter: they decide, they do
+/// not work.
+pub const DEFAULT_GUARD_CPU_MS: u64 = 1_000;
 /// Default linear memory cap per plugin instance.
 pub const DEFAULT_MEMORY_MB: u64 = 64;
 
@@ -452,6 +482,8 @@ mod tests {
         let config = Config::parse(include_str!("../../examples/dsh.toml")).unwrap();
         assert_eq!(config.gate.rules.len(), 1);
         assert_eq!(config.jobs.max_running_per_owner, 64);
+        assert_eq!(config.pipeline.guards.len(), 3);
+        assert_eq!(config.pipeline.filters, ["redact_secrets"]);
     }
 
     #[test]

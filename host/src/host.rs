@@ -97,6 +97,7 @@ pub async fn load_plugin_set(
 ) -> Result<(), StartError> {
     let mut set: BTreeMap<String, (PluginSource, Arc<[u8]>)> = embedded::PLUGINS
         .iter()
+        .filter(|(name, _)| embedded::wanted(name, config))
         .map(|(name, bytes)| {
             (
                 name.to_string(),

@@ -10,12 +10,16 @@ use clap::{Parser, Subcommand};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use dsh::call::CallRequest;
+use std::io::IsTerminal;
+
+use dsh::call::{Approval, ApprovalFuture, ApprovalRequest, Approver, CallRequest};
 use dsh::config::Config;
 use dsh::control::{ask, running_servers, Answer, ControlSocket, RunningServer};
 use dsh::host::{Host, HostOptions};
 use dsh::mcp::http::{generate_token, serve_http, MCP_PATH};
 use dsh::mcp::{serve_stdio, McpServer};
+use dsh::pipeline::s2_guards::describe_args;
+use dsh::pipeline::s6_observe::{Metrics, ToolStats, LATENCY_BUCKETS_MS};
 use dsh::registry::{PluginStatus, DEFAULT_SCOPE};
 
 /// dsh: a host runtime for AI agent tools. Tools and guards are WebAssembly components;
@@ -66,6 +70,10 @@ enum Command {
         /// Print the result as JSON: {content, is_error, error: {code, message}, full_output_path}
         #[arg(long)]
         json: bool,
+        /// What to answer when a guard asks for approval: `prompt` asks on the terminal
+        /// (and denies when stdin is not one), `yes` pre-approves, `no` pre-denies
+        #[arg(long, value_enum, default_value_t = ApprovalMode::Prompt)]
+        approval: ApprovalMode,
     },
     /// Serve MCP: on stdio (the default), or streamable HTTP with --http
     ///
@@ -84,6 +92,22 @@ enum Command {
         /// and MCP clients are told the tool list changed)
         #[arg(long)]
         no_watch: bool,
+    },
+    /// Per-tool metrics: calls, errors by code, retries, latency
+    ///
+    /// From the `dsh serve` running on this state directory (its calls so far), or else
+    /// from the event log of a session (the latest, or --session).
+    Stats {
+        /// Print JSON: {session, tools: {NAME: {calls, errors, retries, latency_buckets,
+        /// latency_total_us, latency_max_us}}, latency_bucket_bounds_ms}
+        #[arg(long)]
+        json: bool,
+        /// Which running server to ask, by pid (needed when several are running)
+        #[arg(long, value_name = "PID")]
+        server: Option<u32>,
+        /// Read this session's event log instead (an id under STATE_DIR/sessions)
+        #[arg(long, value_name = "ID", conflicts_with = "server")]
+        session: Option<String>,
     },
     /// List the plugins with their source, digest, load time and status
     ///
@@ -154,6 +178,63 @@ async fn start(cli: &Cli) -> anyhow::Result<Host> {
     Ok(Host::start(options).await?)
 }
 
+/// How `dsh call` answers a guard's `ask`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ApprovalMode {
+    Prompt,
+    Yes,
+    No,
+}
+
+/// Answers a guard's `ask` from the `--approval` flag, or by asking on the terminal.
+#[derive(Debug)]
+struct CliApprover(ApprovalMode);
+
+impl Approver for CliApprover {
+    fn channel(&self) -> &'static str {
+        match self.0 {
+            ApprovalMode::Prompt => "terminal",
+            ApprovalMode::Yes | ApprovalMode::No => "flag",
+        }
+    }
+
+    fn approve<'a>(&'a self, request: ApprovalRequest<'a>) -> ApprovalFuture<'a> {
+        let mode = self.0;
+        let question = format!(
+            "dsh: guard {} asks for approval: {}\n  tool: {}\n  arguments: {}\nRun it? [y/N] ",
+            request.guard,
+            request.reason,
+            request.tool,
+            describe_args(request.args)
+        );
+        Box::pin(async move {
+            match mode {
+                ApprovalMode::Yes => Approval::Approved,
+                ApprovalMode::No => Approval::Denied,
+                ApprovalMode::Prompt if !std::io::stdin().is_terminal() => Approval::Unavailable(
+                    "stdin is not a terminal to ask on; pass --approval yes to pre-approve".into(),
+                ),
+                ApprovalMode::Prompt => {
+                    let answer = tokio::task::spawn_blocking(move || {
+                        eprint!("{question}");
+                        let mut line = String::new();
+                        std::io::stdin().read_line(&mut line).map(|_| line)
+                    })
+                    .await;
+                    match answer {
+                        Ok(Ok(line))
+                            if matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes") =>
+                        {
+                            Approval::Approved
+                        }
+                        _ => Approval::Denied,
+                    }
+                }
+            }
+        })
+    }
+}
+
 fn state_dir(cli: &Cli) -> PathBuf {
     cli.state_dir
         .clone()
@@ -213,6 +294,37 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
     }
+    if let Command::Stats {
+        json,
+        server,
+        session,
+    } = &cli.command
+    {
+        let (origin, tools) = match (session, chosen_server(&cli, *server)?) {
+            (None, Some(server)) => {
+                let pid = server.pid;
+                let answer = tokio::task::spawn_blocking(move || ask(&server, "stats")).await??;
+                let tools = serde_json::from_value(answer["tools"].clone())
+                    .context("the server's stats are not what this dsh understands")?;
+                (
+                    format!(
+                        "dsh serve, pid {pid}, session {}",
+                        answer["session"].as_str().unwrap_or("?")
+                    ),
+                    tools,
+                )
+            }
+            (session, _) => {
+                let (id, events) = session_events(&state_dir(&cli), session.as_deref())?;
+                (
+                    format!("session {id} (from its event log)"),
+                    Metrics::from_events(&events).snapshot(),
+                )
+            }
+        };
+        print_stats(&origin, &tools, *json)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let host = start(&cli).await?;
     match &cli.command {
         Command::Tools { scope, json } => {
@@ -249,15 +361,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             args,
             scope,
             json,
+            approval,
         } => {
             let args: serde_json::Value = serde_json::from_str(args)
                 .with_context(|| format!("arguments are not JSON: {args}"))?;
-            let request = CallRequest {
-                tool: tool.clone(),
-                args,
-                owner: Arc::from("cli"),
-                scope: Arc::from(scope.as_str()),
-            };
+            let mut request = CallRequest::new(tool.as_str(), args, "cli", scope.as_str());
+            request.approver = Some(Arc::new(CliApprover(*approval)));
             let cancel = CancellationToken::new();
             let call = host.pipeline.call(request, &cancel);
             tokio::pin!(call);
@@ -316,9 +425,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let host = Arc::new(host);
             let _control = {
                 let (registry, session) = (host.registry.clone(), host.pipeline.session.id.clone());
+                let pipeline = host.pipeline.clone();
                 let answer: Answer = Arc::new(move |request| match request {
                     "plugins" => Ok(json!({ "session": &*session, "plugins": registry.plugins() })),
-                    other => Err(format!("unknown request {other:?} (known: plugins)")),
+                    "stats" => Ok(json!({ "session": &*session, "tools": pipeline.metrics() })),
+                    other => Err(format!("unknown request {other:?} (known: plugins, stats)")),
                 });
                 ControlSocket::listen(&state_dir(&cli), answer)
                     .inspect_err(
@@ -344,6 +455,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             outcome?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Stats { .. } => unreachable!("answered before the host starts"),
         Command::Plugins { json, grants, .. } => {
             print_plugins(
                 &host.registry.plugins(),
@@ -354,6 +466,85 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The events of session `id` (the latest session when `None`).
+fn session_events(
+    state_dir: &std::path::Path,
+    id: Option<&str>,
+) -> anyhow::Result<(String, Vec<serde_json::Value>)> {
+    let sessions = state_dir.join("sessions");
+    let id = match id {
+        Some(id) => id.to_string(),
+        None => std::fs::read_dir(&sessions)
+            .with_context(|| format!("no sessions under {}", sessions.display()))?
+            .flatten()
+            .filter(|entry| {
+                std::fs::metadata(entry.path().join("events.jsonl")).is_ok_and(|m| m.len() > 0)
+            })
+            .max_by_key(|entry| entry.metadata().and_then(|m| m.modified()).ok())
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .with_context(|| format!("no sessions under {}", sessions.display()))?,
+    };
+    let path = sessions.join(&id).join("events.jsonl");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let events = text
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    Ok((id, events))
+}
+
+fn print_stats(
+    origin: &str,
+    tools: &std::collections::BTreeMap<String, ToolStats>,
+    json: bool,
+) -> anyhow::Result<()> {
+    if json {
+        let value = json!({
+            "origin": origin,
+            "tools": tools,
+            "latency_bucket_bounds_ms": LATENCY_BUCKETS_MS,
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(());
+    }
+    println!("{origin}\n");
+    println!(
+        "{:<20} {:>7} {:>7} {:>8} {:>10} {:>10}  ERRORS BY CODE",
+        "TOOL", "CALLS", "ERRORS", "RETRIES", "MEAN ms", "MAX ms"
+    );
+    for (name, stats) in tools {
+        let errors: u64 = stats.errors.values().sum();
+        let by_code: Vec<String> = stats
+            .errors
+            .iter()
+            .map(|(code, n)| format!("{code} {n}"))
+            .collect();
+        println!(
+            "{:<20} {:>7} {:>7} {:>8} {:>10.1} {:>10.1}  {}",
+            name,
+            stats.calls,
+            errors,
+            stats.retries,
+            stats.latency_total_us as f64 / stats.calls.max(1) as f64 / 1000.0,
+            stats.latency_max_us as f64 / 1000.0,
+            by_code.join(", ")
+        );
+        let buckets: Vec<String> = stats
+            .latency_buckets
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(i, n)| match LATENCY_BUCKETS_MS.get(i) {
+                Some(bound) => format!("<={bound}ms: {n}"),
+                None => format!(">{}ms: {n}", LATENCY_BUCKETS_MS.last().unwrap_or(&0)),
+            })
+            .collect();
+        println!("{:<20} latency {}", "", buckets.join("  "));
+    }
+    Ok(())
 }
 
 fn print_plugins(
@@ -368,8 +559,8 @@ fn print_plugins(
     }
     println!("{heading}\n");
     println!(
-        "{:<16} {:<8} {:<14} {:<20} {:>9} {:<40} TOOLS / REASON",
-        "NAME", "STATUS", "DIGEST", "LOADED (UTC)", "IN FLIGHT", "SOURCE"
+        "{:<18} {:<13} {:<8} {:<14} {:<20} {:>9} {:<40} TOOLS / REASON",
+        "NAME", "KIND", "STATUS", "DIGEST", "LOADED (UTC)", "IN FLIGHT", "SOURCE"
     );
     for p in plugins {
         let detail = p.reason.clone().unwrap_or_else(|| p.tools.join(", "));
@@ -378,9 +569,11 @@ fn print_plugins(
             0 => p.calls_in_flight.to_string(),
             old => format!("{}+{old} old", p.calls_in_flight),
         };
+        let kind = p.kind.map(|k| k.to_string()).unwrap_or_else(|| "?".into());
         println!(
-            "{:<16} {:<8} {:<14} {:<20} {:>9} {:<40} {}",
+            "{:<18} {:<13} {:<8} {:<14} {:<20} {:>9} {:<40} {}",
             p.name,
+            kind,
             p.status,
             digest,
             utc_time(p.loaded_at),

@@ -100,7 +100,7 @@ async fn reload(runtime: &Arc<Runtime>, registry: &Registry, config: &Config, pa
             tracing::info!(plugin = %name, "plugin file deleted; its tools are gone");
             if let Some((_, bytes)) = embedded::PLUGINS
                 .iter()
-                .find(|(embedded, _)| *embedded == name)
+                .find(|(embedded, _)| *embedded == name && embedded::wanted(embedded, config))
             {
                 load_plugin(
                     runtime,

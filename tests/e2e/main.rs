@@ -6,6 +6,7 @@ mod support;
 
 mod bash_tool;
 mod event_log;
+mod guards;
 mod mcp_clients;
 mod plugin_loading;
 mod sandbox;

@@ -24,8 +24,17 @@ pub fn ms(d: Duration) -> f64 {
 
 /// A host with the default config, its state and workspace in `scratch`.
 pub async fn start_host(scratch: &std::path::Path, plugins_dir: Option<PathBuf>) -> Host {
+    start_host_with(scratch, plugins_dir, Config::default()).await
+}
+
+/// A host with `config`, its state and workspace in `scratch`.
+pub async fn start_host_with(
+    scratch: &std::path::Path,
+    plugins_dir: Option<PathBuf>,
+    config: Config,
+) -> Host {
     Host::start(HostOptions {
-        config: Config::default(),
+        config,
         plugins_dir,
         state_dir: scratch.join("state"),
         workdir: scratch.to_path_buf(),

@@ -1,6 +1,7 @@
-//! Plugin loading and calling: a `.wasm` becomes a [`Plugin`] (compiled once, linked
-//! once into an instance-pre, its tool manuals read with `describe()`), and each call
-//! instantiates it in a fresh store.
+//! Plugin loading and calling: a `.wasm` becomes a [`Plugin`] (compiled once, its
+//! imports checked against its grants, linked once into an instance-pre, its tool
+//! manuals read with `describe()`), and each call instantiates it in a fresh store. A
+//! plugin is a tool, a guard or a result filter, by the world its component exports.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,13 +11,15 @@ use std::time::{Duration, SystemTime};
 use sha2::{Digest, Sha256};
 
 use super::bindings::dsh::plugin::types as wit;
+use super::bindings::guard::{GuardPre, Verdict as WitVerdict};
+use super::bindings::result_filter::ResultFilterPre;
 use super::bindings::ToolPre;
 use super::cache::CacheOutcome;
 use super::grants::{GrantError, Grants};
 use super::store::{new_store, Bounds, CallState};
 use super::Runtime;
 use crate::call::{CallContext, CallResult};
-use crate::config::{PluginConfig, DEFAULT_CPU_MS, DEFAULT_MEMORY_MB};
+use crate::config::{PluginConfig, DEFAULT_CPU_MS, DEFAULT_GUARD_CPU_MS, DEFAULT_MEMORY_MB};
 use crate::error::{ErrorCode, ToolError};
 
 /// Where a plugin came from.
@@ -40,8 +43,10 @@ impl std::fmt::Display for PluginSource {
 pub enum LoadError {
     #[error("not a WebAssembly component: {0:#}")]
     Compile(wasmtime::Error),
-    #[error("cannot be linked (an import dsh does not provide, or not a `tool` component): {0:#}")]
+    #[error("cannot be linked (an import dsh does not provide): {0:#}")]
     Link(wasmtime::Error),
+    #[error("exports none of the worlds dsh runs (`tool`, `guard`, `result-filter`)")]
+    NoWorld,
     #[error("describe() failed: {0}")]
     Describe(ToolError),
     #[error("compilation task failed: {0}")]
@@ -65,6 +70,47 @@ pub struct ToolSpec {
     pub output_budget: Option<u32>,
 }
 
+/// What a plugin is, by the world its component exports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PluginKind {
+    Tool,
+    Guard,
+    ResultFilter,
+}
+
+impl std::fmt::Display for PluginKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PluginKind::Tool => "tool",
+            PluginKind::Guard => "guard",
+            PluginKind::ResultFilter => "result-filter",
+        })
+    }
+}
+
+/// The instance-pre of the plugin's world.
+enum Pre {
+    Tool(ToolPre<CallState>),
+    Guard(GuardPre<CallState>),
+    ResultFilter(ResultFilterPre<CallState>),
+}
+
+/// A guard's decision on one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    Deny(String),
+    Ask(String),
+}
+
+/// A call as a guard or result filter sees it.
+pub struct PendingCall<'a> {
+    pub tool: &'a str,
+    pub args_json: &'a str,
+    pub context: CallContext,
+}
+
 /// A loaded plugin version: compiled and linked, ready to instantiate per call.
 pub struct Plugin {
     pub name: Arc<str>,
@@ -83,7 +129,7 @@ pub struct Plugin {
     pub imports: Vec<String>,
     /// Calls running on this version now.
     in_flight: AtomicUsize,
-    pre: ToolPre<CallState>,
+    pre: Pre,
 }
 
 /// Counts one call in flight on a plugin version for as long as it lives.
@@ -151,10 +197,22 @@ impl Plugin {
             .linker
             .instantiate_pre(&component)
             .map_err(LoadError::Link)?;
-        let pre = ToolPre::new(instance_pre).map_err(LoadError::Link)?;
+        let pre = if let Ok(tool) = ToolPre::new(instance_pre.clone()) {
+            Pre::Tool(tool)
+        } else if let Ok(guard) = GuardPre::new(instance_pre.clone()) {
+            Pre::Guard(guard)
+        } else if let Ok(filter) = ResultFilterPre::new(instance_pre) {
+            Pre::ResultFilter(filter)
+        } else {
+            return Err(LoadError::NoWorld);
+        };
         let settings_json = serde_json::to_string(&config.settings).unwrap_or_else(|_| "{}".into());
+        let default_cpu_ms = match pre {
+            Pre::Tool(_) => DEFAULT_CPU_MS,
+            Pre::Guard(_) | Pre::ResultFilter(_) => DEFAULT_GUARD_CPU_MS,
+        };
         let bounds = Bounds {
-            cpu: Duration::from_millis(config.cpu_ms.unwrap_or(DEFAULT_CPU_MS)),
+            cpu: Duration::from_millis(config.cpu_ms.unwrap_or(default_cpu_ms)),
             memory_bytes: (config.memory_mb.unwrap_or(DEFAULT_MEMORY_MB) as usize) << 20,
         };
         let mut plugin = Plugin {
@@ -171,14 +229,29 @@ impl Plugin {
             in_flight: AtomicUsize::new(0),
             pre,
         };
-        plugin.specs = plugin
-            .describe(runtime)
-            .await
-            .map_err(LoadError::Describe)?;
+        if let Pre::Tool(tool) = &plugin.pre {
+            plugin.specs = plugin
+                .describe(runtime, tool)
+                .await
+                .map_err(LoadError::Describe)?;
+        }
         Ok(plugin)
     }
 
-    async fn describe(&self, runtime: &Runtime) -> Result<Vec<ToolSpec>, ToolError> {
+    /// Whether it is a tool, a guard or a result filter.
+    pub fn kind(&self) -> PluginKind {
+        match self.pre {
+            Pre::Tool(_) => PluginKind::Tool,
+            Pre::Guard(_) => PluginKind::Guard,
+            Pre::ResultFilter(_) => PluginKind::ResultFilter,
+        }
+    }
+
+    async fn describe(
+        &self,
+        runtime: &Runtime,
+        pre: &ToolPre<CallState>,
+    ) -> Result<Vec<ToolSpec>, ToolError> {
         let context = CallContext {
             owner: "dsh".into(),
             session: "load".into(),
@@ -190,7 +263,7 @@ impl Plugin {
         };
         let mut store = self.store(runtime, context);
         let described = async {
-            let tool = self.pre.instantiate_async(&mut store).await?;
+            let tool = pre.instantiate_async(&mut store).await?;
             tool.call_describe(&mut store).await
         }
         .await;
@@ -238,7 +311,91 @@ impl Plugin {
         args_json: &str,
     ) -> CallResult {
         let _in_flight = InFlight::enter(&self.in_flight);
-        let wit_context = wit::CallContext {
+        let Pre::Tool(pre) = &self.pre else {
+            return CallResult::failed(self.not_a(PluginKind::Tool));
+        };
+        let wit_context = self.wit_context(&context);
+        let mut store = self.store(runtime, context);
+        let outcome = async {
+            let tool = pre.instantiate_async(&mut store).await?;
+            tool.call_call(&mut store, &wit_context, name, args_json)
+                .await
+        }
+        .await;
+        match outcome {
+            Ok(result) => result.into(),
+            Err(error) => CallResult::failed(store.data().classify(error)),
+        }
+    }
+
+    /// Asks this guard about `call` in a fresh instance. An error is the guard failing
+    /// (a trap, its CPU or memory bound), not a decision.
+    pub async fn check(
+        &self,
+        runtime: &Runtime,
+        call: PendingCall<'_>,
+    ) -> Result<Verdict, ToolError> {
+        let _in_flight = InFlight::enter(&self.in_flight);
+        let Pre::Guard(pre) = &self.pre else {
+            return Err(self.not_a(PluginKind::Guard));
+        };
+        let pending = self.wit_pending(&call);
+        let mut store = self.store(runtime, call.context);
+        let outcome = async {
+            let guard = pre.instantiate_async(&mut store).await?;
+            guard.call_check(&mut store, &pending).await
+        }
+        .await;
+        match outcome {
+            Ok(WitVerdict::Allow) => Ok(Verdict::Allow),
+            Ok(WitVerdict::Deny(reason)) => Ok(Verdict::Deny(reason)),
+            Ok(WitVerdict::Ask(reason)) => Ok(Verdict::Ask(reason)),
+            Err(error) => Err(store.data().classify(error)),
+        }
+    }
+
+    /// Runs this result filter on `result` in a fresh instance: `None` keeps it, `Some`
+    /// replaces it. An error is the filter failing.
+    pub async fn filter(
+        &self,
+        runtime: &Runtime,
+        call: PendingCall<'_>,
+        result: &CallResult,
+    ) -> Result<Option<CallResult>, ToolError> {
+        let _in_flight = InFlight::enter(&self.in_flight);
+        let Pre::ResultFilter(pre) = &self.pre else {
+            return Err(self.not_a(PluginKind::ResultFilter));
+        };
+        let pending = self.wit_pending(&call);
+        let outcome_in = wit::ToolResult {
+            content: result.content.clone(),
+            error: result.error.clone().map(Into::into),
+            full_output_path: result
+                .full_output_path
+                .as_ref()
+                .map(|p| p.display().to_string()),
+        };
+        let mut store = self.store(runtime, call.context);
+        let outcome = async {
+            let filter = pre.instantiate_async(&mut store).await?;
+            filter.call_filter(&mut store, &pending, &outcome_in).await
+        }
+        .await;
+        match outcome {
+            Ok(replaced) => Ok(replaced.map(Into::into)),
+            Err(error) => Err(store.data().classify(error)),
+        }
+    }
+
+    fn not_a(&self, kind: PluginKind) -> ToolError {
+        ToolError::new(
+            ErrorCode::Internal,
+            format!("plugin {} is a {}, not a {kind}", self.name, self.kind()),
+        )
+    }
+
+    fn wit_context(&self, context: &CallContext) -> wit::CallContext {
+        wit::CallContext {
             owner: context.owner.to_string(),
             session: context.session.to_string(),
             call_id: context.call_id.clone(),
@@ -246,23 +403,26 @@ impl Plugin {
             scope: context.scope.to_string(),
             settings_json: self.settings_json.clone(),
             output_budget: context.output_budget,
-        };
-        let mut store = self.store(runtime, context);
-        let outcome = async {
-            let tool = self.pre.instantiate_async(&mut store).await?;
-            tool.call_call(&mut store, &wit_context, name, args_json)
-                .await
         }
-        .await;
-        match outcome {
-            Ok(result) => CallResult {
-                content: result.content,
-                error: result
-                    .error
-                    .map(|e| ToolError::new(e.code.into(), e.message)),
-                full_output_path: result.full_output_path.map(PathBuf::from),
-            },
-            Err(error) => CallResult::failed(store.data().classify(error)),
+    }
+
+    fn wit_pending(&self, call: &PendingCall<'_>) -> wit::PendingCall {
+        wit::PendingCall {
+            tool: call.tool.to_string(),
+            args_json: call.args_json.to_string(),
+            context: self.wit_context(&call.context),
+        }
+    }
+}
+
+impl From<wit::ToolResult> for CallResult {
+    fn from(result: wit::ToolResult) -> Self {
+        CallResult {
+            content: result.content,
+            error: result
+                .error
+                .map(|e| ToolError::new(e.code.into(), e.message)),
+            full_output_path: result.full_output_path.map(PathBuf::from),
         }
     }
 }

@@ -20,14 +20,17 @@ use rmcp::model::{
     Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
     ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
 };
+use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
+use rmcp::service::ElicitationMode;
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::call::{CallRequest, CallResult};
+use crate::call::{Approval, ApprovalFuture, ApprovalRequest, Approver, CallRequest, CallResult};
 use crate::error::ErrorCode;
 use crate::host::Host;
+use crate::pipeline::s2_guards::describe_args;
 
 /// What every connection of one server shares.
 pub struct McpServer {
@@ -69,6 +72,55 @@ impl Drop for McpConnection {
         } else {
             self.server.host.services.release_owner(&self.owner);
         }
+    }
+}
+
+/// Asks the MCP client to approve a call a guard asked about, with a form elicitation
+/// (accept = approve; decline, cancel or no answer in time = deny). A client that did
+/// not declare elicitation cannot be asked: the call is denied saying approval was
+/// required.
+#[derive(Debug)]
+struct ElicitationApprover {
+    peer: rmcp::Peer<RoleServer>,
+    timeout: Duration,
+}
+
+impl Approver for ElicitationApprover {
+    fn channel(&self) -> &'static str {
+        "elicitation"
+    }
+
+    fn approve<'a>(&'a self, request: ApprovalRequest<'a>) -> ApprovalFuture<'a> {
+        Box::pin(async move {
+            if !self
+                .peer
+                .supported_elicitation_modes()
+                .contains(&ElicitationMode::Form)
+            {
+                return Approval::Unavailable("the MCP client does not support elicitation".into());
+            }
+            let message = format!(
+                "Guard {} asks for approval: {}\n\nTool: {}\nArguments: {}\n\nAccept to run it, decline to refuse.",
+                request.guard,
+                request.reason,
+                request.tool,
+                describe_args(request.args)
+            );
+            let params = ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message,
+                requested_schema: ElicitationSchema::new(Default::default()),
+            };
+            match self
+                .peer
+                .create_elicitation_with_timeout(params, Some(self.timeout))
+                .await
+            {
+                Ok(answer) if answer.action == ElicitationAction::Accept => Approval::Approved,
+                Ok(_) => Approval::Denied,
+                Err(error) => Approval::Unavailable(format!("the elicitation failed: {error}")),
+            }
+        })
     }
 }
 
@@ -162,6 +214,8 @@ impl ServerHandler for McpConnection {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let approval_timeout =
+            Duration::from_millis(self.server.host.config.serve.approval_timeout_ms);
         let call = CallRequest {
             tool: request.name.to_string(),
             args: request
@@ -170,6 +224,10 @@ impl ServerHandler for McpConnection {
                 .unwrap_or_else(|| json!({})),
             owner: self.owner.clone(),
             scope: self.server.scope.clone(),
+            approver: Some(Arc::new(ElicitationApprover {
+                peer: context.peer.clone(),
+                timeout: approval_timeout,
+            })),
         };
         // Cancelled by `notifications/cancelled` for this request, or when the
         // connection's input ends.

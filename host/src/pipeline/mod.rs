@@ -2,9 +2,11 @@
 //! each:
 //!
 //! 1. [`s1_gate`]: the pre-execute gate (allow/deny rules from `dsh.toml`);
-//! 2. [`s2_guards`]: guards, in configured order, monotonic;
-//! 3. [`s3_execute`]: the dispatch to the plugin, wrapped by middleware (timeout);
-//! 4. [`s4_post_execute`]: result filters;
+//! 2. [`s2_guards`]: guard components, in configured order, monotonic, failing closed;
+//!    an `ask` goes to the call's approver;
+//! 3. [`s3_execute`]: the dispatch to the plugin, wrapped by middleware (timeout, retry
+//!    of idempotent tools, metrics);
+//! 4. [`s4_post_execute`]: result filter components;
 //! 5. [`s5_finalize`]: the content cut to its budget, the full text spilled;
 //! 6. [`s6_observe`]: observers (the event log's `tool/result`, metrics).
 //!
@@ -53,6 +55,21 @@ pub struct Pipeline {
     observers: s6_observe::Observers,
 }
 
+/// A call's result and how many times its tool ran (0 when it never got that far).
+struct Outcome {
+    result: CallResult,
+    attempts: u32,
+}
+
+impl From<ToolError> for Outcome {
+    fn from(error: ToolError) -> Self {
+        Outcome {
+            result: CallResult::failed(error),
+            attempts: 0,
+        }
+    }
+}
+
 impl Pipeline {
     pub fn new(
         runtime: Arc<Runtime>,
@@ -61,6 +78,8 @@ impl Pipeline {
         config: Arc<Config>,
     ) -> Self {
         let gate = s1_gate::Gate::new(&config.gate);
+        let guards = s2_guards::GuardChain::new(config.pipeline.guards.clone());
+        let filters = s4_post_execute::FilterChain::new(config.pipeline.filters.clone());
         Pipeline {
             runtime,
             registry,
@@ -68,8 +87,8 @@ impl Pipeline {
             session,
             config,
             gate,
-            guards: s2_guards::GuardChain::default(),
-            filters: s4_post_execute::FilterChain::default(),
+            guards,
+            filters,
         }
     }
 
@@ -90,9 +109,9 @@ impl Pipeline {
                 args: &request.args,
             },
         );
-        let result = tokio::select! {
-            result = self.run(&request, call_id.clone()) => result,
-            _ = cancel.cancelled() => CallResult::failed(ToolError::new(
+        let outcome = tokio::select! {
+            outcome = self.run(&request, call_id.clone()) => outcome,
+            _ = cancel.cancelled() => Outcome::from(ToolError::new(
                 ErrorCode::Cancelled,
                 format!(
                     "{} was cancelled (by the caller, or its connection closed); every process it started was killed",
@@ -100,23 +119,33 @@ impl Pipeline {
                 ),
             )),
         };
-        self.observers
-            .result(&call_id, &request, &result, started.elapsed());
-        result
+        self.observers.result(
+            &call_id,
+            &request,
+            &outcome.result,
+            started.elapsed(),
+            outcome.attempts,
+        );
+        outcome.result
     }
 
-    async fn run(&self, request: &CallRequest, call_id: String) -> CallResult {
+    /// Per-tool metrics of this session's calls so far.
+    pub fn metrics(&self) -> std::collections::BTreeMap<String, s6_observe::ToolStats> {
+        self.observers.metrics.snapshot()
+    }
+
+    async fn run(&self, request: &CallRequest, call_id: String) -> Outcome {
         let scope = match self.registry.scope(&request.scope) {
             Ok(scope) => scope,
-            Err(error) => return CallResult::failed(error),
+            Err(error) => return error.into(),
         };
         let catalog = self.registry.snapshot();
         let tool = match catalog.resolve(&request.tool, &scope) {
             Ok(tool) => tool,
-            Err(error) => return CallResult::failed(error),
+            Err(error) => return error.into(),
         };
         if let Err(error) = tool.validate(&request.args) {
-            return CallResult::failed(error);
+            return error.into();
         }
         let context = CallContext {
             owner: request.owner.clone(),
@@ -131,30 +160,48 @@ impl Pipeline {
                 .unwrap_or(self.config.limits.output_budget_bytes),
         };
         if let Err(error) = self.gate.check(&tool.spec.name, &context, &request.args) {
-            return CallResult::failed(error);
+            return error.into();
         }
         if let Err(error) = self
             .guards
-            .check(&tool.spec.name, &context, &request.args)
+            .check(
+                &self.runtime,
+                &catalog,
+                &self.session.events,
+                request,
+                &tool.spec.name,
+                &context,
+            )
             .await
         {
-            return CallResult::failed(error);
+            return error.into();
         }
-        let timeout = Duration::from_millis(
-            tool.plugin
-                .config
-                .timeout_ms
-                .unwrap_or(self.config.limits.call_timeout_ms),
-        );
-        let result = s3_execute::execute(
+        // The plugin's timeout, capped by the host's.
+        let cap = self.config.limits.call_timeout_ms;
+        let timeout = Duration::from_millis(tool.plugin.config.timeout_ms.unwrap_or(cap).min(cap));
+        let executed = s3_execute::execute(
             &self.runtime,
             &tool,
             context.clone(),
             &request.args,
             timeout,
+            self.config.limits.max_retries,
         )
         .await;
-        let result = self.filters.apply(&tool.spec.name, &context, result).await;
-        s5_finalize::finalize(result, &context)
+        let result = self
+            .filters
+            .apply(
+                &self.runtime,
+                &catalog,
+                &tool.spec.name,
+                &request.args,
+                &context,
+                executed.result,
+            )
+            .await;
+        Outcome {
+            result: s5_finalize::finalize(result, &context),
+            attempts: executed.attempts,
+        }
     }
 }

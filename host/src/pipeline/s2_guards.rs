@@ -1,65 +1,74 @@
-//! Stage 2, guards: checks that run in configured order after the gate. Guards are
-//! monotonic: the first deny ends the chain and nothing later can undo it. An `ask`
-//! needs an approval channel; where there is none the call is denied, saying approval
-//! was required.
+//! Stage 2, guards: WASM guard components run in the order `[pipeline] guards` gives,
+//! after the gate, each in a fresh instance under its own CPU and memory bounds.
+//!
+//! Guards are monotonic: the first deny ends the chain and nothing later can undo it. A
+//! guard that fails — traps, runs out of its budget, or is configured but not loaded —
+//! denies the call, naming itself (fail closed). An `ask` goes to the call's approver
+//! (a terminal prompt, a CLI flag, MCP elicitation); without one, or when it says no,
+//! the call is denied. Every approval decision is written to the event log.
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use crate::call::CallContext;
+use crate::call::{Approval, ApprovalRequest, CallContext, CallRequest};
+use crate::engine::plugin::{PendingCall, PluginKind, Verdict};
+use crate::engine::Runtime;
 use crate::error::{ErrorCode, ToolError};
+use crate::registry::Catalog;
+use crate::session::EventLog;
 
-/// A guard's decision on one call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    Allow,
-    Deny(String),
-    Ask(String),
-}
-
-/// One guard.
-pub trait Guard: Send + Sync {
-    fn name(&self) -> &str;
-    fn check<'a>(
-        &'a self,
-        tool: &'a str,
-        context: &'a CallContext,
-        args: &'a Value,
-    ) -> VerdictFuture<'a>;
-}
-
-/// A boxed guard future.
-pub type VerdictFuture<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Verdict> + Send + 'a>>;
-
-/// The configured guards, in order.
-#[derive(Default)]
+/// The configured guards, by name, in order.
+#[derive(Debug, Default)]
 pub struct GuardChain {
-    guards: Vec<Box<dyn Guard>>,
+    order: Vec<String>,
+}
+
+fn denied(message: String) -> ToolError {
+    ToolError::new(ErrorCode::Denied, message)
 }
 
 impl GuardChain {
-    pub fn new(guards: Vec<Box<dyn Guard>>) -> Self {
-        GuardChain { guards }
+    pub fn new(order: Vec<String>) -> Self {
+        GuardChain { order }
     }
 
     /// Runs every guard in order until one denies.
     pub async fn check(
         &self,
+        runtime: &Runtime,
+        catalog: &Catalog,
+        events: &EventLog,
+        request: &CallRequest,
         tool: &str,
         context: &CallContext,
-        args: &Value,
     ) -> Result<(), ToolError> {
-        for guard in &self.guards {
-            match guard.check(tool, context, args).await {
-                Verdict::Allow => {}
-                Verdict::Deny(reason) => {
-                    return Err(ToolError::new(ErrorCode::Denied, format!("denied by guard {}: {reason}", guard.name())))
+        if self.order.is_empty() {
+            return Ok(());
+        }
+        let args_json = request.args.to_string();
+        for name in &self.order {
+            let Some(guard) = catalog.stage(name, PluginKind::Guard) else {
+                return Err(denied(format!(
+                    "guard {name} is configured in [pipeline] guards but is not loaded (see `dsh plugins`), so every call is denied"
+                )));
+            };
+            let call = PendingCall {
+                tool,
+                args_json: &args_json,
+                context: context.clone(),
+            };
+            match guard.check(runtime, call).await {
+                Ok(Verdict::Allow) => {}
+                Ok(Verdict::Deny(reason)) => {
+                    return Err(denied(format!("denied by guard {name}: {reason}")))
                 }
-                Verdict::Ask(reason) => {
-                    return Err(ToolError::new(
-                        ErrorCode::Denied,
-                        format!("guard {} requires approval ({reason}) and no approval channel is available", guard.name()),
-                    ))
+                Ok(Verdict::Ask(reason)) => {
+                    ask(events, request, name, &reason, tool, context).await?;
+                }
+                Err(failure) => {
+                    return Err(denied(format!(
+                        "guard {name} failed ({}: {}), and a failing guard denies the call",
+                        failure.code, failure.message
+                    )))
                 }
             }
         }
@@ -67,74 +76,62 @@ impl GuardChain {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    struct Fixed(&'static str, Verdict);
-
-    impl Guard for Fixed {
-        fn name(&self) -> &str {
-            self.0
+/// Puts a guard's `ask` to the call's approver and records the decision.
+async fn ask(
+    events: &EventLog,
+    request: &CallRequest,
+    guard: &str,
+    reason: &str,
+    tool: &str,
+    context: &CallContext,
+) -> Result<(), ToolError> {
+    let (approval, channel) = match &request.approver {
+        Some(approver) => {
+            let question = ApprovalRequest {
+                guard,
+                reason,
+                tool,
+                args: &request.args,
+            };
+            (approver.approve(question).await, approver.channel())
         }
-        fn check<'a>(&'a self, _: &'a str, _: &'a CallContext, _: &'a Value) -> VerdictFuture<'a> {
-            Box::pin(async move { self.1.clone() })
-        }
+        None => (
+            Approval::Unavailable("this caller has no way to approve".into()),
+            "none",
+        ),
+    };
+    let decision = match &approval {
+        Approval::Approved => "approved",
+        Approval::Denied => "denied",
+        Approval::Unavailable(_) => "unavailable",
+    };
+    events.write(
+        "approval",
+        json!({
+            "call_id": context.call_id,
+            "tool": tool,
+            "guard": guard,
+            "reason": reason,
+            "decision": decision,
+            "channel": channel,
+        }),
+    );
+    match approval {
+        Approval::Approved => Ok(()),
+        Approval::Denied => Err(denied(format!(
+            "guard {guard} asked for approval ({reason}) and it was refused"
+        ))),
+        Approval::Unavailable(why) => Err(denied(format!(
+            "approval required: guard {guard} asks for approval ({reason}), and none could be given: {why}"
+        ))),
     }
+}
 
-    fn context() -> CallContext {
-        CallContext {
-            owner: "o".into(),
-            session: "s".into(),
-            call_id: "call-1".into(),
-            workdir: "/".into(),
-            scope: "default".into(),
-            spill_dir: "/tmp".into(),
-            output_budget: 100,
-        }
-    }
-
-    #[tokio::test]
-    async fn a_deny_is_final_and_names_the_guard() {
-        let chain = GuardChain::new(vec![
-            Box::new(Fixed("first", Verdict::Allow)),
-            Box::new(Fixed("strict", Verdict::Deny("no".into()))),
-            Box::new(Fixed("lenient", Verdict::Allow)),
-        ]);
-        let error = chain
-            .check("bash", &context(), &Value::Null)
-            .await
-            .unwrap_err();
-        assert_eq!(error.code, ErrorCode::Denied);
-        assert!(
-            error.message.contains("guard strict: no"),
-            "{}",
-            error.message
-        );
-    }
-
-    #[tokio::test]
-    async fn an_ask_without_approval_channel_is_denied() {
-        let chain = GuardChain::new(vec![Box::new(Fixed(
-            "asker",
-            Verdict::Ask("git push".into()),
-        ))]);
-        let error = chain
-            .check("bash", &context(), &Value::Null)
-            .await
-            .unwrap_err();
-        assert!(
-            error.message.contains("requires approval"),
-            "{}",
-            error.message
-        );
-    }
-
-    #[tokio::test]
-    async fn an_empty_chain_allows() {
-        assert!(GuardChain::default()
-            .check("bash", &context(), &Value::Null)
-            .await
-            .is_ok());
+/// The arguments a guard sees, for messages: compact JSON.
+pub fn describe_args(args: &Value) -> String {
+    let text = args.to_string();
+    match text.char_indices().nth(500) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
     }
 }

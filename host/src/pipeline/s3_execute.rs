@@ -1,6 +1,12 @@
 //! Stage 3, execute: dispatch to the plugin in a fresh instance, wrapped by middleware.
-//! The timeout middleware bounds the whole call; when it fires, the call's future is
-//! dropped, which kills every process the call started.
+//! The tool never changes for any of it:
+//!
+//! - timeout: bounds the whole call, retries included; when it fires, the call's future
+//!   is dropped, which kills every process the call started;
+//! - retry: a tool whose spec declares it idempotent is called again (up to
+//!   `[limits] max_retries` times) when it fails with a transient code; a tool that is
+//!   not idempotent, like bash, is never called twice;
+//! - metrics: the attempts are counted here and recorded by the observers (stage 6).
 
 use std::time::Duration;
 
@@ -11,19 +17,53 @@ use crate::engine::Runtime;
 use crate::error::{ErrorCode, ToolError};
 use crate::registry::RegisteredTool;
 
-/// Runs the tool under the timeout middleware.
+/// Failures worth another attempt of an idempotent tool: the same call may well work.
+const TRANSIENT: &[ErrorCode] = &[
+    ErrorCode::Internal,
+    ErrorCode::PluginTrap,
+    ErrorCode::Timeout,
+];
+
+/// A call's result and how many times the tool ran for it.
+pub struct Executed {
+    pub result: CallResult,
+    pub attempts: u32,
+}
+
+/// Runs the tool under the timeout and retry middleware.
 pub async fn execute(
     runtime: &Runtime,
     tool: &RegisteredTool,
     context: CallContext,
     args: &Value,
     timeout: Duration,
-) -> CallResult {
+    max_retries: u32,
+) -> Executed {
     let args_json = args.to_string();
-    let dispatch = tool
-        .plugin
-        .call(runtime, context, &tool.spec.name, &args_json);
-    match tokio::time::timeout(timeout, dispatch).await {
+    let mut attempts = 0;
+    let retried = async {
+        loop {
+            attempts += 1;
+            let result = tool
+                .plugin
+                .call(runtime, context.clone(), &tool.spec.name, &args_json)
+                .await;
+            let transient = result
+                .error
+                .as_ref()
+                .is_some_and(|error| TRANSIENT.contains(&error.code));
+            if !(transient && tool.spec.idempotent && attempts <= max_retries) {
+                return result;
+            }
+            tracing::info!(
+                tool = %tool.spec.name,
+                attempt = attempts,
+                error = %result.error.as_ref().map(ToString::to_string).unwrap_or_default(),
+                "retrying an idempotent tool"
+            );
+        }
+    };
+    let result = match tokio::time::timeout(timeout, retried).await {
         Ok(result) => result,
         Err(_) => CallResult::failed(ToolError::new(
             ErrorCode::Timeout,
@@ -33,5 +73,6 @@ pub async fn execute(
                 timeout.as_millis()
             ),
         )),
-    }
+    };
+    Executed { result, attempts }
 }

@@ -1,43 +1,65 @@
-//! Stage 4, post-execute: result filters, in configured order, may inspect or replace a
-//! result before it is finalized (e.g. redact secrets).
+//! Stage 4, post-execute: WASM result filters, in the order `[pipeline] filters` gives,
+//! see every result (failed ones too) before it is finalized and may replace it, e.g.
+//! to mask secrets. Each runs in a fresh instance under its own bounds. A filter that
+//! fails, or is configured but not loaded, withholds the result: unfiltered output
+//! never reaches the model.
 
 use crate::call::{CallContext, CallResult};
+use crate::engine::plugin::{PendingCall, PluginKind};
+use crate::engine::Runtime;
+use crate::error::{ErrorCode, ToolError};
+use crate::registry::Catalog;
 
-/// A boxed filter future.
-pub type FilterFuture<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = CallResult> + Send + 'a>>;
-
-/// One result filter.
-pub trait ResultFilter: Send + Sync {
-    fn name(&self) -> &str;
-    fn filter<'a>(
-        &'a self,
-        tool: &'a str,
-        context: &'a CallContext,
-        result: CallResult,
-    ) -> FilterFuture<'a>;
-}
-
-/// The configured filters, in order.
-#[derive(Default)]
+/// The configured result filters, by name, in order.
+#[derive(Debug, Default)]
 pub struct FilterChain {
-    filters: Vec<Box<dyn ResultFilter>>,
+    order: Vec<String>,
 }
 
 impl FilterChain {
-    pub fn new(filters: Vec<Box<dyn ResultFilter>>) -> Self {
-        FilterChain { filters }
+    pub fn new(order: Vec<String>) -> Self {
+        FilterChain { order }
     }
 
     /// Passes the result through every filter in order.
     pub async fn apply(
         &self,
+        runtime: &Runtime,
+        catalog: &Catalog,
         tool: &str,
+        args: &serde_json::Value,
         context: &CallContext,
         mut result: CallResult,
     ) -> CallResult {
-        for filter in &self.filters {
-            result = filter.filter(tool, context, result).await;
+        if self.order.is_empty() {
+            return result;
+        }
+        let args_json = args.to_string();
+        for name in &self.order {
+            let withheld = |why: String| {
+                CallResult::failed(ToolError::new(
+                    ErrorCode::Internal,
+                    format!("the result of {tool} was withheld: result filter {name} {why}"),
+                ))
+            };
+            let Some(filter) = catalog.stage(name, PluginKind::ResultFilter) else {
+                return withheld(
+                    "is configured in [pipeline] filters but is not loaded (see `dsh plugins`)"
+                        .into(),
+                );
+            };
+            let call = PendingCall {
+                tool,
+                args_json: &args_json,
+                context: context.clone(),
+            };
+            match filter.filter(runtime, call, &result).await {
+                Ok(None) => {}
+                Ok(Some(replaced)) => result = replaced,
+                Err(failure) => {
+                    return withheld(format!("failed ({}: {})", failure.code, failure.message))
+                }
+            }
         }
         result
     }

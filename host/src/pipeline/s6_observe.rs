@@ -1,32 +1,119 @@
 //! Stage 6, result observers: they see every finished call and change nothing. The
-//! session event log gets its `tool/result` event here.
+//! session event log gets its `tool/result` event here, and the per-tool metrics (calls,
+//! errors by code, retries, a latency histogram) are counted here. `dsh stats` reads the
+//! metrics from a running server, or rebuilds them from a session's event log.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::call::{CallRequest, CallResult};
 use crate::session::Session;
 
+/// Upper bounds (inclusive, in milliseconds) of the latency histogram's buckets; one more
+/// bucket counts everything slower.
+pub const LATENCY_BUCKETS_MS: &[u64] = &[1, 5, 10, 50, 100, 500, 1_000, 5_000, 10_000, 60_000];
+
+/// What was seen of one tool's calls.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ToolStats {
+    pub calls: u64,
+    /// Failed calls by error code.
+    pub errors: BTreeMap<String, u64>,
+    /// Attempts beyond the first (the retry middleware).
+    pub retries: u64,
+    /// Calls per latency bucket, the buckets of [`LATENCY_BUCKETS_MS`] then the rest.
+    pub latency_buckets: Vec<u64>,
+    pub latency_total_us: u64,
+    pub latency_max_us: u64,
+}
+
+impl ToolStats {
+    fn record(&mut self, code: Option<&str>, attempts: u64, elapsed_us: u64) {
+        self.calls += 1;
+        if let Some(code) = code {
+            *self.errors.entry(code.to_string()).or_default() += 1;
+        }
+        self.retries += attempts.saturating_sub(1);
+        if self.latency_buckets.is_empty() {
+            self.latency_buckets = vec![0; LATENCY_BUCKETS_MS.len() + 1];
+        }
+        let bucket = LATENCY_BUCKETS_MS
+            .iter()
+            .position(|&bound| elapsed_us <= bound * 1000)
+            .unwrap_or(LATENCY_BUCKETS_MS.len());
+        self.latency_buckets[bucket] += 1;
+        self.latency_total_us += elapsed_us;
+        self.latency_max_us = self.latency_max_us.max(elapsed_us);
+    }
+}
+
+/// Per-tool metrics, by tool name.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    tools: Mutex<BTreeMap<String, ToolStats>>,
+}
+
+impl Metrics {
+    /// A copy of every tool's stats.
+    pub fn snapshot(&self) -> BTreeMap<String, ToolStats> {
+        self.tools.lock().unwrap().clone()
+    }
+
+    fn record(&self, tool: &str, code: Option<&str>, attempts: u64, elapsed_us: u64) {
+        self.tools
+            .lock()
+            .unwrap()
+            .entry(tool.to_string())
+            .or_default()
+            .record(code, attempts, elapsed_us);
+    }
+
+    /// The metrics a session's `tool/result` events add up to.
+    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a Value>) -> Metrics {
+        let metrics = Metrics::default();
+        for event in events {
+            if event["event"] != "tool/result" {
+                continue;
+            }
+            metrics.record(
+                event["tool"].as_str().unwrap_or("?"),
+                event["code"].as_str(),
+                event["attempts"].as_u64().unwrap_or(1),
+                event["duration_us"].as_u64().unwrap_or(0),
+            );
+        }
+        metrics
+    }
+}
+
 /// The observers of finished calls.
 pub struct Observers {
     session: Arc<Session>,
+    pub metrics: Metrics,
 }
 
 impl Observers {
     pub fn new(session: Arc<Session>) -> Self {
-        Observers { session }
+        Observers {
+            session,
+            metrics: Metrics::default(),
+        }
     }
 
-    /// Records a finished call.
+    /// Records a finished call that ran its tool `attempts` times (0: it never ran).
     pub fn result(
         &self,
         call_id: &str,
         request: &CallRequest,
         result: &CallResult,
         elapsed: Duration,
+        attempts: u32,
     ) {
+        let code = result.error.as_ref().map(|e| e.code);
+        let elapsed_us = elapsed.as_micros() as u64;
         self.session.events.write(
             "tool/result",
             json!({
@@ -34,12 +121,51 @@ impl Observers {
                 "owner": &*request.owner,
                 "tool": request.tool,
                 "is_error": result.is_error(),
-                "code": result.error.as_ref().map(|e| e.code),
+                "code": code,
                 "message": result.error.as_ref().map(|e| &e.message),
                 "content_bytes": result.content.len(),
                 "full_output_path": result.full_output_path,
-                "duration_us": elapsed.as_micros() as u64,
+                "duration_us": elapsed_us,
+                "attempts": attempts,
             }),
         );
+        let code_text = code.map(|c| c.to_string());
+        self.metrics.record(
+            &request.tool,
+            code_text.as_deref(),
+            u64::from(attempts),
+            elapsed_us,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_add_up_from_events() {
+        let events: Vec<Value> = [
+            ("bash", None, 1, 800),
+            ("bash", Some("TIMEOUT"), 1, 2_000_000),
+            ("flaky", None, 2, 40_000),
+            ("bash", Some("DENIED"), 0, 300),
+        ]
+        .iter()
+        .map(|(tool, code, attempts, us)| {
+            json!({"event": "tool/result", "tool": tool, "code": code, "attempts": attempts, "duration_us": us})
+        })
+        .chain([json!({"event": "tool/call", "tool": "bash"})])
+        .collect();
+        let stats = Metrics::from_events(&events).snapshot();
+        let bash = &stats["bash"];
+        assert_eq!(bash.calls, 3);
+        assert_eq!(bash.errors["TIMEOUT"], 1);
+        assert_eq!(bash.errors["DENIED"], 1);
+        assert_eq!(bash.retries, 0);
+        assert_eq!(bash.latency_buckets[0], 2, "two calls within 1 ms");
+        assert_eq!(bash.latency_buckets[7], 1, "one within 5 s");
+        assert_eq!(bash.latency_max_us, 2_000_000);
+        assert_eq!(stats["flaky"].retries, 1);
     }
 }

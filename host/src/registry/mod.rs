@@ -1,6 +1,6 @@
 //! The registry: the declaration layer. Owns the catalog of tools (every tool's manual,
-//! its compiled argument validator and the plugin that serves it) and the status of
-//! every plugin, loaded or refused.
+//! its compiled argument validator and the plugin that serves it), the guards and
+//! result filters by name, and the status of every plugin, loaded or refused.
 //!
 //! Rules kept here: tool names are 1–128 characters of `[A-Za-z0-9_-]` and unique
 //! across plugins; every input schema is a valid JSON Schema describing an object;
@@ -13,7 +13,7 @@ use std::time::SystemTime;
 
 use crate::config::glob_match;
 use crate::engine::grants::GrantsView;
-use crate::engine::plugin::{Plugin, PluginSource, ToolSpec};
+use crate::engine::plugin::{Plugin, PluginKind, PluginSource, ToolSpec};
 use crate::error::{ErrorCode, ToolError};
 
 /// Why a plugin's tools could not be registered.
@@ -73,6 +73,9 @@ impl RegisteredTool {
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PluginStatus {
     pub name: String,
+    /// `tool`, `guard` or `result-filter` (unknown for a refused version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<PluginKind>,
     pub source: String,
     pub digest: String,
     /// Seconds since the Unix epoch at which this version was loaded (or refused).
@@ -99,6 +102,7 @@ impl PluginStatus {
     pub fn refused(name: &str, source: &PluginSource, digest: &str, reason: String) -> Self {
         PluginStatus {
             name: name.into(),
+            kind: None,
             source: source.to_string(),
             digest: digest.into(),
             loaded_at: unix_seconds(SystemTime::now()),
@@ -123,6 +127,8 @@ fn unix_seconds(time: SystemTime) -> u64 {
 #[derive(Default)]
 pub struct Catalog {
     tools: BTreeMap<String, Arc<RegisteredTool>>,
+    /// Guards and result filters by plugin name.
+    stages: BTreeMap<String, Arc<Plugin>>,
     plugins: BTreeMap<String, PluginStatus>,
 }
 
@@ -133,6 +139,12 @@ impl Catalog {
             .values()
             .find(|tool| &*tool.plugin.name == name)
             .map(|tool| tool.plugin.clone())
+            .or_else(|| self.stages.get(name).cloned())
+    }
+
+    /// The guard or result filter `name`, if one of that kind serves.
+    pub fn stage(&self, name: &str, kind: PluginKind) -> Option<&Arc<Plugin>> {
+        self.stages.get(name).filter(|plugin| plugin.kind() == kind)
     }
 
     /// The tool `name` if the scope may see it.
@@ -224,7 +236,8 @@ impl Registry {
     /// Registers every tool of `plugin`, replacing any earlier version of the same
     /// plugin. All or nothing: on error the catalog is unchanged.
     pub fn register(&self, plugin: Arc<Plugin>) -> Result<(), RegisterError> {
-        if plugin.specs.is_empty() {
+        let kind = plugin.kind();
+        if kind == PluginKind::Tool && plugin.specs.is_empty() {
             return Err(RegisterError::NoTools);
         }
         let mut compiled = Vec::with_capacity(plugin.specs.len());
@@ -235,6 +248,11 @@ impl Registry {
         let mut tools = guard.tools.clone();
         let replaced = guard.serving(&plugin.name);
         tools.retain(|_, tool| tool.plugin.name != plugin.name);
+        let mut stages = guard.stages.clone();
+        stages.remove(&*plugin.name);
+        if kind != PluginKind::Tool {
+            stages.insert(plugin.name.to_string(), plugin.clone());
+        }
         for (spec, _) in &compiled {
             if let Some(other) = tools.get(&spec.name) {
                 return Err(RegisterError::Collision {
@@ -259,6 +277,7 @@ impl Registry {
             plugin.name.to_string(),
             PluginStatus {
                 name: plugin.name.to_string(),
+                kind: Some(kind),
                 source: plugin.source.to_string(),
                 digest: plugin.digest.clone(),
                 loaded_at: unix_seconds(plugin.loaded_at),
@@ -271,7 +290,11 @@ impl Registry {
                 calls_in_flight_on_old_versions: 0,
             },
         );
-        *guard = Arc::new(Catalog { tools, plugins });
+        *guard = Arc::new(Catalog {
+            tools,
+            stages,
+            plugins,
+        });
         drop(guard);
         self.retire(replaced);
         // No receiver (no MCP client yet) is not an error.
@@ -291,6 +314,7 @@ impl Registry {
         plugins.insert(key, status);
         *guard = Arc::new(Catalog {
             tools: guard.tools.clone(),
+            stages: guard.stages.clone(),
             plugins,
         });
     }
@@ -302,11 +326,17 @@ impl Registry {
         let mut tools = guard.tools.clone();
         let before = tools.len();
         tools.retain(|_, tool| &*tool.plugin.name != name);
+        let mut stages = guard.stages.clone();
+        let removed_stage = stages.remove(name).is_some();
         let mut plugins = guard.plugins.clone();
         let had_status = plugins.remove(name).is_some();
         plugins.remove(&format!("{name} (refused)"));
-        let removed = tools.len() != before;
-        *guard = Arc::new(Catalog { tools, plugins });
+        let removed = tools.len() != before || removed_stage;
+        *guard = Arc::new(Catalog {
+            tools,
+            stages,
+            plugins,
+        });
         drop(guard);
         self.retire(removed_version);
         if removed {
