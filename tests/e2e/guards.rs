@@ -8,9 +8,9 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use crate::support::{built_plugin, unique_marker, CallOutput, Env};
+use crate::support::{CallOutput, Env};
 
-/// A test environment with a plugin directory holding `plugins` as (file name, built
+/// A test environment with a plugin directory holding `plugins` as (file stem, built
 /// component) pairs.
 struct Setup {
     env: Env,
@@ -19,39 +19,16 @@ struct Setup {
 impl Setup {
     fn new(plugins: &[(&str, &str)]) -> Setup {
         let env = Env::new();
-        let dir = env.dir.path().join("plugins");
-        std::fs::create_dir_all(&dir).unwrap();
-        for (file, built) in plugins {
-            std::fs::copy(built_plugin(built), dir.join(format!("{file}.wasm"))).unwrap();
-        }
+        env.add_plugins(plugins);
         Setup { env }
     }
 
     fn dsh(&self, config: &str) -> std::process::Command {
-        let path = self
-            .env
-            .dir
-            .path()
-            .join(format!("dsh-{}.toml", unique_marker()));
-        std::fs::write(&path, config).unwrap();
-        let mut command = self.env.dsh();
-        command
-            .arg("--config")
-            .arg(path)
-            .arg("--plugins")
-            .arg(self.env.dir.path().join("plugins"));
-        command
+        self.env.dsh_configured(config)
     }
 
     fn call(&self, config: &str, tool: &str, args: Value, extra: &[&str]) -> CallOutput {
-        let output = self
-            .dsh(config)
-            .args(["call", tool, &args.to_string(), "--json"])
-            .args(extra)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        CallOutput::parse(output)
+        self.env.call_configured(config, tool, &args, extra)
     }
 
     fn path(&self, name: &str) -> PathBuf {

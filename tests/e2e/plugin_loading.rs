@@ -1,29 +1,7 @@
 //! Loading plugins: a plugin directory extends and overrides the embedded set; a broken
 //! `.wasm` is reported with its reason and never takes the others down.
 
-use serde_json::Value;
-
 use crate::support::{built_plugin, Env};
-
-fn plugins_json(env: &Env, dir: &std::path::Path) -> Vec<Value> {
-    let output = env
-        .dsh()
-        .arg("--plugins")
-        .arg(dir)
-        .args(["plugins", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice::<Value>(&output.stdout)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
-}
 
 #[test]
 fn broken_wasm_files_are_refused_with_a_reason_and_bash_still_works() {
@@ -36,7 +14,7 @@ fn broken_wasm_files_are_refused_with_a_reason_and_bash_still_works() {
     std::fs::write(dir.join("text.wasm"), b"hello").unwrap();
     std::fs::write(dir.join("echo.wasm"), &echo).unwrap();
 
-    let plugins = plugins_json(&env, &dir);
+    let plugins = env.plugins_configured("");
     let by_name = |name: &str| {
         plugins
             .iter()
@@ -96,7 +74,7 @@ fn a_file_in_the_plugin_dir_overrides_the_embedded_plugin_of_its_name() {
     std::fs::create_dir_all(&dir).unwrap();
     // `bash.wasm` that is really echo: it replaces the embedded bash.
     std::fs::copy(built_plugin("echo"), dir.join("bash.wasm")).unwrap();
-    let plugins = plugins_json(&env, &dir);
+    let plugins = env.plugins_configured("");
     let bash = plugins.iter().find(|p| p["name"] == "bash").unwrap();
     assert!(bash["source"].as_str().unwrap().ends_with("bash.wasm"));
     assert_eq!(bash["tools"], serde_json::json!(["echo"]));

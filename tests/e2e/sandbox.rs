@@ -3,7 +3,7 @@
 //! `hostile` and `prober` test plugins (built from `plugins/`) try, and are stopped.
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
@@ -17,60 +17,20 @@ struct Sandbox {
 impl Sandbox {
     fn new() -> Sandbox {
         let env = Env::new();
-        let plugins = env.dir.path().join("plugins");
-        std::fs::create_dir_all(&plugins).unwrap();
-        for name in ["hostile", "prober"] {
-            std::fs::copy(built_plugin(name), plugins.join(format!("{name}.wasm"))).unwrap();
-        }
+        env.add_plugins(&[("hostile", "hostile"), ("prober", "prober")]);
         Sandbox { env }
     }
 
-    fn plugins_dir(&self) -> PathBuf {
-        self.env.dir.path().join("plugins")
-    }
-
-    /// `dsh` with this sandbox's plugins and `config` as its dsh.toml.
     fn dsh(&self, config: &str) -> std::process::Command {
-        let path = self
-            .env
-            .dir
-            .path()
-            .join(format!("dsh-{}.toml", crate::support::unique_marker()));
-        std::fs::write(&path, config).unwrap();
-        let mut command = self.env.dsh();
-        command
-            .arg("--config")
-            .arg(path)
-            .arg("--plugins")
-            .arg(self.plugins_dir());
-        command
+        self.env.dsh_configured(config)
     }
 
     fn call(&self, config: &str, tool: &str, args: Value) -> CallOutput {
-        let output = self
-            .dsh(config)
-            .args(["call", tool, &args.to_string(), "--json"])
-            .output()
-            .unwrap();
-        CallOutput::parse(output)
+        self.env.call_configured(config, tool, &args, &[])
     }
 
     fn plugins(&self, config: &str) -> Vec<Value> {
-        let output = self
-            .dsh(config)
-            .args(["plugins", "--json"])
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        serde_json::from_slice::<Value>(&output.stdout)
-            .unwrap()
-            .as_array()
-            .unwrap()
-            .clone()
+        self.env.plugins_configured(config)
     }
 }
 

@@ -41,6 +41,77 @@ impl Env {
         command
     }
 
+    /// Where `add_plugins` puts components: `DIR/plugins`.
+    pub fn plugins_dir(&self) -> PathBuf {
+        self.dir.path().join("plugins")
+    }
+
+    /// Copies built components into the plugin directory: (file stem, built component).
+    pub fn add_plugins(&self, plugins: &[(&str, &str)]) {
+        std::fs::create_dir_all(self.plugins_dir()).unwrap();
+        for (file, built) in plugins {
+            std::fs::copy(
+                built_plugin(built),
+                self.plugins_dir().join(format!("{file}.wasm")),
+            )
+            .unwrap();
+        }
+    }
+
+    /// `dsh` with `config` as its dsh.toml (a fresh file) and the plugin directory.
+    pub fn dsh_configured(&self, config: &str) -> Command {
+        let path = self
+            .dir
+            .path()
+            .join(format!("dsh-{}.toml", unique_marker()));
+        std::fs::write(&path, config).unwrap();
+        std::fs::create_dir_all(self.plugins_dir()).unwrap();
+        let mut command = self.dsh();
+        command
+            .arg("--config")
+            .arg(path)
+            .arg("--plugins")
+            .arg(self.plugins_dir());
+        command
+    }
+
+    /// `dsh call TOOL ARGS --json EXTRA...` under `config`, stdin closed, parsed.
+    pub fn call_configured(
+        &self,
+        config: &str,
+        tool: &str,
+        args: &Value,
+        extra: &[&str],
+    ) -> CallOutput {
+        let output = self
+            .dsh_configured(config)
+            .args(["call", tool, &args.to_string(), "--json"])
+            .args(extra)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        CallOutput::parse(output)
+    }
+
+    /// `dsh plugins --json` under `config`, parsed.
+    pub fn plugins_configured(&self, config: &str) -> Vec<Value> {
+        let output = self
+            .dsh_configured(config)
+            .args(["plugins", "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice::<Value>(&output.stdout)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
     /// `dsh call TOOL ARGS --json`, parsed.
     pub fn call(&self, tool: &str, args: &str) -> CallOutput {
         let output = self
