@@ -47,7 +47,7 @@ impl RegisteredTool {
             .iter_errors(args)
             .take(5)
             .map(|error| {
-                let at = error.instance_path.to_string();
+                let at = error.instance_path().to_string();
                 if at.is_empty() {
                     error.to_string()
                 } else {
@@ -428,7 +428,7 @@ fn check_spec(spec: &ToolSpec) -> Result<jsonschema::Validator, RegisterError> {
             "the arguments schema must have \"type\": \"object\"".into()
         ));
     }
-    jsonschema::meta::validate(&spec.input_schema).map_err(|e| bad(e.to_string()))?;
+    // Building the validator checks the schema against its meta-schema first.
     jsonschema::validator_for(&spec.input_schema).map_err(|e| bad(e.to_string()))
 }
 
