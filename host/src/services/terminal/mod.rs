@@ -343,7 +343,13 @@ pub struct TerminalService {
     launch: Arc<Launch>,
     jobs: Arc<JobRegistry>,
     table: Mutex<Table>,
+    /// Recently used wait patterns, compiled, newest first: an agent waits for the same
+    /// prompt again and again, and compiling a regex costs more than the echo.
+    patterns: Mutex<Vec<(String, regex::Regex)>>,
 }
+
+/// How many compiled wait patterns are kept.
+const PATTERN_CACHE: usize = 16;
 
 impl std::fmt::Debug for TerminalService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -360,7 +366,23 @@ impl TerminalService {
             launch: Arc::new(Launch::new()),
             jobs,
             table: Mutex::default(),
+            patterns: Mutex::default(),
         }
+    }
+
+    /// `pattern` compiled, from the cache of recent ones when it is there.
+    pub fn wait_pattern(&self, pattern: &str) -> Result<regex::Regex, regex::Error> {
+        let mut cache = self.patterns.lock().unwrap();
+        if let Some(at) = cache.iter().position(|(text, _)| text == pattern) {
+            let hit = cache.remove(at);
+            let regex = hit.1.clone();
+            cache.insert(0, hit);
+            return Ok(regex);
+        }
+        let regex = regex::Regex::new(pattern)?;
+        cache.insert(0, (pattern.to_string(), regex.clone()));
+        cache.truncate(PATTERN_CACHE);
+        Ok(regex)
     }
 
     /// The session `id` if `owner` owns it, else `NOT_FOUND` (the same as for an
@@ -791,4 +813,40 @@ fn open_pty(cols: u16, rows: u16) -> std::io::Result<(OwnedFd, OwnedFd)> {
         libc::fcntl(master.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
     }
     Ok((master, slave))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service() -> TerminalService {
+        let jobs = Arc::new(JobRegistry::new(
+            crate::config::JobsConfig::default(),
+            Duration::from_millis(100),
+            std::env::temp_dir(),
+        ));
+        TerminalService::new(TerminalConfig::default(), jobs)
+    }
+
+    #[test]
+    fn wait_patterns_are_compiled_once_and_the_cache_stays_bounded() {
+        let terminals = service();
+        let prompt = terminals.wait_pattern(r"\$ $").unwrap();
+        assert!(prompt.is_match("user@host:~$ "));
+        for n in 0..PATTERN_CACHE * 2 {
+            terminals.wait_pattern(&format!("line {n}")).unwrap();
+        }
+        assert_eq!(terminals.patterns.lock().unwrap().len(), PATTERN_CACHE);
+        assert_eq!(
+            terminals.patterns.lock().unwrap()[0].0,
+            format!("line {}", PATTERN_CACHE * 2 - 1)
+        );
+        terminals.wait_pattern("line 20").unwrap();
+        assert_eq!(
+            terminals.patterns.lock().unwrap()[0].0,
+            "line 20",
+            "a hit moves to the front"
+        );
+        assert!(terminals.wait_pattern("(").is_err());
+    }
 }

@@ -55,7 +55,7 @@ impl Host for CallState {
     async fn send(&mut self, request: SendRequest) -> Result<SendResult, WitToolError> {
         let pattern = match request.pattern.as_deref() {
             None => None,
-            Some(pattern) => Some(regex::Regex::new(pattern).map_err(|e| {
+            Some(pattern) => Some(self.services.terminal.wait_pattern(pattern).map_err(|e| {
                 ToolError::new(
                     ErrorCode::InvalidArguments,
                     format!("pattern is not a valid regex: {e}"),
