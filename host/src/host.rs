@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::engine::plugin::{digest, Plugin, PluginSource};
+use crate::engine::plugin::{digest, Plugin, PluginKind, PluginSource};
 use crate::engine::{embedded, EngineError, Runtime};
 use crate::pipeline::Pipeline;
 use crate::registry::{PluginStatus, Registry};
@@ -65,6 +65,7 @@ impl Host {
         )?);
         let registry = Arc::new(Registry::new(config.scopes.clone()));
         load_plugin_set(&runtime, &registry, &config, options.plugins_dir.as_deref()).await?;
+        warn_about_missing_stages(&registry, &config);
         tracing::info!(session = %session.id, events = %session.events.path().display(), "session started");
         let pipeline = Arc::new(Pipeline::new(
             runtime,
@@ -83,6 +84,22 @@ impl Host {
     /// Kills everything the host owns.
     pub fn shutdown(&self) {
         self.services.shutdown();
+    }
+}
+
+/// Says so when a guard or filter that `[pipeline]` names is not serving: until it is,
+/// every call is denied (a guard) or every result withheld (a filter).
+fn warn_about_missing_stages(registry: &Registry, config: &Config) {
+    let catalog = registry.snapshot();
+    for (names, kind, effect) in [
+        (&config.pipeline.guards, PluginKind::Guard, "every call is denied"),
+        (&config.pipeline.filters, PluginKind::ResultFilter, "every result is withheld"),
+    ] {
+        for name in names {
+            if catalog.stage(name, kind).is_none() {
+                tracing::warn!(plugin = %name, %kind, "named in [pipeline] but no {kind} of that name is serving: {effect} until it loads");
+            }
+        }
     }
 }
 
