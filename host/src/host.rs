@@ -92,8 +92,16 @@ impl Host {
 fn warn_about_missing_stages(registry: &Registry, config: &Config) {
     let catalog = registry.snapshot();
     for (names, kind, effect) in [
-        (&config.pipeline.guards, PluginKind::Guard, "every call is denied"),
-        (&config.pipeline.filters, PluginKind::ResultFilter, "every result is withheld"),
+        (
+            &config.pipeline.guards,
+            PluginKind::Guard,
+            "every call is denied",
+        ),
+        (
+            &config.pipeline.filters,
+            PluginKind::ResultFilter,
+            "every result is withheld",
+        ),
     ] {
         for name in names {
             if catalog.stage(name, kind).is_none() {

@@ -199,7 +199,8 @@ impl Registry {
         }
     }
 
-    /// Fires after every change of the tool catalog (a plugin added, swapped or removed).
+    /// Fires after every change of the tools (a tool plugin added, swapped or removed;
+    /// not for guards and result filters, which no client lists).
     pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<()> {
         self.changes.subscribe()
     }
@@ -247,7 +248,10 @@ impl Registry {
         let mut guard = self.catalog.write().unwrap();
         let mut tools = guard.tools.clone();
         let replaced = guard.serving(&plugin.name);
+        let before = tools.len();
         tools.retain(|_, tool| tool.plugin.name != plugin.name);
+        // A guard or filter changes no tool: clients hear only of tool changes.
+        let tools_changed = kind == PluginKind::Tool || tools.len() != before;
         let mut stages = guard.stages.clone();
         stages.remove(&*plugin.name);
         if kind != PluginKind::Tool {
@@ -297,8 +301,10 @@ impl Registry {
         });
         drop(guard);
         self.retire(replaced);
-        // No receiver (no MCP client yet) is not an error.
-        let _ = self.changes.send(());
+        if tools_changed {
+            // No receiver (no MCP client yet) is not an error.
+            let _ = self.changes.send(());
+        }
         Ok(())
     }
 
@@ -331,7 +337,7 @@ impl Registry {
         let mut plugins = guard.plugins.clone();
         let had_status = plugins.remove(name).is_some();
         plugins.remove(&format!("{name} (refused)"));
-        let removed = tools.len() != before || removed_stage;
+        let removed = tools.len() != before;
         *guard = Arc::new(Catalog {
             tools,
             stages,
@@ -342,7 +348,7 @@ impl Registry {
         if removed {
             let _ = self.changes.send(());
         }
-        removed || had_status
+        removed || removed_stage || had_status
     }
 
     /// True when the version of plugin `name` with this SHA-256 is the one serving, or
