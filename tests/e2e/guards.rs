@@ -303,3 +303,30 @@ fn an_idempotent_tool_is_retried_and_bash_never() {
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert_eq!(std::fs::read_to_string(&counter).unwrap(), "run\n");
 }
+
+#[test]
+fn the_gate_decides_before_any_guard_runs() {
+    let setup = Setup::new(&[]);
+    let config = r#"
+[[gate.rules]]
+action = "deny"
+tool = "bash"
+arg = "command"
+pattern = 'git\s+push'
+reason = "no pushing from here"
+
+[pipeline]
+guards = ["ask_git_push"]
+"#;
+    let push = bash("git push origin main");
+    let denied = setup.call(config, "bash", push, &["--approval", "yes"]);
+    assert_eq!(denied.code.as_deref(), Some("DENIED"), "{denied:?}");
+    assert!(
+        denied.message.contains("no pushing from here"),
+        "{denied:?}"
+    );
+    assert!(
+        !setup.env.events().iter().any(|e| e["event"] == "approval"),
+        "the guard was never asked"
+    );
+}
