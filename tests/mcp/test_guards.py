@@ -1,5 +1,6 @@
-"""Guards under `dsh serve`: a guard's `ask` becomes an MCP elicitation (accept runs the
-call, decline denies it, a client without elicitation gets "approval required"); a guard
+"""Guards under `dsh serve`: a guard's `ask` becomes an MCP elicitation, over stdio and
+HTTP (accept runs the call, decline denies it, a client without elicitation gets
+"approval required"); a guard
 that fails denies the calls it sees while the server carries on; replacing a guard's
 `.wasm` flips its decision on the next call, with no restart."""
 
@@ -17,6 +18,8 @@ from conftest import write_config
 from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from tool_results import expect_error, show, text
 
 pytestmark = pytest.mark.anyio
@@ -148,3 +151,20 @@ reason = "policy v1 forbids echo"
             assert text(await session.call_tool("echo", {"text": "now"})) == "now"
             place("test_guard")
             await wait_for(session, denied=True, what="the first policy to deny echo again")
+
+
+async def test_an_ask_over_http_is_an_elicitation_too(start_http_server):
+    server = start_http_server('[pipeline]\nguards = ["ask_git_push"]\n')
+    asked: list[str] = []
+
+    async def accept(context, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={})
+
+    async with create_mcp_http_client(headers=server.auth_headers) as http:
+        async with streamable_http_client(server.url, http_client=http) as (read, write):
+            async with ClientSession(read, write, elicitation_callback=accept) as session:
+                await session.initialize()
+                result = await session.call_tool("bash", PUSH)
+                assert not result.is_error and "push-ran" in text(result), show(("bash", PUSH), result)
+    assert len(asked) == 1 and "git push" in asked[0], asked
