@@ -28,7 +28,10 @@ impl Guest for Flaky {
 
     fn call(_context: CallContext, _name: String, args_json: String) -> ToolResult {
         let args: Value = serde_json::from_str(&args_json).unwrap_or(Value::Null);
-        let marker = args.get("marker").and_then(Value::as_str).unwrap_or_default();
+        let marker = args
+            .get("marker")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         // `create_new` checks and creates in one step: exactly one call sees the marker missing.
         match OpenOptions::new().write(true).create_new(true).open(marker) {
             Ok(mut file) => match file.write_all(b"1") {
@@ -36,20 +39,30 @@ impl Guest for Flaky {
                     ErrorCode::Internal,
                     format!("flaky: failed on purpose the first time (marker {marker} created)"),
                 ),
-                Err(e) => failure(ErrorCode::CapabilityDenied, format!("cannot write marker {marker}: {e}")),
+                Err(e) => failure(
+                    ErrorCode::CapabilityDenied,
+                    format!("cannot write marker {marker}: {e}"),
+                ),
             },
             Err(e) if e.kind() == ErrorKind::AlreadyExists => ToolResult {
                 content: format!("flaky: succeeded (marker {marker} was there)"),
                 error: None,
                 full_output_path: None,
             },
-            Err(e) => failure(ErrorCode::CapabilityDenied, format!("cannot create marker {marker}: {e}")),
+            Err(e) => failure(
+                ErrorCode::CapabilityDenied,
+                format!("cannot create marker {marker}: {e}"),
+            ),
         }
     }
 }
 
 fn failure(code: ErrorCode, message: String) -> ToolResult {
-    ToolResult { content: String::new(), error: Some(ToolError { code, message }), full_output_path: None }
+    ToolResult {
+        content: String::new(),
+        error: Some(ToolError { code, message }),
+        full_output_path: None,
+    }
 }
 
 export!(Flaky);

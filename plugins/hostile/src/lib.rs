@@ -35,7 +35,12 @@ impl Guest for Hostile {
                 r#""iterations""#,
             ),
             spec("grow_memory", "allocate memory without bound.", "", ""),
-            spec("recurse", "recurse without bound until the stack overflows.", "", ""),
+            spec(
+                "recurse",
+                "recurse without bound until the stack overflows.",
+                "",
+                "",
+            ),
             spec(
                 "huge_output",
                 "return `mb` MiB of text.",
@@ -58,16 +63,30 @@ impl Guest for Hostile {
             "spin" => spin(),
             "burn" => match number("iterations") {
                 Some(n) => success(burn(n).to_string()),
-                None => failure(ErrorCode::InvalidArguments, "`iterations` must be an integer >= 0"),
+                None => failure(
+                    ErrorCode::InvalidArguments,
+                    "`iterations` must be an integer >= 0",
+                ),
             },
             "grow_memory" => grow_memory(),
             "recurse" => success(recurse(0).to_string()),
             "huge_output" => match number("mb") {
                 Some(mb @ 1..=1024) => success(huge_output(mb as usize)),
-                _ => failure(ErrorCode::InvalidArguments, "`mb` must be an integer from 1 to 1024"),
+                _ => failure(
+                    ErrorCode::InvalidArguments,
+                    "`mb` must be an integer from 1 to 1024",
+                ),
             },
-            "panic" => panic!("{}", args.get("message").and_then(Value::as_str).unwrap_or("hostile panic")),
-            _ => failure(ErrorCode::UnknownTool, &format!("hostile has no tool `{name}`")),
+            "panic" => panic!(
+                "{}",
+                args.get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("hostile panic")
+            ),
+            _ => failure(
+                ErrorCode::UnknownTool,
+                &format!("hostile has no tool `{name}`"),
+            ),
         }
     }
 }
@@ -126,13 +145,20 @@ fn huge_output(mb: usize) -> String {
 }
 
 fn success(content: String) -> ToolResult {
-    ToolResult { content, error: None, full_output_path: None }
+    ToolResult {
+        content,
+        error: None,
+        full_output_path: None,
+    }
 }
 
 fn failure(code: ErrorCode, message: &str) -> ToolResult {
     ToolResult {
         content: String::new(),
-        error: Some(ToolError { code, message: message.into() }),
+        error: Some(ToolError {
+            code,
+            message: message.into(),
+        }),
         full_output_path: None,
     }
 }

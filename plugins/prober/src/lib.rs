@@ -16,7 +16,10 @@ struct Prober;
 
 /// A tool spec whose arguments are all required strings.
 fn spec(name: &str, description: &str, keys: &[&str]) -> ToolSpec {
-    let properties: Vec<String> = keys.iter().map(|k| format!(r#""{k}":{{"type":"string"}}"#)).collect();
+    let properties: Vec<String> = keys
+        .iter()
+        .map(|k| format!(r#""{k}":{{"type":"string"}}"#))
+        .collect();
     let required: Vec<String> = keys.iter().map(|k| format!(r#""{k}""#)).collect();
     ToolSpec {
         name: name.into(),
@@ -34,17 +37,42 @@ fn spec(name: &str, description: &str, keys: &[&str]) -> ToolSpec {
 impl Guest for Prober {
     fn describe() -> Vec<ToolSpec> {
         vec![
-            spec("read_file", "read the file at `path` and return its text.", &["path"]),
-            spec("write_file", "write `text` to the file at `path`.", &["path", "text"]),
-            spec("list_dir", "list the entries of the directory at `path`, sorted.", &["path"]),
-            spec("env", "return the value of the environment variable `key`.", &["key"]),
-            spec("connect", "open a TCP connection to `addr` (host:port), send a ping and return any reply.", &["addr"]),
+            spec(
+                "read_file",
+                "read the file at `path` and return its text.",
+                &["path"],
+            ),
+            spec(
+                "write_file",
+                "write `text` to the file at `path`.",
+                &["path", "text"],
+            ),
+            spec(
+                "list_dir",
+                "list the entries of the directory at `path`, sorted.",
+                &["path"],
+            ),
+            spec(
+                "env",
+                "return the value of the environment variable `key`.",
+                &["key"],
+            ),
+            spec(
+                "connect",
+                "open a TCP connection to `addr` (host:port), send a ping and return any reply.",
+                &["addr"],
+            ),
         ]
     }
 
     fn call(_context: CallContext, name: String, args_json: String) -> ToolResult {
         let args: Value = serde_json::from_str(&args_json).unwrap_or(Value::Null);
-        let arg = |key: &str| args.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+        let arg = |key: &str| {
+            args.get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
         let outcome = match name.as_str() {
             "read_file" => {
                 let path = arg("path");
@@ -62,18 +90,26 @@ impl Guest for Prober {
             }
             "env" => {
                 let key = arg("key");
-                std::env::var(&key).map_err(|e| format!("environment variable {key} is not visible: {e}"))
+                std::env::var(&key)
+                    .map_err(|e| format!("environment variable {key} is not visible: {e}"))
             }
             "connect" => {
                 let addr = arg("addr");
                 connect(&addr).map_err(|e| format!("cannot connect to {addr}: {e}"))
             }
             _ => {
-                return failure(ErrorCode::UnknownTool, format!("prober has no tool `{name}`"));
+                return failure(
+                    ErrorCode::UnknownTool,
+                    format!("prober has no tool `{name}`"),
+                );
             }
         };
         match outcome {
-            Ok(content) => ToolResult { content, error: None, full_output_path: None },
+            Ok(content) => ToolResult {
+                content,
+                error: None,
+                full_output_path: None,
+            },
             Err(message) => failure(ErrorCode::CapabilityDenied, message),
         }
     }
@@ -96,11 +132,18 @@ fn connect(addr: &str) -> std::io::Result<String> {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
     let mut reply = [0u8; 64];
     let read = stream.read(&mut reply).unwrap_or(0);
-    Ok(format!("connected to {addr}\n{}", String::from_utf8_lossy(&reply[..read])))
+    Ok(format!(
+        "connected to {addr}\n{}",
+        String::from_utf8_lossy(&reply[..read])
+    ))
 }
 
 fn failure(code: ErrorCode, message: String) -> ToolResult {
-    ToolResult { content: String::new(), error: Some(ToolError { code, message }), full_output_path: None }
+    ToolResult {
+        content: String::new(),
+        error: Some(ToolError { code, message }),
+        full_output_path: None,
+    }
 }
 
 export!(Prober);
