@@ -12,7 +12,6 @@ mod support;
 use support::{percentile, us};
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -97,13 +96,7 @@ fn peak_rss_kib(pid: u32) -> u64 {
 #[tokio::main]
 async fn main() {
     let scratch = tempfile::tempdir().unwrap();
-    let plugins = scratch.path().join("plugins");
-    std::fs::create_dir_all(&plugins).unwrap();
-    std::fs::copy(
-        Path::new(env!("DSH_PLUGIN_WASM_DIR")).join("echo.wasm"),
-        plugins.join("echo.wasm"),
-    )
-    .unwrap();
+    let plugins = support::plugin_dir(scratch.path(), &[("echo", "echo")]);
     let text = "x".repeat(1024);
     let call_params = json!({"name": "echo", "arguments": {"text": text}});
 

@@ -13,7 +13,6 @@ mod support;
 
 use support::{percentile, us};
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use dsh::call::{CallContext, CallRequest};
@@ -47,13 +46,7 @@ where
 #[tokio::main]
 async fn main() {
     let scratch = tempfile::tempdir().unwrap();
-    let plugins = scratch.path().join("plugins");
-    std::fs::create_dir_all(&plugins).unwrap();
-    std::fs::copy(
-        Path::new(env!("DSH_PLUGIN_WASM_DIR")).join("echo.wasm"),
-        plugins.join("echo.wasm"),
-    )
-    .unwrap();
+    let plugins = support::plugin_dir(scratch.path(), &[("echo", "echo")]);
     let host = support::start_host(scratch.path(), Some(plugins)).await;
     let pipeline = host.pipeline.clone();
     let never = tokio_util::sync::CancellationToken::new();
@@ -155,18 +148,10 @@ async fn main() {
 
     println!("\n== echo through 5 WASM guards against no guards");
     let guarded_scratch = tempfile::tempdir().unwrap();
-    let guarded_plugins = guarded_scratch.path().join("plugins");
-    std::fs::create_dir_all(&guarded_plugins).unwrap();
-    let wasm = Path::new(env!("DSH_PLUGIN_WASM_DIR"));
-    std::fs::copy(wasm.join("echo.wasm"), guarded_plugins.join("echo.wasm")).unwrap();
     let names: Vec<String> = (1..=5).map(|i| format!("guard_{i}")).collect();
-    for name in &names {
-        std::fs::copy(
-            wasm.join("test_guard.wasm"),
-            guarded_plugins.join(format!("{name}.wasm")),
-        )
-        .unwrap();
-    }
+    let mut files: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "test_guard")).collect();
+    files.push(("echo", "echo"));
+    let guarded_plugins = support::plugin_dir(guarded_scratch.path(), &files);
     let mut config = dsh::config::Config::default();
     config.pipeline.guards = names;
     let guarded =

@@ -9,7 +9,6 @@ mod support;
 
 use support::ms;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
@@ -46,10 +45,8 @@ fn median(samples: &mut [Duration]) -> Duration {
 #[tokio::main]
 async fn main() {
     let scratch = tempfile::tempdir().unwrap();
-    let wasm = Path::new(env!("DSH_PLUGIN_WASM_DIR")).join("hostile.wasm");
-    let plugins = scratch.path().join("plugins");
-    std::fs::create_dir_all(&plugins).unwrap();
-    std::fs::copy(&wasm, plugins.join("hostile.wasm")).unwrap();
+    let wasm = support::built_plugin("hostile");
+    let plugins = support::plugin_dir(scratch.path(), &[("hostile", "hostile")]);
     let host = support::start_host(scratch.path(), Some(plugins)).await;
     let args = serde_json::json!({ "iterations": ITERATIONS });
 

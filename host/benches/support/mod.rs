@@ -22,6 +22,21 @@ pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// The built component `name` (from `plugins/`).
+pub fn built_plugin(name: &str) -> PathBuf {
+    std::path::Path::new(env!("DSH_PLUGIN_WASM_DIR")).join(format!("{name}.wasm"))
+}
+
+/// `scratch/plugins` holding built components as (file stem, built component).
+pub fn plugin_dir(scratch: &std::path::Path, plugins: &[(&str, &str)]) -> PathBuf {
+    let dir = scratch.join("plugins");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (file, built) in plugins {
+        std::fs::copy(built_plugin(built), dir.join(format!("{file}.wasm"))).unwrap();
+    }
+    dir
+}
+
 /// A host with the default config, its state and workspace in `scratch`.
 pub async fn start_host(scratch: &std::path::Path, plugins_dir: Option<PathBuf>) -> Host {
     start_host_with(scratch, plugins_dir, Config::default()).await
