@@ -55,7 +55,8 @@ pub struct Pipeline {
     observers: s6_observe::Observers,
 }
 
-/// A call's result and how many times its tool ran (0 when it never got that far).
+/// A call's result and how many times its tool ran (0 when it never got that far, or
+/// when the call was cancelled: the count is not known then).
 struct Outcome {
     result: CallResult,
     attempts: u32,

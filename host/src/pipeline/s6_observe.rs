@@ -103,7 +103,8 @@ impl Observers {
         }
     }
 
-    /// Records a finished call that ran its tool `attempts` times (0: it never ran).
+    /// Records a finished call that ran its tool `attempts` times (0: it never ran, or it
+    /// was cancelled).
     pub fn result(
         &self,
         call_id: &str,
