@@ -33,6 +33,7 @@ fn main() {
 
     watch(&root.join("wit"));
     watch(&plugins.join("fixtures"));
+    watch(&plugins.join("shared"));
     println!(
         "cargo:rerun-if-changed={}",
         plugins.join("Cargo.toml").display()

@@ -36,20 +36,19 @@ impl Client {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         self.pending.lock().unwrap().insert(id, tx);
-        let mut line =
-            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-        line.push('\n');
-        self.stdin
-            .lock()
-            .await
-            .write_all(line.as_bytes())
-            .await
-            .unwrap();
+        self.write_line(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
         rx.await.expect("server answered")
     }
 
     async fn notify(&self, method: &str) {
-        let mut line = json!({"jsonrpc": "2.0", "method": method}).to_string();
+        self.write_line(json!({"jsonrpc": "2.0", "method": method}))
+            .await;
+    }
+
+    /// Sends one JSON-RPC message, a line of its own.
+    async fn write_line(&self, message: serde_json::Value) {
+        let mut line = message.to_string();
         line.push('\n');
         self.stdin
             .lock()

@@ -6,6 +6,7 @@
 //! and `max_timeout_ms` (600000).
 
 wit_bindgen::generate!({ path: "../../wit", world: "tool" });
+include!("../../shared/results.rs");
 
 use dsh::plugin::process::{self, BackgroundRequest, RunRequest};
 use dsh::plugin::types::{ErrorCode, ToolError};
@@ -150,14 +151,6 @@ impl Guest for Bash {
             error,
             full_output_path: outcome.full_output_path,
         }
-    }
-}
-
-fn failure(code: ErrorCode, message: String) -> ToolResult {
-    ToolResult {
-        content: String::new(),
-        error: Some(ToolError { code, message }),
-        full_output_path: None,
     }
 }
 

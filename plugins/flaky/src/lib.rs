@@ -6,10 +6,11 @@
 use std::fs::OpenOptions;
 use std::io::{ErrorKind, Write};
 
-use dsh::plugin::types::{ErrorCode, ToolError};
+use dsh::plugin::types::ErrorCode;
 use serde_json::Value;
 
 wit_bindgen::generate!({ path: "../../wit", world: "tool" });
+include!("../../shared/results.rs");
 
 struct Flaky;
 
@@ -54,14 +55,6 @@ impl Guest for Flaky {
                 format!("cannot create marker {marker}: {e}"),
             ),
         }
-    }
-}
-
-fn failure(code: ErrorCode, message: String) -> ToolResult {
-    ToolResult {
-        content: String::new(),
-        error: Some(ToolError { code, message }),
-        full_output_path: None,
     }
 }
 

@@ -4,10 +4,11 @@
 
 use std::hint::black_box;
 
-use dsh::plugin::types::{ErrorCode, ToolError};
+use dsh::plugin::types::ErrorCode;
 use serde_json::Value;
 
 wit_bindgen::generate!({ path: "../../wit", world: "tool" });
+include!("../../shared/results.rs");
 
 struct Hostile;
 
@@ -85,7 +86,7 @@ impl Guest for Hostile {
             ),
             _ => failure(
                 ErrorCode::UnknownTool,
-                &format!("hostile has no tool `{name}`"),
+                format!("hostile has no tool `{name}`"),
             ),
         }
     }
@@ -148,17 +149,6 @@ fn success(content: String) -> ToolResult {
     ToolResult {
         content,
         error: None,
-        full_output_path: None,
-    }
-}
-
-fn failure(code: ErrorCode, message: &str) -> ToolResult {
-    ToolResult {
-        content: String::new(),
-        error: Some(ToolError {
-            code,
-            message: message.into(),
-        }),
         full_output_path: None,
     }
 }

@@ -2,6 +2,7 @@
 //! and `job_kill`. The host scopes every one of them to the caller's own jobs.
 
 wit_bindgen::generate!({ path: "../../wit", world: "tool" });
+include!("../../shared/results.rs");
 
 use dsh::plugin::jobs::{self, JobInfo, JobState, OutputRequest};
 use dsh::plugin::types::{ErrorCode, ToolError};
@@ -75,22 +76,6 @@ fn state_line(info: &JobInfo) -> String {
             "failed: {}",
             info.reason.as_deref().unwrap_or("unknown reason")
         ),
-    }
-}
-
-fn ok(content: String) -> ToolResult {
-    ToolResult {
-        content,
-        error: None,
-        full_output_path: None,
-    }
-}
-
-fn failed(error: ToolError) -> ToolResult {
-    ToolResult {
-        content: String::new(),
-        error: Some(error),
-        full_output_path: None,
     }
 }
 

@@ -7,10 +7,11 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use dsh::plugin::types::{ErrorCode, ToolError};
+use dsh::plugin::types::ErrorCode;
 use serde_json::Value;
 
 wit_bindgen::generate!({ path: "../../wit", world: "tool" });
+include!("../../shared/results.rs");
 
 struct Prober;
 
@@ -136,14 +137,6 @@ fn connect(addr: &str) -> std::io::Result<String> {
         "connected to {addr}\n{}",
         String::from_utf8_lossy(&reply[..read])
     ))
-}
-
-fn failure(code: ErrorCode, message: String) -> ToolResult {
-    ToolResult {
-        content: String::new(),
-        error: Some(ToolError { code, message }),
-        full_output_path: None,
-    }
 }
 
 export!(Prober);

@@ -3,6 +3,7 @@
 //! `terminal_list`. The host owns the sessions; this plugin only describes and formats.
 
 wit_bindgen::generate!({ path: "../../wit", world: "tool" });
+include!("../../shared/results.rs");
 
 use dsh::plugin::terminal::{self, OpenRequest, ReadRequest, SendRequest, SessionInfo, View};
 use dsh::plugin::types::{ErrorCode, ToolError};
@@ -63,22 +64,6 @@ struct SignalArgs {
 #[derive(Deserialize)]
 struct IdArgs {
     id: String,
-}
-
-fn ok(content: String) -> ToolResult {
-    ToolResult {
-        content,
-        error: None,
-        full_output_path: None,
-    }
-}
-
-fn failed(error: ToolError) -> ToolResult {
-    ToolResult {
-        content: String::new(),
-        error: Some(error),
-        full_output_path: None,
-    }
 }
 
 fn parse<T: for<'a> Deserialize<'a>>(args_json: &str) -> Result<T, ToolResult> {
