@@ -36,6 +36,7 @@ impl Services {
             process: process::ProcessService::new(config.process.clone()),
             terminal: Arc::new(terminal::TerminalService::new(
                 config.terminal.clone(),
+                &config.process,
                 jobs.clone(),
             )),
             jobs,

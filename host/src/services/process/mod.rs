@@ -10,6 +10,7 @@
 //!
 //! Native only: nothing here knows wasmtime. The WIT binding is in [`wit`].
 
+pub mod environment;
 pub(crate) mod spawn;
 pub mod wit;
 
@@ -102,16 +103,9 @@ pub(crate) struct Launch {
 }
 
 impl Launch {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(config: &ProcessConfig) -> Self {
         let bash = find_program("bash").unwrap_or_else(|| PathBuf::from("/bin/bash"));
-        let environment = std::env::vars_os()
-            .filter_map(|(key, value)| {
-                let mut entry = key.as_bytes().to_vec();
-                entry.push(b'=');
-                entry.extend_from_slice(value.as_bytes());
-                Some((key.as_bytes().to_vec(), CString::new(entry).ok()?))
-            })
-            .collect();
+        let environment = environment::command_environment(&config.env, std::env::vars_os());
         Launch {
             bash: CString::new(bash.as_os_str().as_bytes()).unwrap_or_else(|_| c"/bin/bash".into()),
             environment,
@@ -137,9 +131,9 @@ impl Launch {
 impl ProcessService {
     pub fn new(config: ProcessConfig) -> Self {
         ProcessService {
-            config,
             live_groups: Arc::default(),
-            launch: Arc::new(Launch::new()),
+            launch: Arc::new(Launch::new(&config)),
+            config,
         }
     }
 

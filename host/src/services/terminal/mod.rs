@@ -33,7 +33,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
 
-use crate::config::TerminalConfig;
+use crate::config::{ProcessConfig, TerminalConfig};
 use crate::error::{ErrorCode, ToolError};
 use crate::services::jobs::{JobRegistry, JobState};
 use crate::services::process::{find_program, signal_group, spawn, Launch};
@@ -360,10 +360,10 @@ impl std::fmt::Debug for TerminalService {
 }
 
 impl TerminalService {
-    pub fn new(config: TerminalConfig, jobs: Arc<JobRegistry>) -> Self {
+    pub fn new(config: TerminalConfig, process: &ProcessConfig, jobs: Arc<JobRegistry>) -> Self {
         TerminalService {
             config,
-            launch: Arc::new(Launch::new()),
+            launch: Arc::new(Launch::new(&process)),
             jobs,
             table: Mutex::default(),
             patterns: Mutex::default(),
@@ -825,7 +825,7 @@ mod tests {
             Duration::from_millis(100),
             std::env::temp_dir(),
         ));
-        TerminalService::new(TerminalConfig::default(), jobs)
+        TerminalService::new(TerminalConfig::default(), &ProcessConfig::default(), jobs)
     }
 
     #[test]
