@@ -13,6 +13,9 @@
 //!
 //! [process]
 //! kill_grace_ms = 2000          # TERM, this long, then KILL
+//! containment = "auto"          # "cgroup" (required) | "subreaper" | "auto"
+//! pids_max = 4096               # per run; 0 = no limit
+//! memory_max_mb = 0             # per run, MiB; 0 = no limit
 //!
 //! [gate]
 //! default = "allow"             # what a call matching no rule gets
