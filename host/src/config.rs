@@ -407,6 +407,7 @@ impl Config {
                     .map_err(|e| format!("gate.rules[{index}].pattern: {e}"))?;
             }
         }
+        config.process.env.check()?;
         for (name, plugin) in &config.plugins {
             plugin
                 .check()
@@ -515,6 +516,14 @@ mod tests {
         assert_eq!(config.jobs.max_running_per_owner, 64);
         assert_eq!(config.pipeline.guards.len(), 3);
         assert_eq!(config.pipeline.filters, ["redact_secrets"]);
+        assert_eq!(config.process.env.exclude, ["DATABASE_URL"]);
+        assert_eq!(config.process.env.set["PAGER"], "cat");
+    }
+
+    #[test]
+    fn a_bad_process_env_is_rejected_naming_the_key() {
+        let err = Config::parse("[process.env.set]\n\"A=B\" = \"x\"\n").unwrap_err();
+        assert!(err.contains("process.env.set"), "{err}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 mod support;
 
 mod bash_tool;
+mod environment;
 mod event_log;
 mod guards;
 mod mcp_clients;
