@@ -17,6 +17,12 @@
 //! pids_max = 4096               # per run; 0 = no limit
 //! memory_max_mb = 0             # per run, MiB; 0 = no limit
 //!
+//! [process.env]                 # the environment commands get
+//! inherit = "safe"              # host variables minus secret-looking names; "none": a core
+//! include = ["GITHUB_TOKEN"]    # name globs passed anyway
+//! exclude = ["DATABASE_URL"]    # name globs never passed (wins over include)
+//! set = { PAGER = "cat" }       # set after everything else
+//!
 //! [gate]
 //! default = "allow"             # what a call matching no rule gets
 //! [[gate.rules]]
