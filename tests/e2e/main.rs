@@ -2,6 +2,7 @@
 //! the test plugins built from `plugins/`) and check what a user sees. One module per
 //! area.
 
+mod python_env;
 mod support;
 
 mod bash_tool;
