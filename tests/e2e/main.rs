@@ -2,9 +2,11 @@
 //! the test plugins built from `plugins/`) and check what a user sees. One module per
 //! area.
 
+mod mcp_stdio;
 mod support;
 
 mod bash_tool;
+mod containment;
 mod event_log;
 mod guards;
 mod mcp_clients;

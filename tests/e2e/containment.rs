@@ -1,0 +1,468 @@
+//! Attacks on process containment: every run (a foreground `bash` call, a background job,
+//! a terminal session) is contained, in `cgroup` and in `subreaper` mode, so what it
+//! started dies with it, escapees included (`setsid cmd &`, `setsid -f`, a double-forking
+//! daemon, `nohup … & disown`, `( cmd & )`), when the call returns, on `job_kill`, on
+//! `terminal_close` and when the host dies (SIGKILL, SIGTERM, SIGHUP, SIGINT, stdin EOF);
+//! a fork bomb is held by the run's pids limit and ends with it. An owner gone past its
+//! grace period is tested over HTTP in `tests/mcp/test_containment.py`.
+//!
+//! A process counts as alive when /proc/PID/stat says it is not a zombie (PID 1 here does
+//! not reap, so killed orphans can stay zombies). Every check polls /proc with a deadline.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::mcp_stdio::McpServer;
+use crate::support::{unique_marker, Env};
+
+/// "Nothing left one second later": how long a kill may take to show in /proc.
+const GONE_WITHIN: Duration = Duration::from_millis(1500);
+/// How long the escapees of a command may take to appear.
+const PRESENT_WITHIN: Duration = Duration::from_secs(20);
+
+const CGROUP: &str = "cgroup";
+const SUBREAPER: &str = "subreaper";
+
+/// A `dsh.toml` forcing the containment `mode`.
+fn config(mode: &str) -> String {
+    format!("[process]\ncontainment = \"{mode}\"\n")
+}
+
+/// A unique marker for one test's processes: `sleep 3<marker>K` (a valid duration).
+/// Dropping it SIGKILLs whatever still carries it, so a failing test leaves nothing.
+struct Marker(String);
+
+impl Marker {
+    fn new() -> Marker {
+        Marker(unique_marker())
+    }
+
+    /// The argument of the `k`th `sleep` of this test.
+    fn sleep(&self, k: u32) -> String {
+        format!("3{}{k}", self.0)
+    }
+}
+
+impl Drop for Marker {
+    fn drop(&mut self) {
+        for (pid, _) in alive_with(&self.0) {
+            // SAFETY: kill(2) on a pid whose command line carries this test's marker.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+/// Live (not zombie) processes, other than this test process, whose command line
+/// contains `marker`.
+fn alive_with(marker: &str) -> Vec<(i32, String)> {
+    let me = std::process::id() as i32;
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let (Ok(cmdline), Ok(stat)) = (
+            std::fs::read(entry.path().join("cmdline")),
+            std::fs::read_to_string(entry.path().join("stat")),
+        ) else {
+            continue;
+        };
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .unwrap_or("?");
+        if state == "Z" {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&cmdline)
+            .replace('\0', " ")
+            .trim()
+            .to_string();
+        if text.contains(marker) {
+            found.push((pid, text));
+        }
+    }
+    found
+}
+
+/// Waits until a live `sleep ARG` runs for every `ARG` in `args`.
+fn wait_until_running(marker: &Marker, args: &[String], what: &str) {
+    let deadline = Instant::now() + PRESENT_WITHIN;
+    loop {
+        let alive = alive_with(&marker.0);
+        let missing: Vec<&String> = args
+            .iter()
+            .filter(|arg| {
+                let want = format!("sleep {arg}");
+                !alive.iter().any(|(_, cmdline)| *cmdline == want)
+            })
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: `sleep` {missing:?} never started within {PRESENT_WITHIN:?}; alive: {alive:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Asserts that within `GONE_WITHIN` no live process carries the marker.
+fn assert_nothing_left(marker: &Marker, what: &str) {
+    let deadline = Instant::now() + GONE_WITHIN;
+    loop {
+        let alive = alive_with(&marker.0);
+        if alive.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: still alive {GONE_WITHIN:?} later: {alive:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One line of shell that starts five escapees, each a `sleep` of its own:
+/// `setsid cmd &`, `setsid -f cmd`, a double-forking daemon (fork, setsid, fork),
+/// `nohup cmd & disown` and `( cmd & )`. Returns the line and the five sleep arguments.
+fn escapes(marker: &Marker, first: u32) -> (String, Vec<String>) {
+    let args: Vec<String> = (first..first + 5).map(|k| marker.sleep(k)).collect();
+    let line = format!(
+        "setsid sleep {a} >/dev/null 2>&1 & \
+         setsid -f sleep {b} >/dev/null 2>&1; \
+         python3 -c 'import os; os.fork()==0 and (os.setsid(), os.fork()==0 and os.execvp(\"sleep\", [\"sleep\", \"{c}\"]))' >/dev/null 2>&1; \
+         nohup sleep {d} >/dev/null 2>&1 & disown; \
+         ( sleep {e} >/dev/null 2>&1 & )",
+        a = args[0],
+        b = args[1],
+        c = args[2],
+        d = args[3],
+        e = args[4],
+    );
+    (line, args)
+}
+
+/// The `N` of the `started background job bash-N` a background `bash` answers.
+fn job_id(text: &str) -> String {
+    text.split(|c: char| c.is_whitespace() || c == ',' || c == ':')
+        .find(|word| word.starts_with("bash-"))
+        .unwrap_or_else(|| panic!("no job id in {text:?}"))
+        .to_string()
+}
+
+/// The `term-N` a `terminal_open` answers.
+fn terminal_id(text: &str) -> String {
+    text.split_whitespace()
+        .find(|word| word.starts_with("term-"))
+        .unwrap_or_else(|| panic!("no terminal id in {text:?}"))
+        .to_string()
+}
+
+/// Types `line` into terminal `id` and returns once it has printed `launched` (spelled
+/// apart in the input, so the echo of the typed line does not match).
+fn send_to_terminal(server: &McpServer, id: &str, line: &str) {
+    server.call_ok(
+        "terminal_send",
+        json!({
+            "id": id,
+            "input": format!("{line}; echo laun\"\"ched"),
+            "wait": {"pattern": "launched", "timeout_ms": 20000},
+        }),
+    );
+}
+
+// --------------------------------------------------------------------------- foreground
+
+fn escapes_from_a_foreground_call_die_when_it_returns(mode: &str) {
+    let env = Env::new();
+    let marker = Marker::new();
+    let (line, _) = escapes(&marker, 1);
+    // The command waits until all five escapees run, so the call returns with them alive.
+    let command = format!(
+        "{line}; for i in $(seq 400); do \
+         [ \"$(pgrep -fc '^sleep 3{m}')\" -ge 5 ] && break; sleep 0.05; done; \
+         echo \"escaped: $(pgrep -fc '^sleep 3{m}')\"",
+        m = marker.0
+    );
+    let out = env.call_configured(
+        &config(mode),
+        "bash",
+        &json!({"command": command, "description": "escape"}),
+        &[],
+    );
+    assert_eq!(out.code, None, "{out:?}");
+    assert!(
+        out.content.contains("escaped: 5"),
+        "the escapees did not all start: {out:?}"
+    );
+    assert_nothing_left(
+        &marker,
+        &format!("{mode}: after the foreground call returned"),
+    );
+}
+
+#[test]
+fn escapes_from_a_foreground_call_die_when_it_returns_in_cgroup_mode() {
+    escapes_from_a_foreground_call_die_when_it_returns(CGROUP);
+}
+
+#[test]
+fn escapes_from_a_foreground_call_die_when_it_returns_in_subreaper_mode() {
+    escapes_from_a_foreground_call_die_when_it_returns(SUBREAPER);
+}
+
+// --------------------------------------------------------------------------- background job
+
+fn escapes_from_a_killed_job_die_with_it(mode: &str) {
+    let env = Env::new();
+    let marker = Marker::new();
+    let server = McpServer::start(&env, &config(mode));
+    let (line, mut args) = escapes(&marker, 1);
+    args.push(marker.sleep(0));
+    let started = server.call_ok(
+        "bash",
+        json!({
+            "command": format!("{line}; sleep {}", marker.sleep(0)),
+            "description": "escape from a job",
+            "run_in_background": true,
+        }),
+    );
+    let id = job_id(&started);
+    wait_until_running(&marker, &args, "the job");
+    server.call_ok("job_kill", json!({"id": id}));
+    assert_nothing_left(&marker, &format!("{mode}: after job_kill {id}"));
+}
+
+#[test]
+fn escapes_from_a_killed_job_die_with_it_in_cgroup_mode() {
+    escapes_from_a_killed_job_die_with_it(CGROUP);
+}
+
+#[test]
+fn escapes_from_a_killed_job_die_with_it_in_subreaper_mode() {
+    escapes_from_a_killed_job_die_with_it(SUBREAPER);
+}
+
+// --------------------------------------------------------------------------- terminal
+
+fn escapes_from_a_closed_terminal_die_with_it(mode: &str) {
+    let env = Env::new();
+    let marker = Marker::new();
+    let server = McpServer::start(&env, &config(mode));
+    let id = terminal_id(&server.call_ok("terminal_open", json!({})));
+    let (line, args) = escapes(&marker, 1);
+    send_to_terminal(&server, &id, &line);
+    wait_until_running(&marker, &args, "the terminal");
+    server.call_ok("terminal_close", json!({"id": id}));
+    assert_nothing_left(&marker, &format!("{mode}: after terminal_close {id}"));
+}
+
+#[test]
+fn escapes_from_a_closed_terminal_die_with_it_in_cgroup_mode() {
+    escapes_from_a_closed_terminal_die_with_it(CGROUP);
+}
+
+#[test]
+fn escapes_from_a_closed_terminal_die_with_it_in_subreaper_mode() {
+    escapes_from_a_closed_terminal_die_with_it(SUBREAPER);
+}
+
+// --------------------------------------------------------------------------- host death
+
+/// How the host dies.
+#[derive(Clone, Copy, Debug)]
+enum Death {
+    Signal(i32),
+    StdinEof,
+}
+
+/// `dsh serve` with a foreground call in flight, a background job and a terminal, each
+/// having started a `setsid` escapee; then the host dies: nothing of theirs is alive a
+/// second later.
+fn everything_dies_with_the_host(mode: &str, death: Death) {
+    let env = Env::new();
+    let marker = Marker::new();
+    let mut server = McpServer::start(&env, &config(mode));
+    let running: Vec<String> = (1..=5).map(|k| marker.sleep(k)).collect();
+
+    let _in_flight = server.start_call(
+        "bash",
+        json!({
+            "command": format!("(setsid sleep {} >/dev/null 2>&1 &); sleep {}", running[0], running[1]),
+            "description": "left running",
+        }),
+    );
+    server.call_ok(
+        "bash",
+        json!({
+            "command": format!("setsid sleep {} >/dev/null 2>&1 & sleep {}", running[2], running[3]),
+            "description": "a job",
+            "run_in_background": true,
+        }),
+    );
+    let terminal = terminal_id(&server.call_ok("terminal_open", json!({})));
+    send_to_terminal(
+        &server,
+        &terminal,
+        &format!("setsid -f sleep {} >/dev/null 2>&1", running[4]),
+    );
+    wait_until_running(&marker, &running, "before the host died");
+
+    match death {
+        Death::Signal(signal) => server.signal(signal),
+        Death::StdinEof => server.close_stdin(),
+    }
+    assert_nothing_left(&marker, &format!("{mode}: after {death:?} of dsh serve"));
+    if !matches!(death, Death::Signal(libc::SIGKILL)) {
+        assert!(
+            server.wait_exit(Duration::from_secs(10)).is_some(),
+            "dsh serve did not exit after {death:?}\n{}",
+            server.stderr()
+        );
+    }
+}
+
+#[test]
+fn everything_dies_with_the_host_on_sigkill_in_cgroup_mode() {
+    everything_dies_with_the_host(CGROUP, Death::Signal(libc::SIGKILL));
+}
+
+#[test]
+fn everything_dies_with_the_host_on_sigkill_in_subreaper_mode() {
+    everything_dies_with_the_host(SUBREAPER, Death::Signal(libc::SIGKILL));
+}
+
+#[test]
+fn everything_dies_with_the_host_on_sigterm() {
+    everything_dies_with_the_host(CGROUP, Death::Signal(libc::SIGTERM));
+}
+
+#[test]
+fn everything_dies_with_the_host_on_sighup() {
+    everything_dies_with_the_host(CGROUP, Death::Signal(libc::SIGHUP));
+}
+
+#[test]
+fn everything_dies_with_the_host_on_sigint() {
+    everything_dies_with_the_host(CGROUP, Death::Signal(libc::SIGINT));
+}
+
+#[test]
+fn everything_dies_with_the_host_on_stdin_eof() {
+    everything_dies_with_the_host(CGROUP, Death::StdinEof);
+}
+
+#[test]
+fn everything_dies_with_the_host_on_sigterm_in_subreaper_mode() {
+    everything_dies_with_the_host(SUBREAPER, Death::Signal(libc::SIGTERM));
+}
+
+#[test]
+fn everything_dies_with_the_host_on_stdin_eof_in_subreaper_mode() {
+    everything_dies_with_the_host(SUBREAPER, Death::StdinEof);
+}
+
+// --------------------------------------------------------------------------- fork bomb
+
+/// Prints `PATH=VALUE` for the pids.max of the command's own cgroup, in the v2 hierarchy
+/// (at /sys/fs/cgroup/unified or /sys/fs/cgroup) and in a v1 `pids` hierarchy.
+const READ_OWN_PIDS_MAX: &str = r#"v2=$(sed -n 's/^0:://p' /proc/self/cgroup)
+v1=$(sed -n 's/^[0-9]*:pids://p' /proc/self/cgroup)
+for f in "/sys/fs/cgroup/unified$v2/pids.max" "/sys/fs/cgroup$v2/pids.max" "/sys/fs/cgroup/pids$v1/pids.max"; do
+  [ -f "$f" ] && echo "$f=$(cat "$f")"
+done
+true"#;
+
+#[test]
+fn a_fork_bomb_is_held_by_the_pids_limit_and_ends_with_its_run() {
+    let env = Env::new();
+    let marker = Marker::new();
+    let server = McpServer::start(&env, "[process]\ncontainment = \"cgroup\"\npids_max = 64\n");
+
+    // First prove the limit is in force, from inside a run; without it the bomb is not run.
+    let seen = server.call_ok(
+        "bash",
+        json!({"command": READ_OWN_PIDS_MAX, "description": "read own pids.max"}),
+    );
+    let proven = seen
+        .lines()
+        .any(|line| line.contains("/dsh-") && line.ends_with("/pids.max=64"));
+    assert!(
+        proven,
+        "the run's own cgroup has no pids.max of 64, so the fork bomb was not run: {seen:?}"
+    );
+
+    let started = Instant::now();
+    let bomb = server.call(
+        "bash",
+        json!({
+            "command": format!(": {m}; b(){{ b|b& }}; b; exec sleep {s}", m = marker.0, s = marker.sleep(9)),
+            "description": "fork bomb",
+            "timeoutMs": 3000,
+        }),
+    );
+    let took = started.elapsed();
+    assert!(
+        bomb.code.as_deref() == Some("TIMEOUT") || bomb.text.contains("[exit code:"),
+        "the fork bomb's call ended neither by TIMEOUT nor with an exit: {bomb:?}"
+    );
+    assert!(
+        took < Duration::from_secs(30),
+        "the fork bomb's call took {took:?}"
+    );
+
+    let answered = Instant::now();
+    let alive = server.call_ok(
+        "bash",
+        json!({"command": "echo alive", "description": "after the bomb"}),
+    );
+    assert_eq!(alive, "alive\n[exit code: 0]");
+    assert!(
+        answered.elapsed() < Duration::from_secs(10),
+        "the next call took {:?}",
+        answered.elapsed()
+    );
+    assert_nothing_left(&marker, "after the fork bomb's call ended");
+}
+
+// --------------------------------------------------------------------------- the run's view
+
+fn cgroup_lines(mode: &str) -> String {
+    let env = Env::new();
+    let out = env.call_configured(
+        &config(mode),
+        "bash",
+        &json!({"command": "cat /proc/self/cgroup", "description": "own cgroup"}),
+        &[],
+    );
+    assert_eq!(out.code, None, "{out:?}");
+    out.content
+}
+
+#[test]
+fn a_command_runs_in_its_own_cgroup_in_cgroup_mode() {
+    let seen = cgroup_lines(CGROUP);
+    let unified = seen
+        .lines()
+        .find(|line| line.starts_with("0::"))
+        .unwrap_or_else(|| panic!("no cgroup v2 line: {seen:?}"));
+    assert!(
+        unified.contains("/dsh-"),
+        "the run's cgroup is not a dsh one: {seen:?}"
+    );
+}
+
+#[test]
+fn a_command_runs_in_no_dsh_cgroup_in_subreaper_mode() {
+    let seen = cgroup_lines(SUBREAPER);
+    assert!(
+        !seen.contains("dsh-"),
+        "subreaper mode put the run in a cgroup: {seen:?}"
+    );
+}
