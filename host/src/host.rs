@@ -29,6 +29,8 @@ pub enum StartError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Containment(#[from] crate::services::process::containment::ContainmentError),
 }
 
 /// What a host starts from.
@@ -58,7 +60,7 @@ impl Host {
                 source,
             }
         })?;
-        let services = Services::new(&config, session.spill_dir.clone());
+        let services = Services::new(&config, session.spill_dir.clone())?;
         let runtime = Arc::new(Runtime::new(
             services.clone(),
             Some(options.state_dir.join("cache")),

@@ -21,6 +21,7 @@ use dsh::mcp::{serve_stdio, McpServer};
 use dsh::pipeline::s2_guards::describe_args;
 use dsh::pipeline::s6_observe::{Metrics, ToolStats, LATENCY_BUCKETS_MS};
 use dsh::registry::{PluginStatus, DEFAULT_SCOPE};
+use dsh::services::process::containment::keeper;
 
 /// dsh: a host runtime for AI agent tools. Tools and guards are WebAssembly components;
 /// the host owns processes, validates every call and runs it through a pipeline of
@@ -130,6 +131,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // The keeper is this executable started under another name (see containment).
+    let mut args = std::env::args_os();
+    if args.next().is_some_and(|name| name == keeper::KEEPER_NAME) {
+        let args: Vec<std::ffi::OsString> = args.collect();
+        return ExitCode::from(keeper::main(&args));
+    }
+    dsh::services::process::containment::supervise_children();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -661,16 +669,20 @@ async fn serve_http_until_signal(
 }
 
 /// Resolves on SIGINT or SIGTERM with the signal's name.
+/// The first of SIGINT, SIGTERM and SIGHUP (a closed terminal ends dsh as gracefully
+/// as a TERM does).
 async fn shutdown_signal() -> &'static str {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut interrupt), Ok(mut terminate)) = (
+    let (Ok(mut interrupt), Ok(mut terminate), Ok(mut hangup)) = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
     ) else {
         return std::future::pending().await;
     };
     tokio::select! {
         _ = interrupt.recv() => "SIGINT",
         _ = terminate.recv() => "SIGTERM",
+        _ = hangup.recv() => "SIGHUP",
     }
 }

@@ -25,22 +25,27 @@ pub struct Services {
 }
 
 impl Services {
-    /// `spill_dir` holds the jobs' output files.
-    pub fn new(config: &Config, spill_dir: std::path::PathBuf) -> Self {
+    /// `spill_dir` holds the jobs' output files. Fails when the configured containment
+    /// cannot be set up.
+    pub fn new(
+        config: &Config,
+        spill_dir: std::path::PathBuf,
+    ) -> Result<Self, process::containment::ContainmentError> {
         let jobs = Arc::new(jobs::JobRegistry::new(
             config.jobs.clone(),
             Duration::from_millis(config.process.kill_grace_ms),
             spill_dir,
         ));
-        Services {
-            process: process::ProcessService::new(config.process.clone()),
+        let launch = Arc::new(process::Launch::new(&config.process)?);
+        Ok(Services {
+            process: process::ProcessService::new(config.process.clone(), launch.clone()),
             terminal: Arc::new(terminal::TerminalService::new(
                 config.terminal.clone(),
-                &config.process,
+                launch,
                 jobs.clone(),
             )),
             jobs,
-        }
+        })
     }
 
     /// Stops everything the services own (host shutdown): no process is left behind.

@@ -1,15 +1,19 @@
 //! The process service: managed process trees on the host.
 //!
 //! Owns every process a call starts. Each command runs as `bash -c` in a new process
-//! group, with stdin from `/dev/null`, stdout and stderr on one pipe, and a parent-death
-//! signal. The whole group is killed (TERM, a grace period, KILL) on timeout, and when
-//! the shell returns the group is killed too, so no process it started is left running.
-//! Output reading stops a short drain period after the shell exits, so a process that
-//! escaped the group and holds the pipe cannot hang the call. A run whose future is
-//! dropped (a cancelled or timed-out call) kills its group on the spot.
+//! group and in a container of its own ([`containment`]: a cgroup, or the subreaper
+//! fallback), with stdin from `/dev/null`, stdout and stderr on one pipe, a parent-death
+//! signal and the environment of the `[process.env]` policy ([`environment`]). On
+//! timeout the group gets TERM, then after a grace period the whole container gets
+//! KILL; when the shell returns the container is killed too, so nothing it started is
+//! left running, whatever session or group it moved to. Output reading stops a short
+//! drain period after the shell exits, so a process that holds the pipe cannot hang the
+//! call. A run whose future is dropped (a cancelled or timed-out call) is killed on the
+//! spot.
 //!
 //! Native only: nothing here knows wasmtime. The WIT binding is in [`wit`].
 
+pub mod containment;
 pub mod environment;
 pub(crate) mod spawn;
 pub mod wit;
@@ -43,6 +47,8 @@ pub enum ProcessError {
     NulByte,
     #[error("cannot read the command's output: {0}")]
     Output(std::io::Error),
+    #[error(transparent)]
+    Containment(#[from] containment::ContainmentError),
 }
 
 /// A foreground command.
@@ -71,8 +77,8 @@ pub struct RunOutcome {
     pub duration: Duration,
 }
 
-/// Live process groups and their owners.
-type LiveGroups = Arc<Mutex<HashMap<i32, Arc<str>>>>;
+/// Live runs by process group, with their owners.
+type LiveGroups = Arc<Mutex<HashMap<i32, (Arc<str>, Arc<containment::Run>)>>>;
 
 /// The host's process service: runs commands and knows every live process group and
 /// its owner, so that an owner's end or the host's shutdown can kill them.
@@ -94,27 +100,36 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-/// What every spawn reuses: the shell's path, the host environment, `/dev/null`.
+/// What every spawn reuses: the shell's path, the commands' environment, `/dev/null`,
+/// and the containment runs are made in. Shared by the process and terminal services.
 #[derive(Debug)]
-pub(crate) struct Launch {
+pub struct Launch {
     bash: CString,
     environment: Vec<(Vec<u8>, CString)>,
     dev_null: std::io::Result<OwnedFd>,
+    pub(crate) containment: containment::Containment,
 }
 
 impl Launch {
-    pub(crate) fn new(config: &ProcessConfig) -> Self {
+    pub fn new(config: &ProcessConfig) -> Result<Self, containment::ContainmentError> {
         let bash = find_program("bash").unwrap_or_else(|| PathBuf::from("/bin/bash"));
         let environment = environment::command_environment(&config.env, std::env::vars_os());
-        Launch {
+        Ok(Launch {
             bash: CString::new(bash.as_os_str().as_bytes()).unwrap_or_else(|_| c"/bin/bash".into()),
             environment,
             dev_null: std::fs::File::open("/dev/null").map(OwnedFd::from),
-        }
+            containment: containment::Containment::start(config)?,
+        })
     }
 
-    /// The host environment with `extra` added (replacing variables of the same name).
-    pub(crate) fn envp(&self, extra: &[(String, String)]) -> Result<Vec<CString>, ProcessError> {
+    /// The commands' environment with `extra` added (replacing variables of the same
+    /// name), and the run's mark when it has one.
+    pub(crate) fn envp(
+        &self,
+        extra: &[(String, String)],
+        placement: &containment::SpawnPlacement,
+    ) -> Result<Vec<CString>, ProcessError> {
+        let extra: Vec<&(String, String)> = extra.iter().chain(placement.mark.as_ref()).collect();
         let mut envp: Vec<CString> = self
             .environment
             .iter()
@@ -129,39 +144,42 @@ impl Launch {
 }
 
 impl ProcessService {
-    pub fn new(config: ProcessConfig) -> Self {
+    /// A service spawning through `launch` (shared with the terminal service).
+    pub fn new(config: ProcessConfig, launch: Arc<Launch>) -> Self {
         ProcessService {
             live_groups: Arc::default(),
-            launch: Arc::new(Launch::new(&config)),
+            launch,
             config,
         }
     }
 
-    /// Kills every live process group (host shutdown).
+    /// Kills every live run (host shutdown).
     pub fn kill_all(&self) {
-        let groups: Vec<i32> = self
+        let runs: Vec<Arc<containment::Run>> = self
             .live_groups
             .lock()
             .unwrap()
             .drain()
-            .map(|(pgid, _)| pgid)
+            .map(|(_, (_, run))| run)
             .collect();
-        for pgid in groups {
-            signal_group(pgid, libc::SIGKILL);
+        for run in runs {
+            run.kill();
         }
+        self.launch.containment.kill_all();
     }
 
-    /// Kills every live process group of `owner` (the owner is gone).
+    /// Kills every live run of `owner` (the owner is gone).
     pub fn kill_owner(&self, owner: &str) -> usize {
         let mut live = self.live_groups.lock().unwrap();
         let groups: Vec<i32> = live
             .iter()
-            .filter(|(_, o)| &***o == owner)
+            .filter(|(_, (o, _))| &**o == owner)
             .map(|(pgid, _)| *pgid)
             .collect();
         for pgid in &groups {
-            live.remove(pgid);
-            signal_group(*pgid, libc::SIGKILL);
+            if let Some((_, run)) = live.remove(pgid) {
+                run.kill();
+            }
         }
         groups.len()
     }
@@ -280,7 +298,9 @@ impl ProcessService {
             CString::new(command.as_bytes()).map_err(|_| ProcessError::NulByte)?,
         ];
         let cwd = CString::new(cwd.as_os_str().as_bytes()).map_err(|_| ProcessError::NulByte)?;
-        let envp = self.launch.envp(env)?;
+        let run = self.launch.containment.new_run()?;
+        let placement = run.placement();
+        let envp = self.launch.envp(env, &placement)?;
         let child = spawn::spawn(&spawn::SpawnSpec {
             program: &self.launch.bash,
             argv: &argv,
@@ -289,11 +309,15 @@ impl ProcessService {
             output: write_fd.as_raw_fd(),
             input: dev_null.as_raw_fd(),
             terminal: false,
+            cgroup: placement.cgroup,
+            join: &placement.join,
+            die_with_parent: true,
         })
         .map_err(ProcessError::Spawn)?;
         // The pipe's write end now lives only in the child.
         drop(write_fd);
-        let group = GroupGuard::new(child.pid(), owner.clone(), self.live_groups.clone());
+        run.set_leader(child.pid());
+        let group = GroupGuard::new(child.pid(), owner.clone(), run, self.live_groups.clone());
         Ok(ProcessTree {
             child,
             output,
@@ -336,8 +360,8 @@ impl ProcessService {
                         Err(Stop::Failed(error)) => return Err(error),
                         Err(Stop::Limit(reason)) => {
                             if cut_off.is_none() {
-                                tracing::info!(pgid, %reason, "stopping a process group");
-                                group.signal(libc::SIGKILL);
+                                tracing::info!(pgid, %reason, "stopping a run");
+                                group.kill();
                                 cut_off = Some(reason);
                             }
                         }
@@ -349,7 +373,8 @@ impl ProcessService {
                 },
                 exited = child.wait(), if status.is_none() => {
                     status = Some(exited.map_err(ProcessError::Spawn)?);
-                    // The shell is done: whatever it left in its group goes too.
+                    // The shell is done: whatever it left in its group goes too (TERM
+                    // first; then KILL to the whole run).
                     group.signal(libc::SIGTERM);
                     kill_at = Some(tokio::time::Instant::now() + drain.min(grace));
                     drain_until = Some(tokio::time::Instant::now() + drain);
@@ -360,7 +385,7 @@ impl ProcessService {
                     kill_at = Some(tokio::time::Instant::now() + grace);
                 },
                 _ = sleep_until_opt(kill_at), if kill_at.is_some() => {
-                    group.signal(libc::SIGKILL);
+                    group.kill();
                     kill_at = None;
                 },
                 _ = sleep_until_opt(drain_until), if drain_until.is_some() && !eof => {
@@ -369,7 +394,7 @@ impl ProcessService {
                 },
             }
         }
-        group.signal(libc::SIGKILL);
+        // Killing the run: everything in its container, escapees included.
         drop(group);
         let status = status.expect("loop ends only after the shell exited");
         Ok(Ended {
@@ -420,26 +445,42 @@ pub fn signal_group(pgid: i32, signal: i32) {
     }
 }
 
-/// A live process group: registered while it lives, killed when dropped.
+/// A live run: registered while it lives, killed whole (container and group) when
+/// dropped.
 struct GroupGuard {
     pgid: i32,
+    run: Arc<containment::Run>,
     live_groups: LiveGroups,
 }
 
 impl GroupGuard {
-    fn new(pgid: i32, owner: Arc<str>, live_groups: LiveGroups) -> Self {
-        live_groups.lock().unwrap().insert(pgid, owner);
-        GroupGuard { pgid, live_groups }
+    fn new(pgid: i32, owner: Arc<str>, run: containment::Run, live_groups: LiveGroups) -> Self {
+        let run = Arc::new(run);
+        live_groups
+            .lock()
+            .unwrap()
+            .insert(pgid, (owner, run.clone()));
+        GroupGuard {
+            pgid,
+            run,
+            live_groups,
+        }
     }
 
+    /// Signals the process group (the shell and what stayed in its group).
     fn signal(&self, signal: i32) {
         signal_group(self.pgid, signal);
+    }
+
+    /// SIGKILL to every process of the run.
+    fn kill(&self) {
+        self.run.kill();
     }
 }
 
 impl Drop for GroupGuard {
+    /// The run is killed when its last holder lets go (this guard, or the owner table).
     fn drop(&mut self) {
-        signal_group(self.pgid, libc::SIGKILL);
         self.live_groups.lock().unwrap().remove(&self.pgid);
     }
 }
@@ -447,6 +488,12 @@ impl Drop for GroupGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn service() -> ProcessService {
+        let config = ProcessConfig::default();
+        let launch = Arc::new(Launch::new(&config).unwrap());
+        ProcessService::new(config, launch)
+    }
 
     fn spec(command: &str, dir: &std::path::Path) -> RunSpec {
         RunSpec {
@@ -463,7 +510,7 @@ mod tests {
     #[tokio::test]
     async fn stdout_and_stderr_are_combined_in_order() {
         let dir = tempfile::tempdir().unwrap();
-        let service = ProcessService::new(ProcessConfig::default());
+        let service = service();
         let out = service
             .run(spec(
                 "echo one; echo two >&2; echo three; exit 4",
@@ -479,7 +526,7 @@ mod tests {
     #[tokio::test]
     async fn a_missing_workdir_is_an_error_not_a_spawn() {
         let dir = tempfile::tempdir().unwrap();
-        let service = ProcessService::new(ProcessConfig::default());
+        let service = service();
         let mut s = spec("true", dir.path());
         s.cwd = dir.path().join("nope");
         assert!(matches!(
@@ -491,7 +538,7 @@ mod tests {
     #[tokio::test]
     async fn a_background_child_does_not_hold_the_call() {
         let dir = tempfile::tempdir().unwrap();
-        let service = ProcessService::new(ProcessConfig::default());
+        let service = service();
         let started = Instant::now();
         let out = service
             .run(spec("sleep 1000 & echo started", dir.path()))
@@ -505,7 +552,7 @@ mod tests {
     #[tokio::test]
     async fn killing_an_owner_ends_its_running_command() {
         let dir = tempfile::tempdir().unwrap();
-        let service = ProcessService::new(ProcessConfig::default());
+        let service = service();
         let running = tokio::spawn({
             let service = service.clone();
             let spec = spec("sleep 100", dir.path());

@@ -11,6 +11,14 @@
 //! the parent run: no allocation, no locks, no Rust drop glue. Signal handlers
 //! inherited from the host are reset there (with all signals blocked across the
 //! `clone`), so no host handler can run on the shared memory.
+//!
+//! A contained run starts inside its cgroup: `clone3` with `CLONE_INTO_CGROUP` (on
+//! x86-64, through a few instructions of assembly, since the child runs on its own
+//! stack and libc has no `clone3` wrapper), so no migration is paid for; elsewhere, or
+//! on a kernel without `clone3`, the child writes itself into the cgroup's
+//! `cgroup.procs`. Every child spawned here is tracked until it is reaped, so the
+//! reaper of adopted orphans (dsh is a child subreaper) never takes a status that
+//! belongs to a [`Child`].
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -35,6 +43,13 @@ pub struct SpawnSpec<'a> {
     /// (instead of only a new process group) with that terminal as its controlling
     /// terminal.
     pub terminal: bool,
+    /// The cgroup v2 directory the child starts in, and that cgroup's `cgroup.procs`
+    /// (written only where `clone3` cannot place the child).
+    pub cgroup: Option<(RawFd, RawFd)>,
+    /// Further `cgroup.procs` files (v1 hierarchies) the child writes itself into.
+    pub join: &'a [RawFd],
+    /// The child gets SIGKILL when the host dies (every run; not the keeper).
+    pub die_with_parent: bool,
 }
 
 /// Everything the child reads, laid out before `clone`; the child writes `error`.
@@ -47,6 +62,10 @@ struct ChildArgs {
     output: libc::c_int,
     input: libc::c_int,
     terminal: bool,
+    die_with_parent: bool,
+    /// `cgroup.procs` descriptors to write `0` into.
+    join: *const RawFd,
+    join_len: usize,
     parent: libc::pid_t,
     /// 0, or the errno of the step that failed.
     error: libc::c_int,
@@ -59,6 +78,59 @@ pub struct Child {
     pid: libc::pid_t,
     exit: Option<ExitStatus>,
     pidfd: Option<AsyncFd<OwnedFd>>,
+}
+
+/// Pids of the children spawned here and not reaped yet.
+static TRACKED: std::sync::Mutex<std::collections::BTreeSet<libc::pid_t>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// Held for reading by a spawn from `clone` until its pid is in [`TRACKED`], and for
+/// writing by the orphan reaper, so the reaper never sees a child before it is tracked.
+static SPAWNING: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn untrack(pid: libc::pid_t) {
+    TRACKED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&pid);
+}
+
+/// Whether `clone3` with `CLONE_INTO_CGROUP` failed once (an old kernel, a seccomp
+/// filter): then the child joins its cgroup by writing `cgroup.procs`.
+static NO_CLONE3: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Reaps the exited children of this process that no [`Child`] tracks: orphans of
+/// runs, adopted because dsh is a child subreaper. Stops at the first exited child a
+/// [`Child`] will reap itself; true when that happened (look again soon).
+pub fn reap_orphans() -> bool {
+    let _no_spawn_in_between = SPAWNING.write().unwrap_or_else(|e| e.into_inner());
+    loop {
+        // SAFETY: siginfo is plain data; WNOWAIT leaves the child as it is.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let found = unsafe {
+            libc::waitid(
+                libc::P_ALL,
+                0,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        // SAFETY: si_pid is valid for a SIGCHLD siginfo filled by waitid.
+        let pid = unsafe { info.si_pid() };
+        if found != 0 || pid == 0 {
+            return false;
+        }
+        if TRACKED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&pid)
+        {
+            return true;
+        }
+        let mut status = 0;
+        // SAFETY: reaping an exited child nobody else waits for.
+        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    }
 }
 
 /// Spawns a child that leads a new process group (or session), dies with the host (SIGKILL as the
@@ -84,43 +156,90 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Child> {
         output: spec.output,
         input: spec.input,
         terminal: spec.terminal,
+        die_with_parent: spec.die_with_parent,
+        join: std::ptr::null(),
+        join_len: 0,
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
         error: 0,
     };
+    let into_cgroup = spec
+        .cgroup
+        .filter(|_| !NO_CLONE3.load(std::sync::atomic::Ordering::Relaxed));
+    // Where clone3 cannot place the child, it joins the v2 cgroup itself.
+    let join: Vec<RawFd> = match (spec.cgroup, into_cgroup) {
+        (Some((_, procs)), None) => std::iter::once(procs)
+            .chain(spec.join.iter().copied())
+            .collect(),
+        _ => spec.join.to_vec(),
+    };
+    args.join = join.as_ptr();
+    args.join_len = join.len();
     let mut stack = vec![0u8; CHILD_STACK_BYTES];
     // The stack grows down from the end, 16-byte aligned.
     let top = (stack.as_mut_ptr() as usize + CHILD_STACK_BYTES) & !15;
 
+    let spawning = SPAWNING.read().unwrap_or_else(|e| e.into_inner());
     // SAFETY: the signal sets are plain data; the child only reads `args` (and writes
     // its `error`) while the parent is suspended by CLONE_VFORK, and `argv`, `envp`,
-    // `stack` and the C strings outlive the call because clone returns only after the
-    // child has exec'd or exited.
+    // `join`, `stack` and the C strings outlive the call because clone returns only
+    // after the child has exec'd or exited.
     let pid = unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
-        let pid = libc::clone(
-            child_main,
-            top as *mut libc::c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            &mut args as *mut ChildArgs as *mut libc::c_void,
-        );
-        let clone_error = io::Error::last_os_error();
+        let arg = &mut args as *mut ChildArgs as *mut libc::c_void;
+        let mut pid = match into_cgroup {
+            Some((cgroup_dir, _)) => clone_into_cgroup(cgroup_dir, &mut stack, arg),
+            None => -1,
+        };
+        let mut clone_error = io::Error::last_os_error();
+        if into_cgroup.is_some() && pid < 0 {
+            // No clone3 here: join by writing cgroup.procs from now on.
+            NO_CLONE3.store(true, std::sync::atomic::Ordering::Relaxed);
+            tracing::info!(error = %clone_error, "clone3 cannot start a process in its cgroup; runs join it through cgroup.procs");
+            let procs = spec.cgroup.map(|(_, procs)| procs).unwrap_or(-1);
+            let join: Vec<RawFd> = std::iter::once(procs)
+                .chain(spec.join.iter().copied())
+                .collect();
+            args.join = join.as_ptr();
+            args.join_len = join.len();
+            pid = libc::clone(
+                child_main,
+                top as *mut libc::c_void,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                arg,
+            ) as i64;
+            clone_error = io::Error::last_os_error();
+        } else if into_cgroup.is_none() {
+            pid = libc::clone(
+                child_main,
+                top as *mut libc::c_void,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                arg,
+            ) as i64;
+            clone_error = io::Error::last_os_error();
+        }
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         if pid < 0 {
             return Err(clone_error);
         }
-        pid
+        pid as libc::pid_t
     };
     drop(stack);
+    drop(join);
     if args.error != 0 {
         let mut status = 0;
         // SAFETY: reaping our own child, which has exited.
         unsafe { libc::waitpid(pid, &mut status, 0) };
         return Err(io::Error::from_raw_os_error(args.error));
     }
+    TRACKED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(pid);
+    drop(spawning);
     Ok(Child {
         pid,
         exit: None,
@@ -160,12 +279,23 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         } else {
             libc::setpgid(0, 0)
         };
-        if leader < 0 || libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+        if leader < 0 {
             return fail(args);
         }
-        // The host died before the parent-death signal was armed.
-        if libc::getppid() != args.parent {
-            libc::_exit(137);
+        if args.die_with_parent {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return fail(args);
+            }
+            // The host died before the parent-death signal was armed.
+            if libc::getppid() != args.parent {
+                libc::_exit(137);
+            }
+        }
+        for index in 0..args.join_len {
+            let fd = *args.join.add(index);
+            if libc::write(fd, c"0".as_ptr().cast(), 1) != 1 {
+                return fail(args);
+            }
         }
         if libc::dup2(args.input, 0) < 0
             || libc::dup2(args.output, 1) < 0
@@ -181,6 +311,94 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         libc::execve(args.program, args.argv, args.envp);
         fail(args)
     }
+}
+
+/// `clone3(CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP)`: `child_main(arg)` runs on
+/// `stack` inside the cgroup `cgroup_dir`; returns the child's pid, or -1 with errno.
+///
+/// # Safety
+/// As for `clone(CLONE_VM | CLONE_VFORK)`: `arg` and everything it points to, and
+/// `stack`, must stay valid until this returns (the parent is suspended until the child
+/// has exec'd or exited), and all signals should be blocked.
+#[cfg(target_arch = "x86_64")]
+unsafe fn clone_into_cgroup(cgroup_dir: RawFd, stack: &mut [u8], arg: *mut libc::c_void) -> i64 {
+    /// `struct clone_args` of `linux/sched.h`, up to `cgroup` (CLONE_ARGS_SIZE_VER2).
+    #[repr(C)]
+    struct CloneArgs {
+        flags: u64,
+        pidfd: u64,
+        child_tid: u64,
+        parent_tid: u64,
+        exit_signal: u64,
+        stack: u64,
+        stack_size: u64,
+        tls: u64,
+        set_tid: u64,
+        set_tid_size: u64,
+        cgroup: u64,
+    }
+    const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+    // The kernel starts the child with its stack pointer at stack + stack_size: keep
+    // that 16-byte aligned, as the ABI wants before a call.
+    let base = stack.as_mut_ptr() as u64;
+    let size = ((base + stack.len() as u64) & !15) - base;
+    let mut clone_args = CloneArgs {
+        flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | CLONE_INTO_CGROUP,
+        pidfd: 0,
+        child_tid: 0,
+        parent_tid: 0,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: base,
+        stack_size: size,
+        tls: 0,
+        set_tid: 0,
+        set_tid_size: 0,
+        cgroup: cgroup_dir as u64,
+    };
+    let entry: extern "C" fn(*mut libc::c_void) -> libc::c_int = child_main;
+    let result: i64;
+    // SAFETY: clone3 returns twice. The parent (rax != 0) jumps over the child's part
+    // with every register but rax, rcx and r11 as it was. The child (rax == 0) is on
+    // its own stack: it calls `child_main(arg)` (kept in r12/r13, which the kernel
+    // preserves) and exits with its value; it never returns into Rust code.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "xor ebp, ebp",
+            "mov rdi, r13",
+            "call r12",
+            "mov edi, eax",
+            "mov eax, 60", // SYS_exit
+            "syscall",
+            "ud2",
+            "2:",
+            inlateout("rax") libc::SYS_clone3 => result,
+            in("rdi") &mut clone_args as *mut CloneArgs,
+            in("rsi") std::mem::size_of::<CloneArgs>(),
+            in("r12") entry,
+            in("r13") arg,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    if result < 0 {
+        // SAFETY: setting this thread's errno.
+        unsafe { *libc::__errno_location() = (-result) as libc::c_int };
+        return -1;
+    }
+    result
+}
+
+/// Without the assembly for this architecture, runs join their cgroup by writing
+/// `cgroup.procs`.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn clone_into_cgroup(_cgroup_dir: RawFd, _stack: &mut [u8], _arg: *mut libc::c_void) -> i64 {
+    // SAFETY: setting this thread's errno.
+    unsafe { *libc::__errno_location() = libc::ENOSYS };
+    -1
 }
 
 fn open_pidfd(pid: libc::pid_t) -> Option<AsyncFd<OwnedFd>> {
@@ -210,6 +428,7 @@ impl Child {
         match unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) } {
             0 => Ok(None),
             pid if pid == self.pid => {
+                untrack(pid);
                 let status = ExitStatus::from_raw(status);
                 self.exit = Some(status);
                 Ok(Some(status))
@@ -236,6 +455,25 @@ impl Child {
     }
 }
 
+impl Child {
+    /// Leaves the child running and reaps it on a thread when it ends (the keeper,
+    /// which must never be killed by dsh).
+    pub fn reap_in_background(mut self) {
+        let pid = self.pid;
+        drop(self.pidfd.take());
+        // Marks it as done, so dropping it neither kills nor waits.
+        self.exit = Some(ExitStatus::from_raw(0));
+        let _ = std::thread::Builder::new()
+            .name("dsh-reap".into())
+            .spawn(move || {
+                let mut status = 0;
+                // SAFETY: waiting for our own child.
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                untrack(pid);
+            });
+    }
+}
+
 impl Drop for Child {
     fn drop(&mut self) {
         if self.exit.is_some() || matches!(self.try_reap(), Ok(Some(_))) {
@@ -251,6 +489,7 @@ impl Drop for Child {
                 let mut status = 0;
                 // SAFETY: waiting for our own child.
                 unsafe { libc::waitpid(pid, &mut status, 0) };
+                untrack(pid);
             });
     }
 }

@@ -33,10 +33,10 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
 
-use crate::config::{ProcessConfig, TerminalConfig};
+use crate::config::TerminalConfig;
 use crate::error::{ErrorCode, ToolError};
 use crate::services::jobs::{JobRegistry, JobState};
-use crate::services::process::{find_program, signal_group, spawn, Launch};
+use crate::services::process::{containment, find_program, signal_group, spawn, Launch};
 
 /// What to open.
 #[derive(Debug, Clone)]
@@ -126,6 +126,8 @@ pub struct Session {
     sending: AtomicBool,
     reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
     child: Mutex<Option<spawn::Child>>,
+    /// The session's container: every process it starts, wherever it goes.
+    run: containment::Run,
     scrollback_bytes: usize,
 }
 
@@ -278,14 +280,15 @@ impl Session {
         }
     }
 
-    /// Kills every process of the terminal session (the shell's session id).
+    /// Kills every process of the session: its container, which holds those that
+    /// left the terminal's session too. Returns how many were in the terminal session.
     fn kill_all(&self) -> usize {
         let members = session_members(self.leader);
+        self.run.kill();
         for pid in &members {
             // SAFETY: kill has no memory-safety preconditions.
             unsafe { libc::kill(*pid, libc::SIGKILL) };
         }
-        signal_group(self.leader, libc::SIGKILL);
         members.len()
     }
 }
@@ -360,10 +363,10 @@ impl std::fmt::Debug for TerminalService {
 }
 
 impl TerminalService {
-    pub fn new(config: TerminalConfig, process: &ProcessConfig, jobs: Arc<JobRegistry>) -> Self {
+    pub fn new(config: TerminalConfig, launch: Arc<Launch>, jobs: Arc<JobRegistry>) -> Self {
         TerminalService {
             config,
-            launch: Arc::new(Launch::new(&process)),
+            launch,
             jobs,
             table: Mutex::default(),
             patterns: Mutex::default(),
@@ -451,7 +454,16 @@ impl TerminalService {
             env.push(("PS1".to_string(), "$ ".to_string()));
         }
         env.extend(spec.env.iter().cloned());
-        let envp = self.launch.envp(&env).map_err(|e| invalid(e.to_string()))?;
+        let run = self
+            .launch
+            .containment
+            .new_run()
+            .map_err(|e| internal("cannot contain the session", std::io::Error::other(e)))?;
+        let placement = run.placement();
+        let envp = self
+            .launch
+            .envp(&env, &placement)
+            .map_err(|e| invalid(e.to_string()))?;
         let program_c = CString::new(program.as_os_str().as_bytes())
             .map_err(|_| invalid("NUL byte in shell path".into()))?;
         let cwd = CString::new(spec.cwd.as_os_str().as_bytes())
@@ -464,8 +476,12 @@ impl TerminalService {
             output: slave.as_raw_fd(),
             input: slave.as_raw_fd(),
             terminal: true,
+            cgroup: placement.cgroup,
+            join: &placement.join,
+            die_with_parent: true,
         })
         .map_err(|e| internal("cannot start the shell", e))?;
+        run.set_leader(child.pid());
         drop(slave);
         // SAFETY: registering our own descriptor, owned by the AsyncFd from here on.
         let master = unsafe {
@@ -499,6 +515,7 @@ impl TerminalService {
             sending: AtomicBool::new(false),
             reader: Mutex::new(None),
             child: Mutex::new(Some(child)),
+            run,
             scrollback_bytes: self.config.scrollback_bytes.max(1024),
         });
         let reader = tokio::spawn(read_loop(session.clone()));
@@ -825,7 +842,11 @@ mod tests {
             Duration::from_millis(100),
             std::env::temp_dir(),
         ));
-        TerminalService::new(TerminalConfig::default(), &ProcessConfig::default(), jobs)
+        TerminalService::new(
+            TerminalConfig::default(),
+            Arc::new(Launch::new(&crate::config::ProcessConfig::default()).unwrap()),
+            jobs,
+        )
     }
 
     #[test]
