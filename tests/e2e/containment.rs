@@ -379,6 +379,23 @@ for f in "/sys/fs/cgroup/unified$v2/pids.max" "/sys/fs/cgroup$v2/pids.max" "/sys
 done
 true"#;
 
+/// A fork bomb (its forks' complaints go to /dev/null) after which the shell uses only
+/// builtins, as forks are refused: it waits 2 s on a FIFO of its own, prints its cgroup's
+/// `pids.events` (`events: max N`, N forks refused) and `pids.peak` (`peak: N`), then
+/// becomes `sleep` until its timeout.
+const FORK_BOMB: &str = r#": MARKER
+v2=$(sed -n 's/^0:://p' /proc/self/cgroup)
+v1=$(sed -n 's/^[0-9]*:pids://p' /proc/self/cgroup)
+d="/sys/fs/cgroup/pids$v1"
+[ -f "/sys/fs/cgroup$v2/pids.max" ] && d="/sys/fs/cgroup$v2"
+[ -f "/sys/fs/cgroup/unified$v2/pids.max" ] && d="/sys/fs/cgroup/unified$v2"
+mkfifo held; exec 3<>held; rm held
+b(){ b|b& }; b 2>/dev/null
+read -t 2 -u 3
+while read -r line; do echo "events: $line"; done < "$d/pids.events"
+[ -f "$d/pids.peak" ] && while read -r line; do echo "peak: $line"; done < "$d/pids.peak"
+exec sleep SLEEP"#;
+
 #[test]
 fn a_fork_bomb_is_held_by_the_pids_limit_and_ends_with_its_run() {
     let env = Env::new();
@@ -399,13 +416,12 @@ fn a_fork_bomb_is_held_by_the_pids_limit_and_ends_with_its_run() {
     );
 
     let started = Instant::now();
+    let command = FORK_BOMB
+        .replace("MARKER", &marker.0)
+        .replace("SLEEP", &marker.sleep(9));
     let bomb = server.call(
         "bash",
-        json!({
-            "command": format!(": {m}; b(){{ b|b& }}; b; exec sleep {s}", m = marker.0, s = marker.sleep(9)),
-            "description": "fork bomb",
-            "timeoutMs": 3000,
-        }),
+        json!({"command": command, "description": "fork bomb", "timeoutMs": 3000}),
     );
     let took = started.elapsed();
     assert!(
@@ -416,6 +432,22 @@ fn a_fork_bomb_is_held_by_the_pids_limit_and_ends_with_its_run() {
         took < Duration::from_secs(30),
         "the fork bomb's call took {took:?}"
     );
+    // The bomb ran into the limit (forks were refused) and never had more than 64 tasks.
+    let refused = bomb
+        .text
+        .lines()
+        .find_map(|line| line.strip_prefix("events: max "))
+        .and_then(|count| count.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no pids.events line from the bomb's run: {bomb:?}"));
+    assert!(refused > 0, "the bomb never hit pids.max: {bomb:?}");
+    if let Some(peak) = bomb
+        .text
+        .lines()
+        .find_map(|line| line.strip_prefix("peak: "))
+    {
+        let peak: u64 = peak.trim().parse().unwrap();
+        assert!(peak <= 64, "the bomb's run had {peak} tasks: {bomb:?}");
+    }
 
     let answered = Instant::now();
     let alive = server.call_ok(
