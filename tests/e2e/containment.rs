@@ -314,17 +314,73 @@ fn everything_dies_with_the_host(mode: &str, death: Death) {
     );
     wait_until_running(&marker, &running, "before the host died");
 
+    if mode == CGROUP {
+        let nodes = own_cgroup_nodes(server.pid());
+        assert!(
+            nodes.iter().any(|node| node.exists()),
+            "dsh serve made none of the cgroup nodes {nodes:?}"
+        );
+    }
     match death {
         Death::Signal(signal) => server.signal(signal),
         Death::StdinEof => server.close_stdin(),
     }
     assert_nothing_left(&marker, &format!("{mode}: after {death:?} of dsh serve"));
+    if mode == CGROUP {
+        assert_no_cgroup_node_left(server.pid(), death);
+    }
     if !matches!(death, Death::Signal(libc::SIGKILL)) {
         assert!(
             server.wait_exit(Duration::from_secs(10)).is_some(),
             "dsh serve did not exit after {death:?}\n{}",
             server.stderr()
         );
+    }
+}
+
+/// The cgroup nodes dsh (a child of this test, so in this test's cgroups) would make for
+/// itself: `MOUNT/OWN/dsh-PID` in the v2 hierarchy and in the v1 `pids` and `memory` ones.
+fn own_cgroup_nodes(dsh: i32) -> Vec<std::path::PathBuf> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let mut nodes = Vec::new();
+    for line in own.lines() {
+        let mut fields = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) =
+            (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let mounts: &[&str] = match controllers {
+            "" => &["/sys/fs/cgroup/unified", "/sys/fs/cgroup"],
+            "pids" => &["/sys/fs/cgroup/pids"],
+            "memory" => &["/sys/fs/cgroup/memory"],
+            _ => &[],
+        };
+        for mount in mounts {
+            let base = format!("{mount}{}", path.trim_end_matches('/'));
+            if std::path::Path::new(&base).join("cgroup.procs").exists() {
+                nodes.push(std::path::PathBuf::from(format!("{base}/dsh-{dsh}")));
+            }
+        }
+    }
+    nodes
+}
+
+/// Asserts that within `GONE_WITHIN` dsh's cgroup nodes are removed.
+fn assert_no_cgroup_node_left(dsh: i32, death: Death) {
+    let nodes = own_cgroup_nodes(dsh);
+    assert!(!nodes.is_empty(), "no cgroup hierarchy found for this test");
+    let deadline = Instant::now() + GONE_WITHIN;
+    loop {
+        let left: Vec<_> = nodes.iter().filter(|node| node.exists()).collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after {death:?} of dsh serve its cgroup nodes are still there: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -366,6 +422,167 @@ fn everything_dies_with_the_host_on_sigterm_in_subreaper_mode() {
 #[test]
 fn everything_dies_with_the_host_on_stdin_eof_in_subreaper_mode() {
     everything_dies_with_the_host(SUBREAPER, Death::StdinEof);
+}
+
+// --------------------------------------------------------------------------- runs apart
+
+/// Runs are killed one by one: a job killed, a foreground call returning and a terminal
+/// closed each take their own escapees and nothing of the runs still going.
+fn one_runs_end_leaves_the_other_runs_alone(mode: &str) {
+    let env = Env::new();
+    let server = McpServer::start(&env, &config(mode));
+    let (kept, killed, foreground, terminal) =
+        (Marker::new(), Marker::new(), Marker::new(), Marker::new());
+
+    let kept_sleeps = vec![kept.sleep(0), kept.sleep(1)];
+    let kept_job = job_id(&server.call_ok(
+        "bash",
+        json!({
+            "command": format!("setsid sleep {} >/dev/null 2>&1 & sleep {}", kept_sleeps[1], kept_sleeps[0]),
+            "description": "the job that stays",
+            "run_in_background": true,
+        }),
+    ));
+    let term = terminal_id(&server.call_ok("terminal_open", json!({})));
+    send_to_terminal(
+        &server,
+        &term,
+        &format!("setsid -f sleep {} >/dev/null 2>&1", terminal.sleep(1)),
+    );
+    wait_until_running(&kept, &kept_sleeps, "the job that stays");
+    wait_until_running(&terminal, &[terminal.sleep(1)], "the terminal");
+
+    let (line, mut killed_sleeps) = escapes(&killed, 1);
+    killed_sleeps.push(killed.sleep(0));
+    let killed_job = job_id(&server.call_ok(
+        "bash",
+        json!({
+            "command": format!("{line}; sleep {}", killed.sleep(0)),
+            "description": "the job that is killed",
+            "run_in_background": true,
+        }),
+    ));
+    wait_until_running(&killed, &killed_sleeps, "the job that is killed");
+    server.call_ok("job_kill", json!({"id": killed_job}));
+    assert_nothing_left(&killed, &format!("{mode}: after job_kill {killed_job}"));
+
+    let (line, _) = escapes(&foreground, 1);
+    let out = server.call_ok(
+        "bash",
+        json!({
+            "command": format!(
+                "{line}; for i in $(seq 400); do \
+                 [ \"$(pgrep -fc '^sleep 3{m}')\" -ge 5 ] && break; sleep 0.05; done; \
+                 echo \"escaped: $(pgrep -fc '^sleep 3{m}')\"",
+                m = foreground.0
+            ),
+            "description": "escape and return",
+        }),
+    );
+    assert!(out.contains("escaped: 5"), "{out:?}");
+    assert_nothing_left(&foreground, &format!("{mode}: after the foreground call"));
+
+    server.call_ok("terminal_close", json!({"id": term}));
+    assert_nothing_left(&terminal, &format!("{mode}: after terminal_close {term}"));
+
+    // The first job and its escapee saw all of it and are still running.
+    let alive = alive_with(&kept.0);
+    for sleep in &kept_sleeps {
+        assert!(
+            alive
+                .iter()
+                .any(|(_, cmdline)| *cmdline == format!("sleep {sleep}")),
+            "{mode}: `sleep {sleep}` of {kept_job} died with another run; alive: {alive:?}"
+        );
+    }
+    server.call_ok("job_kill", json!({"id": kept_job}));
+    assert_nothing_left(&kept, &format!("{mode}: after job_kill {kept_job}"));
+}
+
+#[test]
+fn one_runs_end_leaves_the_other_runs_alone_in_cgroup_mode() {
+    one_runs_end_leaves_the_other_runs_alone(CGROUP);
+}
+
+#[test]
+fn one_runs_end_leaves_the_other_runs_alone_in_subreaper_mode() {
+    one_runs_end_leaves_the_other_runs_alone(SUBREAPER);
+}
+
+/// The subreaper mode follows a run by a variable in its environment; the cgroup mode
+/// does not need it: an escapee that drops the variable, or its whole environment, dies
+/// with its run all the same.
+#[test]
+fn an_escapee_without_the_runs_environment_dies_with_it_in_cgroup_mode() {
+    let env = Env::new();
+    let marker = Marker::new();
+    let command = format!(
+        "env -i setsid -f sleep {a} >/dev/null 2>&1; \
+         env -u DSH_RUN setsid -f sleep {b} >/dev/null 2>&1; \
+         for i in $(seq 400); do \
+         [ \"$(pgrep -fc '^sleep 3{m}')\" -ge 2 ] && break; sleep 0.05; done; \
+         echo \"escaped: $(pgrep -fc '^sleep 3{m}')\"",
+        a = marker.sleep(1),
+        b = marker.sleep(2),
+        m = marker.0
+    );
+    let out = env.call_configured(
+        &config(CGROUP),
+        "bash",
+        &json!({"command": command, "description": "escape without the environment"}),
+        &[],
+    );
+    assert!(out.content.contains("escaped: 2"), "{out:?}");
+    assert_nothing_left(&marker, "cgroup: after the foreground call returned");
+}
+
+// --------------------------------------------------------------------------- memory
+
+/// Prints `PATH=VALUE` for the memory limit of the command's own cgroup: v2 `memory.max`
+/// (at /sys/fs/cgroup/unified or /sys/fs/cgroup) and v1 `memory.limit_in_bytes`.
+const READ_OWN_MEMORY_MAX: &str = r#"v2=$(sed -n 's/^0:://p' /proc/self/cgroup)
+v1=$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup)
+for f in "/sys/fs/cgroup/unified$v2/memory.max" "/sys/fs/cgroup$v2/memory.max" "/sys/fs/cgroup/memory$v1/memory.limit_in_bytes"; do
+  [ -f "$f" ] && echo "$f=$(cat "$f")"
+done
+true"#;
+
+#[test]
+fn a_run_past_its_memory_limit_is_killed_and_the_host_answers_the_next_call() {
+    let env = Env::new();
+    let server = McpServer::start(
+        &env,
+        "[process]\ncontainment = \"cgroup\"\nmemory_max_mb = 32\n",
+    );
+    let seen = server.call_ok(
+        "bash",
+        json!({"command": READ_OWN_MEMORY_MAX, "description": "read own memory limit"}),
+    );
+    assert!(
+        seen.lines()
+            .any(|line| line.contains("/dsh-") && line.ends_with("=33554432")),
+        "the run's own cgroup has no 32 MiB memory limit: {seen:?}"
+    );
+
+    // 100 MiB, every page written.
+    let out = server.call_ok(
+        "bash",
+        json!({
+            "command": "python3 -c 'x = b\"x\" * (100 << 20); print(len(x))'; echo \"python: $?\"",
+            "description": "allocate 100 MiB",
+        }),
+    );
+    assert!(
+        out.contains("python: 137"),
+        "the 100 MiB allocation was not killed (SIGKILL, 137): {out:?}"
+    );
+    assert_eq!(
+        server.call_ok(
+            "bash",
+            json!({"command": "echo alive", "description": "after"})
+        ),
+        "alive\n[exit code: 0]"
+    );
 }
 
 // --------------------------------------------------------------------------- fork bomb
