@@ -13,6 +13,15 @@
 //!
 //! [process]
 //! kill_grace_ms = 2000          # TERM, this long, then KILL
+//! containment = "auto"          # "cgroup" (required) | "subreaper" | "auto"
+//! pids_max = 4096               # per run; 0 = no limit
+//! memory_max_mb = 0             # per run, MiB; 0 = no limit
+//!
+//! [process.env]                 # the environment commands get
+//! inherit = "safe"              # host variables minus secret-looking names; "none": a core
+//! include = ["GITHUB_TOKEN"]    # name globs passed anyway
+//! exclude = ["DATABASE_URL"]    # name globs never passed (wins over include)
+//! set = { PAGER = "cat" }       # set after everything else
 //!
 //! [gate]
 //! default = "allow"             # what a call matching no rule gets
@@ -404,6 +413,7 @@ impl Config {
                     .map_err(|e| format!("gate.rules[{index}].pattern: {e}"))?;
             }
         }
+        config.process.env.check()?;
         for (name, plugin) in &config.plugins {
             plugin
                 .check()
@@ -512,6 +522,14 @@ mod tests {
         assert_eq!(config.jobs.max_running_per_owner, 64);
         assert_eq!(config.pipeline.guards.len(), 3);
         assert_eq!(config.pipeline.filters, ["redact_secrets"]);
+        assert_eq!(config.process.env.exclude, ["DATABASE_URL"]);
+        assert_eq!(config.process.env.set["PAGER"], "cat");
+    }
+
+    #[test]
+    fn a_bad_process_env_is_rejected_naming_the_key() {
+        let err = Config::parse("[process.env.set]\n\"A=B\" = \"x\"\n").unwrap_err();
+        assert!(err.contains("process.env.set"), "{err}");
     }
 
     #[test]

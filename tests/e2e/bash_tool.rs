@@ -135,7 +135,7 @@ fn a_background_child_of_a_foreground_command_is_gone_when_it_returns() {
 }
 
 #[test]
-fn a_grandchild_holding_the_pipe_outside_the_group_does_not_hang_the_call() {
+fn a_grandchild_holding_the_pipe_outside_the_group_does_not_hang_the_call_nor_outlive_it() {
     let env = Env::new();
     let marker = unique_marker();
     // setsid moves the sleeper out of the process group; it keeps stdout open.
@@ -148,10 +148,11 @@ fn a_grandchild_holding_the_pipe_outside_the_group_does_not_hang_the_call() {
         started.elapsed() < Duration::from_secs(4),
         "the call waited for the escaped sleeper"
     );
-    let _ = std::process::Command::new("pkill")
-        .arg("-f")
-        .arg(&marker)
-        .status();
+    // And it did not outlive the call: its container was killed with the shell.
+    assert_eq!(
+        survivors(&marker, Duration::from_secs(1)),
+        Vec::<String>::new()
+    );
 }
 
 #[test]

@@ -7,6 +7,7 @@ mod support;
 
 mod bash_tool;
 mod containment;
+mod environment;
 mod event_log;
 mod guards;
 mod mcp_clients;

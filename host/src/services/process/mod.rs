@@ -490,9 +490,68 @@ mod tests {
     use super::*;
 
     fn service() -> ProcessService {
-        let config = ProcessConfig::default();
+        service_with(crate::config::ContainmentMode::Auto)
+    }
+
+    fn service_with(containment: crate::config::ContainmentMode) -> ProcessService {
+        let config = ProcessConfig {
+            containment,
+            ..ProcessConfig::default()
+        };
         let launch = Arc::new(Launch::new(&config).unwrap());
         ProcessService::new(config, launch)
+    }
+
+    /// Live (not zombie) processes whose command line holds `marker`, after waiting up
+    /// to a second for them to go.
+    fn live_with(marker: &str) -> Vec<i32> {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        loop {
+            let live: Vec<i32> = std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|pid| {
+                    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                    let stat =
+                        std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                    String::from_utf8_lossy(&cmdline).contains(marker)
+                        && !stat
+                            .rsplit_once(") ")
+                            .is_some_and(|(_, rest)| rest.starts_with('Z'))
+                })
+                .collect();
+            if live.is_empty() || Instant::now() > deadline {
+                return live;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    async fn escapees_die_with_their_run(containment: crate::config::ContainmentMode) {
+        let dir = tempfile::tempdir().unwrap();
+        let service = service_with(containment);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let marker = format!("{}{nanos:09}", std::process::id());
+        let command = format!(
+            "(setsid sleep 97{marker} >/dev/null 2>&1 &); setsid -f sleep 98{marker} >/dev/null 2>&1; echo ok"
+        );
+        let out = service.run(spec(&command, dir.path())).await.unwrap();
+        assert_eq!(out.output.text, "ok\n");
+        assert_eq!(live_with(&marker), Vec::<i32>::new());
+    }
+
+    #[tokio::test]
+    async fn in_a_cgroup_processes_that_leave_the_group_die_with_their_run() {
+        escapees_die_with_their_run(crate::config::ContainmentMode::Cgroup).await;
+    }
+
+    #[tokio::test]
+    async fn marked_processes_that_leave_the_group_die_with_their_run() {
+        escapees_die_with_their_run(crate::config::ContainmentMode::Subreaper).await;
     }
 
     fn spec(command: &str, dir: &std::path::Path) -> RunSpec {
