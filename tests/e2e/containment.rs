@@ -3,8 +3,11 @@
 //! started dies with it, escapees included (`setsid cmd &`, `setsid -f`, a double-forking
 //! daemon, `nohup … & disown`, `( cmd & )`), when the call returns, on `job_kill`, on
 //! `terminal_close` and when the host dies (SIGKILL, SIGTERM, SIGHUP, SIGINT, stdin EOF);
-//! a fork bomb is held by the run's pids limit and ends with it. An owner gone past its
-//! grace period is tested over HTTP in `tests/mcp/test_containment.py`.
+//! runs end one by one without touching each other; in cgroup mode an escapee without
+//! the run's environment dies too, a fork bomb is held by the run's pids limit and ends
+//! with it, a run past its memory limit is killed, and dsh's cgroup nodes go with the
+//! host. An owner gone past its grace period is tested over HTTP in
+//! `tests/mcp/test_containment.py`.
 //!
 //! A process counts as alive when /proc/PID/stat says it is not a zombie (PID 1 here does
 //! not reap, so killed orphans can stay zombies). Every check polls /proc with a deadline.
