@@ -2,10 +2,12 @@
 //! the test plugins built from `plugins/`) and check what a user sees. One module per
 //! area.
 
+mod mcp_stdio;
 mod python_env;
 mod support;
 
 mod bash_tool;
+mod containment;
 mod environment;
 mod event_log;
 mod guards;
