@@ -3,7 +3,8 @@
 //!
 //! [`BoundedCapture`] takes output as it streams, keeps at most `limit` bytes in memory
 //! (the head and the tail) and writes everything to a spill file once the output is
-//! longer than the limit, so a 100 MB output costs `limit` bytes of memory.
+//! longer than the limit, so a 100 MB output costs `limit` bytes of memory. Spill files
+//! are private (0600, in 0700 directories): they hold raw output.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -101,9 +102,10 @@ impl BoundedCapture {
     /// and memory keeps only the head half (and from now on a tail).
     fn start_spill(&mut self) -> std::io::Result<&mut BufWriter<File>> {
         if let Some(dir) = self.spill_path.parent() {
-            std::fs::create_dir_all(dir)?;
+            crate::session::private::create_dir_all(dir)?;
         }
-        let mut file = BufWriter::with_capacity(64 * 1024, File::create(&self.spill_path)?);
+        let file = crate::session::private::create_file(&self.spill_path)?;
+        let mut file = BufWriter::with_capacity(64 * 1024, file);
         file.write_all(&self.head)?;
         let head_len = self.limit / 2;
         if self.head.len() > head_len {

@@ -13,5 +13,6 @@ mod event_log;
 mod guards;
 mod mcp_clients;
 mod plugin_loading;
+mod private_state;
 mod sandbox;
 mod tool_manuals;
