@@ -8,6 +8,7 @@ mod bash_tool;
 mod environment;
 mod event_log;
 mod guards;
+mod live_config;
 mod mcp_clients;
 mod plugin_loading;
 mod sandbox;
