@@ -128,6 +128,9 @@ pub async fn load_plugin_set(
     Ok(())
 }
 
+/// Plugins by name, each with where it comes from and its bytes.
+pub type PluginSet = BTreeMap<String, (PluginSource, Arc<[u8]>)>;
+
 /// The plugins `config` and `dir` call for, by name: the embedded ones it wants, each
 /// replaced by a file `NAME.wasm` in `dir`, and the other files there. A file that
 /// cannot be read is recorded as refused.
@@ -135,8 +138,8 @@ pub fn plugin_set(
     registry: &Registry,
     config: &Config,
     dir: Option<&Path>,
-) -> Result<BTreeMap<String, (PluginSource, Arc<[u8]>)>, StartError> {
-    let mut set: BTreeMap<String, (PluginSource, Arc<[u8]>)> = embedded::PLUGINS
+) -> Result<PluginSet, StartError> {
+    let mut set: PluginSet = embedded::PLUGINS
         .iter()
         .filter(|(name, _)| embedded::wanted(name, config))
         .map(|(name, bytes)| {
