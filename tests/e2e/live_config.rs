@@ -88,9 +88,20 @@ impl Server {
 
     /// Sends a request and returns its whole response.
     fn respond(&mut self, method: &str, params: Value) -> Value {
+        let id = self.start_request(method, params);
+        self.response(method, id)
+    }
+
+    /// Sends a request without waiting: its id.
+    fn start_request(&mut self, method: &str, params: Value) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// Waits for the response to request `id`.
+    fn response(&mut self, method: &str, id: u64) -> Value {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -481,4 +492,38 @@ fn settings_bound_at_start_are_named_and_wait_for_a_restart() {
         "{}",
         server.log()
     );
+}
+
+#[test]
+fn a_call_in_flight_finishes_under_the_configuration_it_started_with() {
+    let setup = Setup::new(&[], "[pipeline]\nfilters = [\"redact_secrets\"]\n");
+    let mut server = setup.serve(&[]);
+    let go = setup.env.dir.path().join("go");
+    // The call waits (for at most 30 s) for the test to say go, then prints a key.
+    let command = format!(
+        "for i in $(seq 600); do [ -e {go} ] && break; sleep 0.05; done; echo aws_access_key_id = AKIAIOSFODNN7EXAMPLE",
+        go = go.display()
+    );
+    let id = server.start_request(
+        "tools/call",
+        json!({"name": "bash", "arguments": bash(&command)}),
+    );
+    // While it runs, the filter is taken out of the configuration and unloaded.
+    setup.write_atomically("# no filters\n");
+    wait_for("redact_secrets to be unloaded", || {
+        setup.plugin_status("redact_secrets").is_null()
+    });
+    std::fs::write(&go, "").unwrap();
+    let response = server.response("tools/call", id);
+    let text = response["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        !text.contains("AKIAIOSFODNN7EXAMPLE") && text.contains("[REDACTED:"),
+        "the call that started filtered is filtered: {response}"
+    );
+    // The next call runs under the new configuration.
+    let next = server.call(
+        "bash",
+        bash("echo aws_access_key_id = AKIAIOSFODNN7EXAMPLE"),
+    );
+    assert!(next.text.contains("AKIAIOSFODNN7EXAMPLE"), "{next:?}");
 }
