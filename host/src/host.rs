@@ -45,6 +45,9 @@ pub struct HostOptions {
 
 /// A running host.
 pub struct Host {
+    /// The configuration the host started with: what the settings bound at start
+    /// (`[process]`, `[jobs]`, `[terminal]`, `[serve]`) are. The one calls run under,
+    /// which `dsh.toml` may change while serving, is [`Pipeline::config`].
     pub config: Arc<Config>,
     pub pipeline: Arc<Pipeline>,
     pub registry: Arc<Registry>,

@@ -116,7 +116,9 @@ enum Command {
     ///
     /// With a `dsh serve` running on the same state directory, shows that server's
     /// plugins as they are now, with the calls in flight on each (and on the versions
-    /// a reload replaced). With none, shows the plugin set as `dsh serve` would load it.
+    /// a reload replaced), and its configuration file: the version in force, a refused
+    /// version and why, settings changed that wait for a restart. With none, shows the
+    /// plugin set as `dsh serve` would load it.
     Plugins {
         /// Print JSON: [{name, source, digest, loaded_at, status, reason, tools,
         /// calls_in_flight, calls_in_flight_on_old_versions}]

@@ -12,6 +12,10 @@
 //!
 //! Before any of them, the tool is resolved in the caller's scope and the arguments are
 //! validated against its schema, and a `tool/call` event is written to the session log.
+//!
+//! The configured parts (gate, guard chain, filter chain, limits) are one [`Configured`]
+//! snapshot, swapped whole when `dsh.toml` changes ([`Pipeline::reconfigure`]); a call
+//! reads it once, with the registry's catalog, and finishes under both.
 
 pub mod s1_gate;
 pub mod s2_guards;
