@@ -208,6 +208,11 @@ impl Setup {
     }
 
     fn serve(&self, environment: &[(&str, &str)]) -> Server {
+        self.serve_with(environment, &[])
+    }
+
+    /// `dsh serve ARGS...` with this setup's configuration and plugin directory.
+    fn serve_with(&self, environment: &[(&str, &str)], args: &[&str]) -> Server {
         let mut command = self.env.dsh();
         command
             .arg("--config")
@@ -215,6 +220,7 @@ impl Setup {
             .arg("--plugins")
             .arg(self.env.plugins_dir())
             .arg("serve")
+            .args(args)
             .envs(environment.iter().copied());
         Server::start(command, self.env.dir.path().join("serve.stderr"))
     }
@@ -526,4 +532,40 @@ fn a_call_in_flight_finishes_under_the_configuration_it_started_with() {
         bash("echo aws_access_key_id = AKIAIOSFODNN7EXAMPLE"),
     );
     assert!(next.text.contains("AKIAIOSFODNN7EXAMPLE"), "{next:?}");
+}
+
+#[test]
+fn limits_and_scopes_apply_to_the_next_call() {
+    let scoped = "[scopes]\nnarrow = [\"bash\"]\n";
+    let setup = Setup::new(&[], scoped);
+    let mut server = setup.serve_with(&[], &["--scope", "narrow"]);
+    let long = bash("head -c 5000 /dev/zero | tr '\\0' x");
+    let whole = server.call("bash", long.clone());
+    assert!(
+        !whole.is_error && whole.text.contains(&"x".repeat(5000)),
+        "{whole:?}"
+    );
+
+    setup.write_atomically(&format!("{scoped}[limits]\noutput_budget_bytes = 1000\n"));
+    let cut = server.call_until("bash", long, "the smaller budget", |c| {
+        c.text.contains("bytes omitted")
+    });
+    assert!(cut.text.len() < 1500, "{}", cut.text.len());
+
+    setup.write_in_place("[scopes]\nnarrow = [\"job_*\"]\n");
+    let hidden = server.call_until("bash", bash("true"), "bash to leave the scope", |c| {
+        c.is_error
+    });
+    assert!(hidden.text.starts_with("UNKNOWN_TOOL"), "{hidden:?}");
+    let listed = server.request("tools/list", json!({}));
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        !names.contains(&"bash") && names.contains(&"job_list"),
+        "{names:?}"
+    );
 }
