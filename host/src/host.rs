@@ -47,6 +47,9 @@ pub struct HostOptions {
 
 /// A running host.
 pub struct Host {
+    /// The configuration the host started with: what the settings bound at start
+    /// (`[process]`, `[jobs]`, `[terminal]`, `[serve]`) are. The one calls run under,
+    /// which `dsh.toml` may change while serving, is [`Pipeline::config`].
     pub config: Arc<Config>,
     pub pipeline: Arc<Pipeline>,
     pub registry: Arc<Registry>,
@@ -94,7 +97,7 @@ impl Host {
 
 /// Says so when a guard or filter that `[pipeline]` names is not serving: until it is,
 /// every call is denied (a guard) or every result withheld (a filter).
-fn warn_about_missing_stages(registry: &Registry, config: &Config) {
+pub fn warn_about_missing_stages(registry: &Registry, config: &Config) {
     let catalog = registry.snapshot();
     for (names, kind, effect) in [
         (
@@ -125,7 +128,24 @@ pub async fn load_plugin_set(
     config: &Config,
     dir: Option<&Path>,
 ) -> Result<(), StartError> {
-    let mut set: BTreeMap<String, (PluginSource, Arc<[u8]>)> = embedded::PLUGINS
+    for (name, (source, bytes)) in plugin_set(registry, config, dir)? {
+        load_plugin(runtime, registry, config, &name, source, bytes).await;
+    }
+    Ok(())
+}
+
+/// Plugins by name, each with where it comes from and its bytes.
+pub type PluginSet = BTreeMap<String, (PluginSource, Arc<[u8]>)>;
+
+/// The plugins `config` and `dir` call for, by name: the embedded ones it wants, each
+/// replaced by a file `NAME.wasm` in `dir`, and the other files there. A file that
+/// cannot be read is recorded as refused.
+pub fn plugin_set(
+    registry: &Registry,
+    config: &Config,
+    dir: Option<&Path>,
+) -> Result<PluginSet, StartError> {
+    let mut set: PluginSet = embedded::PLUGINS
         .iter()
         .filter(|(name, _)| embedded::wanted(name, config))
         .map(|(name, bytes)| {
@@ -163,10 +183,17 @@ pub async fn load_plugin_set(
             }
         }
     }
-    for (name, (source, bytes)) in set {
-        load_plugin(runtime, registry, config, &name, source, bytes).await;
-    }
-    Ok(())
+    Ok(set)
+}
+
+/// What becomes of the version serving when a new one is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnRefusal {
+    /// It keeps serving (a broken new file must not take a working plugin down).
+    KeepServing,
+    /// It is taken out of service: it was linked under grants and bounds the
+    /// configuration no longer gives, so it must not run on them.
+    Withdraw,
 }
 
 /// Loads one plugin version and swaps it in; a version that fails is recorded as
@@ -178,6 +205,51 @@ pub async fn load_plugin(
     name: &str,
     source: PluginSource,
     bytes: Arc<[u8]>,
+) -> bool {
+    load(
+        runtime,
+        registry,
+        config,
+        name,
+        source,
+        bytes,
+        OnRefusal::KeepServing,
+    )
+    .await
+}
+
+/// Loads plugin `name` again under `config` because its grants, bounds or settings
+/// changed there. When the new link is refused (say an interface it imports is no
+/// longer granted), the version serving is withdrawn too: its tools go, and a guard or
+/// filter of that name then fails closed. True when it now serves.
+pub async fn relink_plugin(
+    runtime: &Arc<Runtime>,
+    registry: &Registry,
+    config: &Config,
+    name: &str,
+    source: PluginSource,
+    bytes: Arc<[u8]>,
+) -> bool {
+    load(
+        runtime,
+        registry,
+        config,
+        name,
+        source,
+        bytes,
+        OnRefusal::Withdraw,
+    )
+    .await
+}
+
+async fn load(
+    runtime: &Arc<Runtime>,
+    registry: &Registry,
+    config: &Config,
+    name: &str,
+    source: PluginSource,
+    bytes: Arc<[u8]>,
+    on_refusal: OnRefusal,
 ) -> bool {
     let file_digest = digest(&bytes);
     let plugin_config = config.plugin(name, &file_digest);
@@ -193,7 +265,11 @@ pub async fn load_plugin(
             true
         }
         Err(reason) => {
-            tracing::warn!(plugin = %name, %source, %reason, "plugin refused");
+            if on_refusal == OnRefusal::Withdraw && registry.remove(name) {
+                tracing::warn!(plugin = %name, %source, %reason, "plugin refused under the new configuration; the version serving was withdrawn");
+            } else {
+                tracing::warn!(plugin = %name, %source, %reason, "plugin refused");
+            }
             registry.record_refusal(PluginStatus::refused(name, &source, &file_digest, reason));
             false
         }

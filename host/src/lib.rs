@@ -7,6 +7,7 @@
 
 pub mod call;
 pub mod config;
+pub mod config_watch;
 pub mod control;
 pub mod engine;
 pub mod error;

@@ -14,6 +14,7 @@ use std::io::IsTerminal;
 
 use dsh::call::{Approval, ApprovalFuture, ApprovalRequest, Approver, CallRequest};
 use dsh::config::Config;
+use dsh::config_watch::{ConfigStatus, LiveConfig};
 use dsh::control::{ask, running_servers, Answer, ControlSocket, RunningServer};
 use dsh::host::{Host, HostOptions};
 use dsh::mcp::http::{generate_token, serve_http, MCP_PATH};
@@ -89,8 +90,9 @@ enum Command {
         /// The scope connections see tools in
         #[arg(long, default_value = DEFAULT_SCOPE)]
         scope: String,
-        /// Do not watch the plugin directory (by default a changed `.wasm` is reloaded
-        /// and MCP clients are told the tool list changed)
+        /// Do not watch the plugin directory and the configuration file (by default a
+        /// changed `.wasm` is reloaded and MCP clients are told the tool list changed, and
+        /// a changed dsh.toml applies to the next call)
         #[arg(long)]
         no_watch: bool,
     },
@@ -114,7 +116,9 @@ enum Command {
     ///
     /// With a `dsh serve` running on the same state directory, shows that server's
     /// plugins as they are now, with the calls in flight on each (and on the versions
-    /// a reload replaced). With none, shows the plugin set as `dsh serve` would load it.
+    /// a reload replaced), and its configuration file: the version in force, a refused
+    /// version and why, settings changed that wait for a restart. With none, shows the
+    /// plugin set as `dsh serve` would load it.
     Plugins {
         /// Print JSON: [{name, source, digest, loaded_at, status, reason, tools,
         /// calls_in_flight, calls_in_flight_on_old_versions}]
@@ -165,10 +169,18 @@ fn main() -> ExitCode {
     }
 }
 
+/// The configuration file in use: `--config`, else `./dsh.toml` when it exists.
+fn config_path(cli: &Cli) -> Option<PathBuf> {
+    match &cli.config {
+        Some(path) => Some(path.clone()),
+        None if std::path::Path::new("dsh.toml").exists() => Some(PathBuf::from("dsh.toml")),
+        None => None,
+    }
+}
+
 async fn start(cli: &Cli) -> anyhow::Result<Host> {
-    let config = match &cli.config {
-        Some(path) => Config::load(path)?,
-        None if std::path::Path::new("dsh.toml").exists() => Config::load("dsh.toml".as_ref())?,
+    let config = match config_path(cli) {
+        Some(path) => Config::load(&path)?,
         None => Config::default(),
     };
     let workdir = match &cli.workdir {
@@ -293,12 +305,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let answer = answer?;
             let plugins: Vec<PluginStatus> = serde_json::from_value(answer["plugins"].clone())
                 .context("the server's plugin list is not what this dsh understands")?;
+            let config: Option<ConfigStatus> =
+                serde_json::from_value(answer["config"].clone()).ok();
             let heading = format!(
                 "dsh serve, pid {}, session {}",
                 server.pid,
                 answer["session"].as_str().unwrap_or("?")
             );
-            print_plugins(&plugins, *json, *grants, &heading)?;
+            print_plugins(&plugins, config.as_ref(), *json, *grants, &heading)?;
             return Ok(ExitCode::SUCCESS);
         }
     }
@@ -417,16 +431,27 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             host.registry
                 .scope(scope)
                 .map_err(|e| anyhow::anyhow!(e.message))?;
+            let debounce = std::time::Duration::from_millis(host.config.serve.reload_debounce_ms);
             let _watcher = match (&cli.plugins, no_watch) {
                 (Some(dir), false) => Some(
-                    dsh::reload::watch(
-                        host.pipeline.runtime.clone(),
-                        host.registry.clone(),
-                        host.config.clone(),
-                        dir,
-                        std::time::Duration::from_millis(host.config.serve.reload_debounce_ms),
-                    )
-                    .with_context(|| format!("cannot watch {}", dir.display()))?,
+                    dsh::reload::watch(host.pipeline.clone(), dir, debounce)
+                        .with_context(|| format!("cannot watch {}", dir.display()))?,
+                ),
+                _ => None,
+            };
+            let live = config_path(&cli).map(|path| {
+                Arc::new(LiveConfig::new(
+                    &path,
+                    cli.plugins.clone(),
+                    host.pipeline.clone(),
+                    host.config.clone(),
+                    !no_watch,
+                ))
+            });
+            let _config_watcher = match (&live, no_watch) {
+                (Some(live), false) => Some(
+                    dsh::config_watch::watch(live.clone(), debounce)
+                        .with_context(|| format!("cannot watch {}", live.path().display()))?,
                 ),
                 _ => None,
             };
@@ -434,8 +459,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let _control = {
                 let (registry, session) = (host.registry.clone(), host.pipeline.session.id.clone());
                 let pipeline = host.pipeline.clone();
+                let config_status = move || match &live {
+                    Some(live) => live.status(),
+                    None => ConfigStatus::loaded(None, "", false),
+                };
                 let answer: Answer = Arc::new(move |request| match request {
-                    "plugins" => Ok(json!({ "session": &*session, "plugins": registry.plugins() })),
+                    "plugins" => Ok(json!({
+                        "session": &*session,
+                        "plugins": registry.plugins(),
+                        "config": config_status(),
+                    })),
                     "stats" => Ok(json!({ "session": &*session, "tools": pipeline.metrics() })),
                     other => Err(format!("unknown request {other:?} (known: plugins, stats)")),
                 });
@@ -465,8 +498,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Stats { .. } => unreachable!("answered before the host starts"),
         Command::Plugins { json, grants, .. } => {
+            let config = config_path(&cli).map(|path| {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                ConfigStatus::loaded(Some(&path), &text, false)
+            });
             print_plugins(
                 &host.registry.plugins(),
+                Some(&config.unwrap_or_else(|| ConfigStatus::loaded(None, "", false))),
                 *json,
                 *grants,
                 "no dsh serve running here: the plugin set as it would load",
@@ -557,6 +595,7 @@ fn print_stats(
 
 fn print_plugins(
     plugins: &[PluginStatus],
+    config: Option<&ConfigStatus>,
     json: bool,
     grants: bool,
     heading: &str,
@@ -565,7 +604,11 @@ fn print_plugins(
         println!("{}", serde_json::to_string_pretty(plugins)?);
         return Ok(());
     }
-    println!("{heading}\n");
+    println!("{heading}");
+    if let Some(config) = config {
+        print_config_status(config);
+    }
+    println!();
     println!(
         "{:<18} {:<13} {:<8} {:<14} {:<20} {:>9} {:<40} TOOLS / REASON",
         "NAME", "KIND", "STATUS", "DIGEST", "LOADED (UTC)", "IN FLIGHT", "SOURCE"
@@ -613,6 +656,38 @@ fn print_plugins(
         }
     }
     Ok(())
+}
+
+/// The configuration lines of `dsh plugins`: the file in force, a refused version and
+/// why, and the settings that wait for a restart.
+fn print_config_status(config: &ConfigStatus) {
+    let Some(path) = &config.path else {
+        println!("config: none (the defaults)");
+        return;
+    };
+    let digest = config.digest.get(..12).unwrap_or(&config.digest);
+    let watched = if config.watched {
+        "watched: changes apply to the next call"
+    } else {
+        "not watched"
+    };
+    println!(
+        "config: {path} (sha256 {digest}, loaded {} UTC; {watched})",
+        utc_time(config.loaded_at)
+    );
+    if config.status == "refused" {
+        println!(
+            "config: REFUSED at {} UTC, the version loaded before keeps serving: {}",
+            config.refused_at.map(utc_time).unwrap_or_default(),
+            config.reason.as_deref().unwrap_or("no reason given")
+        );
+    }
+    if !config.restart_needed.is_empty() {
+        println!(
+            "config: changed, takes effect at restart: {}",
+            config.restart_needed.join(", ")
+        );
+    }
 }
 
 /// `YYYY-MM-DD HH:MM:SS` for seconds since the Unix epoch (UTC).

@@ -6,7 +6,9 @@
 //! refused with its reason and the old one keeps serving. A deleted file removes its
 //! tools (an embedded plugin of that name serves again). Every change reaches MCP
 //! clients as `notifications/tools/list_changed` through the registry. Terminals and
-//! jobs live in the host services and are not touched.
+//! jobs live in the host services and are not touched. A version is linked under the
+//! configuration in force when it loads (`dsh.toml` may have changed since start; see
+//! [`crate::config_watch`]).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -15,11 +17,11 @@ use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
 
-use crate::config::Config;
+use crate::engine::embedded;
 use crate::engine::plugin::{digest, PluginSource};
-use crate::engine::{embedded, Runtime};
 use crate::host::load_plugin;
-use crate::registry::{PluginStatus, Registry};
+use crate::pipeline::Pipeline;
+use crate::registry::PluginStatus;
 
 /// A running watcher; dropping it stops watching.
 pub struct PluginWatcher {
@@ -35,9 +37,7 @@ impl Drop for PluginWatcher {
 
 /// Watches `dir` and reloads what changes in it, `debounce` after its last write.
 pub fn watch(
-    runtime: Arc<Runtime>,
-    registry: Arc<Registry>,
-    config: Arc<Config>,
+    pipeline: Arc<Pipeline>,
     dir: &Path,
     debounce: Duration,
 ) -> Result<PluginWatcher, notify::Error> {
@@ -69,8 +69,9 @@ pub fn watch(
                     Err(_quiet) => break,
                 }
             }
+            let _loading = pipeline.loads.lock().await;
             for path in paths {
-                reload(&runtime, &registry, &config, &path).await;
+                reload(&pipeline, &path).await;
             }
         }
     });
@@ -82,7 +83,9 @@ pub fn watch(
 }
 
 /// Brings plugin `path` up to date with the file.
-async fn reload(runtime: &Arc<Runtime>, registry: &Registry, config: &Config, path: &Path) {
+async fn reload(pipeline: &Pipeline, path: &Path) {
+    let config = pipeline.config();
+    let (runtime, registry, config) = (&pipeline.runtime, &*pipeline.registry, &*config);
     let Some(name) = path.file_stem().and_then(|s| s.to_str()).map(str::to_owned) else {
         return;
     };

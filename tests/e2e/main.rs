@@ -11,6 +11,7 @@ mod containment;
 mod environment;
 mod event_log;
 mod guards;
+mod live_config;
 mod mcp_clients;
 mod plugin_loading;
 mod private_state;

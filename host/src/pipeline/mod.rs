@@ -12,6 +12,10 @@
 //!
 //! Before any of them, the tool is resolved in the caller's scope and the arguments are
 //! validated against its schema, and a `tool/call` event is written to the session log.
+//!
+//! The configured parts (gate, guard chain, filter chain, limits) are one [`Configured`]
+//! snapshot, swapped whole when `dsh.toml` changes ([`Pipeline::reconfigure`]); a call
+//! reads it once, with the registry's catalog, and finishes under both.
 
 pub mod s1_gate;
 pub mod s2_guards;
@@ -20,7 +24,7 @@ pub mod s4_post_execute;
 pub mod s5_finalize;
 pub mod s6_observe;
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
@@ -43,15 +47,37 @@ struct CallEvent<'a> {
     args: &'a serde_json::Value,
 }
 
+/// The configured parts of the pipeline, built from one version of `dsh.toml`. A call
+/// reads this snapshot once and keeps it to its end, so a configuration swapped in
+/// while it runs does not change it halfway.
+pub struct Configured {
+    pub config: Arc<Config>,
+    gate: s1_gate::Gate,
+    guards: s2_guards::GuardChain,
+    filters: s4_post_execute::FilterChain,
+}
+
+impl Configured {
+    fn new(config: Arc<Config>) -> Self {
+        Configured {
+            gate: s1_gate::Gate::new(&config.gate),
+            guards: s2_guards::GuardChain::new(config.pipeline.guards.clone()),
+            filters: s4_post_execute::FilterChain::new(config.pipeline.filters.clone()),
+            config,
+        }
+    }
+}
+
 /// The pipeline with its configured gate, guards, filters and observers.
 pub struct Pipeline {
     pub runtime: Arc<Runtime>,
     pub registry: Arc<Registry>,
     pub session: Arc<Session>,
-    config: Arc<Config>,
-    gate: s1_gate::Gate,
-    guards: s2_guards::GuardChain,
-    filters: s4_post_execute::FilterChain,
+    /// Swapped whole when the configuration changes; read once per call.
+    configured: RwLock<Arc<Configured>>,
+    /// Serializes plugin loads after start (the plugin directory watcher and a changed
+    /// configuration), so two loads of one plugin cannot land out of order.
+    pub loads: tokio::sync::Mutex<()>,
     observers: s6_observe::Observers,
 }
 
@@ -78,19 +104,30 @@ impl Pipeline {
         session: Arc<Session>,
         config: Arc<Config>,
     ) -> Self {
-        let gate = s1_gate::Gate::new(&config.gate);
-        let guards = s2_guards::GuardChain::new(config.pipeline.guards.clone());
-        let filters = s4_post_execute::FilterChain::new(config.pipeline.filters.clone());
         Pipeline {
             runtime,
             registry,
             observers: s6_observe::Observers::new(session.clone()),
             session,
-            config,
-            gate,
-            guards,
-            filters,
+            configured: RwLock::new(Arc::new(Configured::new(config))),
+            loads: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// The configuration in force: what the next call runs under.
+    pub fn config(&self) -> Arc<Config> {
+        self.configured().config.clone()
+    }
+
+    fn configured(&self) -> Arc<Configured> {
+        self.configured.read().unwrap().clone()
+    }
+
+    /// Swaps in the gate, guard chain, filter chain and limits of `config`: calls that
+    /// start from now on run under it, calls in flight finish under theirs.
+    pub fn reconfigure(&self, config: Arc<Config>) {
+        let configured = Arc::new(Configured::new(config));
+        *self.configured.write().unwrap() = configured;
     }
 
     /// Runs one call through every stage. Never fails: every failure is a result. When
@@ -110,8 +147,9 @@ impl Pipeline {
                 args: &request.args,
             },
         );
+        let configured = self.configured();
         let outcome = tokio::select! {
-            outcome = self.run(&request, call_id.clone()) => outcome,
+            outcome = self.run(&configured, &request, call_id.clone()) => outcome,
             _ = cancel.cancelled() => Outcome::from(ToolError::new(
                 ErrorCode::Cancelled,
                 format!(
@@ -135,7 +173,13 @@ impl Pipeline {
         self.observers.metrics.snapshot()
     }
 
-    async fn run(&self, request: &CallRequest, call_id: String) -> Outcome {
+    async fn run(
+        &self,
+        configured: &Configured,
+        request: &CallRequest,
+        call_id: String,
+    ) -> Outcome {
+        let config = &configured.config;
         let scope = match self.registry.scope(&request.scope) {
             Ok(scope) => scope,
             Err(error) => return error.into(),
@@ -158,12 +202,15 @@ impl Pipeline {
             output_budget: tool
                 .spec
                 .output_budget
-                .unwrap_or(self.config.limits.output_budget_bytes),
+                .unwrap_or(config.limits.output_budget_bytes),
         };
-        if let Err(error) = self.gate.check(&tool.spec.name, &context, &request.args) {
+        if let Err(error) = configured
+            .gate
+            .check(&tool.spec.name, &context, &request.args)
+        {
             return error.into();
         }
-        if let Err(error) = self
+        if let Err(error) = configured
             .guards
             .check(
                 &self.runtime,
@@ -178,7 +225,7 @@ impl Pipeline {
             return error.into();
         }
         // The plugin's timeout, capped by the host's.
-        let cap = self.config.limits.call_timeout_ms;
+        let cap = config.limits.call_timeout_ms;
         let timeout = Duration::from_millis(tool.plugin.config.timeout_ms.unwrap_or(cap).min(cap));
         let executed = s3_execute::execute(
             &self.runtime,
@@ -186,10 +233,10 @@ impl Pipeline {
             context.clone(),
             &request.args,
             timeout,
-            self.config.limits.max_retries,
+            config.limits.max_retries,
         )
         .await;
-        let result = self
+        let result = configured
             .filters
             .apply(
                 &self.runtime,

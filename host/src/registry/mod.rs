@@ -179,7 +179,8 @@ impl Scope {
 /// The registry: a catalog snapshot that changes only by whole swaps.
 pub struct Registry {
     catalog: RwLock<Arc<Catalog>>,
-    scopes: BTreeMap<String, Vec<String>>,
+    /// `[scopes]` of the configuration in force (replaced when `dsh.toml` changes).
+    scopes: RwLock<BTreeMap<String, Vec<String>>>,
     changes: tokio::sync::broadcast::Sender<()>,
     /// Versions swapped out or removed; alive while calls that started on them run.
     retired: Mutex<Vec<Weak<Plugin>>>,
@@ -193,7 +194,7 @@ impl Registry {
     pub fn new(scopes: BTreeMap<String, Vec<String>>) -> Self {
         Registry {
             catalog: RwLock::default(),
-            scopes,
+            scopes: RwLock::new(scopes),
             changes: tokio::sync::broadcast::channel(16).0,
             retired: Mutex::default(),
         }
@@ -212,7 +213,8 @@ impl Registry {
 
     /// The named scope, or an error naming the scopes there are.
     pub fn scope(&self, name: &str) -> Result<Scope, ToolError> {
-        match self.scopes.get(name) {
+        let scopes = self.scopes.read().unwrap();
+        match scopes.get(name) {
             Some(patterns) => Ok(Scope {
                 name: name.into(),
                 patterns: Some(patterns.clone()),
@@ -222,7 +224,7 @@ impl Registry {
                 patterns: None,
             }),
             None => {
-                let mut known: Vec<&str> = self.scopes.keys().map(String::as_str).collect();
+                let mut known: Vec<&str> = scopes.keys().map(String::as_str).collect();
                 if !known.contains(&DEFAULT_SCOPE) {
                     known.insert(0, DEFAULT_SCOPE);
                 }
@@ -232,6 +234,18 @@ impl Registry {
                 ))
             }
         }
+    }
+
+    /// Replaces the scopes (`dsh.toml` changed); clients hear of it as a change of the
+    /// tools, since what a scope sees may have changed.
+    pub fn set_scopes(&self, scopes: BTreeMap<String, Vec<String>>) {
+        let mut current = self.scopes.write().unwrap();
+        if *current == scopes {
+            return;
+        }
+        *current = scopes;
+        drop(current);
+        let _ = self.changes.send(());
     }
 
     /// Registers every tool of `plugin`, replacing any earlier version of the same
