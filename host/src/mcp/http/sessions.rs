@@ -147,16 +147,6 @@ impl Sessions {
         self.table.lock().len() + self.table.creating.load(Ordering::Relaxed) >= self.table.max
     }
 
-    /// The sessions open now.
-    pub fn len(&self) -> usize {
-        self.table.lock().len()
-    }
-
-    /// True when no session is open.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Closes every session idle for the idle time; returns how many.
     pub async fn close_idle(&self) -> usize {
         let idle = self.table.take_idle(Instant::now());
