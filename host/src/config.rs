@@ -49,7 +49,17 @@
 //! owner_grace_ms = 30000        # a gone connection's resources live this long
 //! max_request_bytes = 4194304   # larger HTTP requests get 413
 //! progress_interval_ms = 250    # progress notifications while a call runs
-//! http_session_idle_ms = 300000 # an HTTP session idle this long is closed
+//! http_session_idle_ms = 300000 # an HTTP session this long without a request or a call
+//!                               # in flight is closed
+//! http_max_sessions = 64        # one more MCP session gets 503
+//! http_max_connections = 256    # TCP connections at once (at most half the descriptor
+//!                               # limit); past it the oldest that sent nothing is closed,
+//!                               # or, all busy, the new one gets 503
+//! http_header_timeout_ms = 10000 # a request head not complete this long after the
+//!                               # connection opened or its last response: closed
+//! http_body_timeout_ms = 30000  # a request body not complete this long after its head: 408
+//! http_allowed_origins = []     # browser origins allowed besides loopback ones, e.g.
+//!                               # "https://app.example", "http://dev.example:*"; others: 403
 //! reload_debounce_ms = 100      # a changed plugin reloads after this long without writes
 //! approval_timeout_ms = 300000  # an approval asked of an MCP client (elicitation) not
 //!                               # answered in this long is a denial
@@ -269,9 +279,25 @@ pub struct ServeConfig {
     pub max_request_bytes: usize,
     /// How often a call with a progress token gets a progress notification.
     pub progress_interval_ms: u64,
-    /// An HTTP session with no request for this long is closed (its owner's grace
-    /// period then starts): the end of a client that vanished without saying so.
+    /// An HTTP session with no request and no call in flight for this long is closed
+    /// (its owner's grace period then starts): the end of a client that vanished
+    /// without saying so. The time counts from the end of the session's last call.
     pub http_session_idle_ms: u64,
+    /// MCP sessions open at once over HTTP; a request opening one more gets 503.
+    pub http_max_sessions: usize,
+    /// TCP connections open at once (never more than half the file descriptor limit).
+    /// At the cap, the oldest connection that has sent no request is closed to make
+    /// room; when every one has, the new connection gets 503.
+    pub http_max_connections: usize,
+    /// A connection whose request head is not complete this long after it opened (or
+    /// after its last response) is closed.
+    pub http_header_timeout_ms: u64,
+    /// A request whose body is not complete this long after its head gets 408.
+    pub http_body_timeout_ms: u64,
+    /// Browser origins (`Origin`) allowed besides loopback ones: `scheme://host` (the
+    /// scheme's default port), `scheme://host:PORT`, `scheme://host:*` or `null`.
+    /// A request with any other `Origin` gets 403; one with no `Origin` passes.
+    pub http_allowed_origins: Vec<String>,
     /// A changed plugin file is reloaded once it has had no write for this long.
     pub reload_debounce_ms: u64,
     /// How long an approval asked of an MCP client may go unanswered (then: denied).
@@ -285,9 +311,35 @@ impl Default for ServeConfig {
             max_request_bytes: 4 << 20,
             progress_interval_ms: 250,
             http_session_idle_ms: 300_000,
+            http_max_sessions: 64,
+            http_max_connections: 256,
+            http_header_timeout_ms: 10_000,
+            http_body_timeout_ms: 30_000,
+            http_allowed_origins: Vec::new(),
             reload_debounce_ms: 100,
             approval_timeout_ms: 300_000,
         }
+    }
+}
+
+impl ServeConfig {
+    /// Checks the HTTP limits and origins.
+    fn check(&self) -> Result<(), String> {
+        for (key, value) in [
+            ("http_max_sessions", self.http_max_sessions as u64),
+            ("http_max_connections", self.http_max_connections as u64),
+            ("http_header_timeout_ms", self.http_header_timeout_ms),
+            ("http_body_timeout_ms", self.http_body_timeout_ms),
+        ] {
+            if value == 0 {
+                return Err(format!("serve.{key} must be at least 1"));
+            }
+        }
+        for entry in &self.http_allowed_origins {
+            crate::mcp::http::origin::AllowedOrigin::parse(entry)
+                .map_err(|e| format!("serve.http_allowed_origins: {e}"))?;
+        }
+        Ok(())
     }
 }
 
@@ -414,6 +466,7 @@ impl Config {
             }
         }
         config.process.env.check()?;
+        config.serve.check()?;
         for (name, plugin) in &config.plugins {
             plugin
                 .check()
@@ -535,5 +588,17 @@ mod tests {
     #[test]
     fn unknown_keys_are_errors() {
         assert!(Config::parse("[limits]\noutput_budget = 3\n").is_err());
+    }
+
+    #[test]
+    fn bad_http_origins_and_zero_http_limits_are_rejected_naming_the_key() {
+        let error =
+            Config::parse("[serve]\nhttp_allowed_origins = [\"app.example\"]\n").unwrap_err();
+        assert!(error.contains("serve.http_allowed_origins"), "{error}");
+        let error = Config::parse("[serve]\nhttp_max_sessions = 0\n").unwrap_err();
+        assert!(error.contains("serve.http_max_sessions"), "{error}");
+        let config =
+            Config::parse("[serve]\nhttp_allowed_origins = [\"https://app.example\"]\n").unwrap();
+        assert_eq!(config.serve.http_allowed_origins, ["https://app.example"]);
     }
 }

@@ -16,7 +16,8 @@ Fixtures:
 - `raw_stdio_server`: `dsh serve` driven with hand-written JSON-RPC lines, for
   the tests that must see the process exit code.
 - `http_server`: `dsh serve --http 127.0.0.1:0`, started and parsed.
-- `start_http_server`: the same, started on demand, optionally with a `dsh.toml`.
+- `start_http_server`: the same, started on demand, optionally with a `dsh.toml` and a
+  descriptor limit.
 - `open_http_session`: an initialized MCP `ClientSession` over streamable HTTP.
 - `config=` (on `open_stdio_session`, `raw_stdio_server`, `start_http_server`):
   the text of a `dsh.toml`, written outside the workspace and passed with `--config`.
@@ -569,15 +570,19 @@ def _stop_http_server(server: HttpServer) -> None:
 
 @pytest.fixture
 def start_http_server(dsh_bin: str, dsh_env: dict[str, str], dsh_dirs: DshDirs):
-    """`start_http_server(config=None)` -> a running `dsh serve --http 127.0.0.1:0` with a random token.
+    """`start_http_server(config=None, nofile=None)` -> a running `dsh serve --http 127.0.0.1:0` with a random token.
 
-    `config`: the text of a `dsh.toml` to start it with (`--config`). Every
+    `config`: the text of a `dsh.toml` to start it with (`--config`); `nofile`: its
+    open file descriptor limit (`ulimit -n`). Every
     server started is stopped at teardown (TERM, then KILL to its group).
     """
     servers: list[HttpServer] = []
 
-    def start(config: str | None = None) -> HttpServer:
+    def start(config: str | None = None, nofile: int | None = None) -> HttpServer:
         argv = [dsh_bin, "serve", "--http", "127.0.0.1:0", *_config_args(dsh_dirs, config)]
+        if nofile is not None:
+            # `ulimit -n` for dsh alone: the shell sets it, then becomes dsh (same pid).
+            argv = ["sh", "-c", f'ulimit -n {int(nofile)} && exec "$@"', "sh", *argv]
         server = _launch_http_server(argv, dsh_env, dsh_dirs.work)
         servers.append(server)
         return server

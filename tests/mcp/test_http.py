@@ -2,9 +2,14 @@
 
 Covers: one owner per MCP session in the event log, calls of different
 sessions running concurrently, progress and cancellation over HTTP, bearer
-token authentication (401 without or with a wrong token), and robustness:
-malformed JSON, unknown methods and oversized bodies are rejected while an
-already-initialized client keeps getting correct answers.
+token authentication (401 without or with a wrong token, the scheme in any
+case), robustness: malformed JSON, unknown methods and oversized bodies are
+rejected while an already-initialized client keeps getting correct answers;
+and a server that keeps its results and its head: a call longer than the
+session idle time returns its result (an idle session still ends), silent
+connections do not starve a valid client (header timeout, connection cap),
+a body that never arrives gets 408, the `Origin` check (403), and the session
+cap (503).
 """
 
 from __future__ import annotations
@@ -68,20 +73,30 @@ def describe(response: httpx2.Response) -> str:
 class RawSession:
     """An MCP session over streamable HTTP made of hand-written requests."""
 
-    def __init__(self, http: httpx2.AsyncClient, url: str, token: str) -> None:
+    def __init__(
+        self, http: httpx2.AsyncClient, url: str, token: str, scheme: str = "Bearer", extra: dict[str, str] | None = None
+    ) -> None:
         self.http = http
         self.url = url
         self.token = token
+        self.scheme = scheme
+        self.extra = extra or {}
         self.session_id: str | None = None
 
     def headers(self) -> dict[str, str]:
-        headers = MCP_HEADERS | {"Authorization": f"Bearer {self.token}"}
+        headers = MCP_HEADERS | self.extra | {"Authorization": f"{self.scheme} {self.token}"}
         if self.session_id:
             headers |= {"Mcp-Session-Id": self.session_id, "Mcp-Protocol-Version": PROTOCOL_VERSION}
         return headers
 
     async def post(self, body: bytes) -> httpx2.Response:
         return await self.http.post(self.url, content=body, headers=self.headers())
+
+    async def call(self, request_id: int, method: str, params: dict[str, Any] | None = None) -> httpx2.Response:
+        body: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            body["params"] = params
+        return await self.post(json.dumps(body).encode())
 
     async def initialize(self) -> None:
         response = await self.post(json.dumps(INITIALIZE).encode())
@@ -344,3 +359,269 @@ async def test_http_oversized_request_is_rejected_and_server_keeps_serving(
         assert not event_log.calls_with_command_containing("x" * 1000), "the oversized call was executed"
 
         await echo_works(session, "after", text_of)
+
+
+# --------------------------------------------------------------------------- keeping results and head
+
+
+def tool_text(response: httpx2.Response, request_id: int) -> str:
+    """The text of a tools/call result in a raw response."""
+    for message in jsonrpc_messages(response):
+        if message.get("id") == request_id and "result" in message:
+            return "".join(c.get("text", "") for c in message["result"].get("content", []))
+    raise AssertionError(f"no result for request {request_id}: {describe(response)}")
+
+
+def read_until_closed(sock: socket.socket, timeout: float) -> tuple[bytes, float | None]:
+    """Everything `sock` receives until the peer closes it, and the seconds that took (None: still open)."""
+    start = time.monotonic()
+    received = b""
+    sock.settimeout(0.2)
+    while time.monotonic() - start < timeout:
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            continue
+        except OSError:  # reset by the peer: closed
+            return received, time.monotonic() - start
+        if not chunk:
+            return received, time.monotonic() - start
+        received += chunk
+    return received, None
+
+
+def read_response_head(sock: socket.socket, timeout: float) -> bytes:
+    """Reads until a response head (and whatever came with it) is in, or the peer closes."""
+    deadline = time.monotonic() + timeout
+    received = b""
+    sock.settimeout(0.2)
+    while b"\r\n\r\n" not in received and time.monotonic() < deadline:
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            continue
+        if not chunk:
+            break
+        received += chunk
+    return received
+
+
+def count_closed_by_peer(socks: list[socket.socket], at_least: int, timeout: float) -> int:
+    """How many of `socks` the peer has closed, waiting up to `timeout` for `at_least` of them."""
+    import selectors
+
+    closed: set[int] = set()
+    with selectors.DefaultSelector() as selector:
+        for index, sock in enumerate(socks):
+            sock.setblocking(False)
+            selector.register(sock, selectors.EVENT_READ, index)
+        deadline = time.monotonic() + timeout
+        while len(closed) < at_least and time.monotonic() < deadline:
+            for key, _ in selector.select(timeout=0.2):
+                sock, index = key.fileobj, key.data
+                try:
+                    data = sock.recv(4096)  # type: ignore[union-attr]
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                if not data:
+                    closed.add(index)
+                    selector.unregister(sock)
+    return len(closed)
+
+
+def raw_head(server: Any, content_length: int, extra: str = "") -> bytes:
+    return (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nAuthorization: Bearer {server.token}\r\n"
+        f"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+        f"Content-Length: {content_length}\r\n{extra}\r\n"
+    ).encode()
+
+
+async def test_http_call_longer_than_the_session_idle_time_returns_its_result(
+    start_http_server, open_http_session, text_of
+):
+    server = start_http_server(config="[serve]\nhttp_session_idle_ms = 2000\n")
+    async with open_http_session(server) as session:
+        await session.list_tools()
+        start = time.monotonic()
+        # No progress token: nothing reaches the session while the call runs.
+        result = await session.call_tool("bash", {"command": "sleep 4; echo done", "description": "longer than idle"})
+        elapsed = time.monotonic() - start
+        assert text_of(result) == "done\n[exit code: 0]", result
+        assert elapsed >= 4.0, f"the call returned after {elapsed:.2f}s, before its sleep 4 could"
+        # The session outlived its idle time while the call ran, and still serves.
+        await echo_works(session, "after-the-long-call", text_of)
+
+
+async def test_http_session_idle_after_its_last_call_is_closed(start_http_server, markers, procs):
+    server = start_http_server(config="[serve]\nhttp_session_idle_ms = 2000\nowner_grace_ms = 0\n")
+    marker = markers("600")
+    async with httpx2.AsyncClient(timeout=20) as http:
+        raw = RawSession(http, server.url, server.token)
+        await raw.initialize()
+        arguments = {"command": f"sleep {marker}", "description": "held by the session", "run_in_background": True}
+        started = await raw.call(2, "tools/call", {"name": "bash", "arguments": arguments})
+        last_call_ended = time.monotonic()
+        assert tool_text(started, 2).startswith("started background job"), describe(started)
+        await procs.wait_until_present(marker, timeout=10)
+        # Nothing more is sent: the session ends once idle, and its owner's job with it.
+        await procs.wait_until_gone(marker, timeout=15)
+        quiet = time.monotonic() - last_call_ended
+        assert quiet >= 1.9, f"the session was closed {quiet:.2f}s after its last call, before its 2 s idle time"
+        listed = await raw.call(3, "tools/list")
+        assert listed.status_code == 404, describe(listed)
+
+
+async def test_http_silent_connections_do_not_starve_a_valid_client(start_http_server, open_http_session, text_of):
+    # 256 descriptors: 300 connections that never send a byte would exhaust them.
+    server = start_http_server(nofile=256)
+    silent: list[socket.socket] = []
+    try:
+        for _ in range(300):
+            silent.append(socket.create_connection(("127.0.0.1", server.port), timeout=5))
+        start = time.monotonic()
+        with anyio.fail_after(10):
+            async with open_http_session(server) as session:
+                await echo_works(session, "answered", text_of)
+        answered = time.monotonic() - start
+        assert answered < 5.0, f"the valid client was answered only after {answered:.2f}s"
+        # At most half the descriptor limit goes to connections: the server closed the
+        # oldest silent ones to make room.
+        closed = await anyio.to_thread.run_sync(count_closed_by_peer, silent, 300 - 128, 10.0)
+        assert closed >= 300 - 128, f"only {closed} of 300 silent connections were closed\n{server.stderr()}"
+    finally:
+        for sock in silent:
+            sock.close()
+
+
+async def test_http_request_head_not_finished_in_time_closes_the_connection(start_http_server):
+    server = start_http_server(config="[serve]\nhttp_header_timeout_ms = 1000\n")
+
+    def unfinished_head() -> tuple[bytes, float | None]:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finished
+            return read_until_closed(sock, 10.0)
+
+    received, closed_after = await anyio.to_thread.run_sync(unfinished_head)
+    assert closed_after is not None, "a connection with an unfinished request head was held 10 s"
+    assert 0.8 <= closed_after <= 5.0, f"closed after {closed_after:.2f}s with a 1 s header timeout"
+    assert b"200" not in received.split(b"\r\n", 1)[0], received
+
+
+async def test_http_request_body_not_sent_in_time_gets_408(start_http_server, open_http_session, text_of):
+    server = start_http_server(config="[serve]\nhttp_body_timeout_ms = 1000\n")
+
+    def unfinished_body() -> tuple[bytes, float]:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(raw_head(server, 100) + b'{"jsonrpc": "2.0"')
+            start = time.monotonic()
+            return read_response_head(sock, 10.0), time.monotonic() - start
+
+    received, elapsed = await anyio.to_thread.run_sync(unfinished_body)
+    assert received.startswith(b"HTTP/1.1 408"), received
+    assert b"http_body_timeout_ms" in received, received
+    assert 0.8 <= elapsed <= 5.0, f"408 after {elapsed:.2f}s with a 1 s body timeout"
+    async with open_http_session(server) as session:
+        await echo_works(session, "after-408", text_of)
+
+
+async def test_http_connection_past_the_cap_with_every_connection_busy_gets_503(start_http_server):
+    server = start_http_server(config="[serve]\nhttp_max_connections = 3\n")
+
+    def fill_and_knock() -> tuple[bytes, list[socket.socket]]:
+        busy = []
+        for _ in range(3):
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            busy.append(sock)
+            # A finished request first (404), so the server knows this connection talks;
+            # then a request whose body is still coming: busy.
+            sock.sendall(
+                f"GET /elsewhere HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+                f"Authorization: Bearer {server.token}\r\n\r\n".encode()
+            )
+            assert read_response_head(sock, 10.0).startswith(b"HTTP/1.1 404")
+            sock.sendall(raw_head(server, 100) + b"{")
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as fourth:
+            fourth.sendall(raw_head(server, len(json.dumps(INITIALIZE))) + json.dumps(INITIALIZE).encode())
+            received, _ = read_until_closed(fourth, 10.0)
+        return received, busy
+
+    received, busy = await anyio.to_thread.run_sync(fill_and_knock)
+    try:
+        assert received.startswith(b"HTTP/1.1 503"), received
+        assert b"http_max_connections" in received, received
+        busy.pop().close()  # one slot frees up: a valid client gets in
+        async with httpx2.AsyncClient(timeout=10) as http:
+            deadline = time.monotonic() + 5
+            while True:
+                response = await http.post(server.url, json=INITIALIZE, headers=MCP_HEADERS | server.auth_headers)
+                if response.status_code != 503 or time.monotonic() > deadline:
+                    break
+                await anyio.sleep(0.05)
+            assert response.status_code == 200, describe(response)
+    finally:
+        for sock in busy:
+            sock.close()
+
+
+async def test_http_foreign_origin_is_403_while_loopback_and_no_origin_pass(http_server):
+    async with httpx2.AsyncClient(timeout=10) as http:
+        for origin in ("http://evil.example", f"http://localhost.evil.example:{http_server.port}", "null"):
+            for auth in (http_server.auth_headers, {}):
+                response = await http.post(
+                    http_server.url, json=INITIALIZE, headers=MCP_HEADERS | auth | {"Origin": origin}
+                )
+                assert response.status_code == 403, f"{origin} {bool(auth)}: {describe(response)}"
+                assert "http_allowed_origins" in response.text, describe(response)
+        port = http_server.port
+        for origin in (None, f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://[::1]:{port}"):
+            raw = RawSession(http, http_server.url, http_server.token, extra={"Origin": origin} if origin else {})
+            await raw.initialize()
+            listed = await raw.call(2, "tools/list")
+            assert any(m.get("id") == 2 and "result" in m for m in jsonrpc_messages(listed)), describe(listed)
+
+
+async def test_http_allowlisted_origin_passes(start_http_server):
+    server = start_http_server(config='[serve]\nhttp_allowed_origins = ["https://app.example"]\n')
+    async with httpx2.AsyncClient(timeout=10) as http:
+        raw = RawSession(http, server.url, server.token, extra={"Origin": "https://app.example"})
+        await raw.initialize()
+        echoed = await raw.call(2, "tools/call", {"name": "bash", "arguments": {"command": "echo app", "description": "x"}})
+        assert tool_text(echoed, 2) == "app\n[exit code: 0]", describe(echoed)
+        for origin in ("https://app.example:8443", "http://app.example", "http://evil.example"):
+            response = await http.post(server.url, json=INITIALIZE, headers=MCP_HEADERS | server.auth_headers | {"Origin": origin})
+            assert response.status_code == 403, f"{origin}: {describe(response)}"
+
+
+async def test_http_bearer_scheme_is_accepted_in_any_case(http_server):
+    async with httpx2.AsyncClient(timeout=10) as http:
+        for scheme in ("bearer", "BEARER"):
+            raw = RawSession(http, http_server.url, http_server.token, scheme=scheme)
+            await raw.initialize()
+            echoed = await raw.call(
+                2, "tools/call", {"name": "bash", "arguments": {"command": f"echo {scheme}", "description": "x"}}
+            )
+            assert tool_text(echoed, 2) == f"{scheme}\n[exit code: 0]", describe(echoed)
+        wrong = RawSession(http, http_server.url, http_server.token, scheme="Basic")
+        response = await wrong.post(json.dumps(INITIALIZE).encode())
+        assert response.status_code == 401, describe(response)
+
+
+async def test_http_session_past_the_cap_gets_503(start_http_server):
+    server = start_http_server(config="[serve]\nhttp_max_sessions = 2\n")
+    async with httpx2.AsyncClient(timeout=10) as http:
+        first, second = (RawSession(http, server.url, server.token) for _ in range(2))
+        await first.initialize()
+        await second.initialize()
+        third = RawSession(http, server.url, server.token)
+        refused = await third.post(json.dumps(INITIALIZE).encode())
+        assert refused.status_code == 503, describe(refused)
+        assert "http_max_sessions" in refused.text, describe(refused)
+        # The sessions already open are served; closing one makes room.
+        listed = await first.call(2, "tools/list")
+        assert any(m.get("id") == 2 and "result" in m for m in jsonrpc_messages(listed)), describe(listed)
+        closed = await http.delete(server.url, headers=first.headers())
+        assert closed.status_code in (200, 202, 204), describe(closed)
+        await third.initialize()

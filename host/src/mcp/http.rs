@@ -1,22 +1,39 @@
 //! MCP over streamable HTTP: one MCP session per client, each its own owner
-//! (`http-1`, `http-2`, …), behind a bearer token. A request without the right token
-//! gets 401 before it reaches MCP; bodies over the configured size get 413.
+//! (`http-1`, `http-2`, …), behind a bearer token.
+//!
+//! Every request passes, in order: the `Origin` check (403, see [`origin`]), the bearer
+//! token (`Authorization: Bearer TOKEN`, the scheme in any case; 401), the session cap
+//! for a request that would open a session (503), and the body read, whole, within
+//! `http_body_timeout_ms` (408) and `max_request_bytes` (413). Connections are bounded
+//! in [`connections`], sessions and their idleness in [`sessions`].
+
+pub mod connections;
+pub mod origin;
+pub mod sessions;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use self::connections::ConnectionLimits;
+use self::origin::OriginPolicy;
+use self::sessions::Sessions;
 use super::{McpConnection, McpServer, ServeError};
 
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";
+
+/// The header naming a request's MCP session.
+const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Serves MCP on `listener` until `shutdown` is cancelled.
 pub async fn serve_http(
@@ -25,58 +42,170 @@ pub async fn serve_http(
     token: String,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    let idle = std::time::Duration::from_millis(server.host.config.serve.http_session_idle_ms);
+    let serve = server.host.config.serve.clone();
+    let sessions = Arc::new(Sessions::new(
+        serve.http_max_sessions,
+        Duration::from_millis(serve.http_session_idle_ms),
+    ));
+    let limits = ConnectionLimits {
+        max: connections::effective_max_connections(serve.http_max_connections),
+        header_timeout: Duration::from_millis(serve.http_header_timeout_ms),
+    };
+    if limits.max < serve.http_max_connections {
+        tracing::info!(
+            configured = serve.http_max_connections,
+            max = limits.max,
+            "http_max_connections lowered to half the file descriptor limit"
+        );
+    }
     let mut config = StreamableHttpServerConfig::default();
-    config.max_request_body_bytes = server.host.config.serve.max_request_bytes;
+    config.max_request_body_bytes = serve.max_request_bytes;
     config.cancellation_token = shutdown.child_token();
-    let sessions = Arc::new(AtomicU64::new(0));
+    let opened = Arc::new(AtomicU64::new(0));
     let service = StreamableHttpService::new(
         move || {
-            let n = sessions.fetch_add(1, Ordering::Relaxed) + 1;
+            let n = opened.fetch_add(1, Ordering::Relaxed) + 1;
             Ok(McpConnection::new(server.clone(), format!("http-{n}")))
         },
-        Arc::new(sessions_closing_after(idle)),
+        sessions.clone(),
         config,
     );
-    let router = axum::Router::new().nest_service(MCP_PATH, service).layer(
-        axum::middleware::from_fn_with_state(Arc::<str>::from(token), require_bearer),
-    );
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move { shutdown.cancelled_owned().await })
-        .await
-        .map_err(ServeError::Io)
+    let admission = Arc::new(Admission {
+        token: token.into(),
+        origins: OriginPolicy::new(&serve.http_allowed_origins),
+        sessions: sessions.clone(),
+        max_body_bytes: serve.max_request_bytes,
+        body_timeout: Duration::from_millis(serve.http_body_timeout_ms),
+    });
+    let router = axum::Router::new()
+        .nest_service(MCP_PATH, service)
+        .layer(axum::middleware::from_fn_with_state(admission, admit));
+    let reaper = tokio::spawn(sessions.reap_until(shutdown.clone()));
+    connections::serve(listener, router, limits, shutdown).await;
+    reaper.abort();
+    Ok(())
 }
 
-/// Sessions that close after `idle` without a request.
-fn sessions_closing_after(idle: std::time::Duration) -> LocalSessionManager {
-    let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = Some(idle);
-    sessions
+/// What a request must pass before it reaches MCP.
+struct Admission {
+    token: Arc<str>,
+    origins: OriginPolicy,
+    sessions: Arc<Sessions>,
+    max_body_bytes: usize,
+    body_timeout: Duration,
 }
 
-/// Lets a request through only with `Authorization: Bearer TOKEN`.
-async fn require_bearer(State(token): State<Arc<str>>, request: Request, next: Next) -> Response {
-    let presented = request
-        .headers()
+/// Checks a request (origin, token, session cap) and reads its body, or answers it.
+async fn admit(State(admission): State<Arc<Admission>>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let origin = headers
+        .get(header::ORIGIN)
+        .map(|v| v.to_str().unwrap_or("\u{fffd}"));
+    if !admission.origins.allows(origin) {
+        tracing::warn!(origin = ?origin, "HTTP request refused: Origin not allowed");
+        return refusal(
+            StatusCode::FORBIDDEN,
+            format!(
+                "403 Forbidden: Origin {} is not allowed; loopback origins are, and those \
+                 listed in `[serve] http_allowed_origins`\n",
+                origin.unwrap_or_default()
+            ),
+        );
+    }
+    let presented = headers
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "));
-    match presented {
-        Some(presented) if constant_time_eq(presented.as_bytes(), token.as_bytes()) => {
-            next.run(request).await
-        }
-        // The body is left unread, so the connection is not reused: `Connection: close`
-        // tells the client so, instead of it finding a closed socket on its next request.
-        _ => (
+        .and_then(bearer_token);
+    if !presented.is_some_and(|p| constant_time_eq(p.as_bytes(), admission.token.as_bytes())) {
+        let mut response = refusal(
             StatusCode::UNAUTHORIZED,
-            [
-                (header::WWW_AUTHENTICATE, "Bearer"),
-                (header::CONNECTION, "close"),
-            ],
-            "401 Unauthorized: a valid `Authorization: Bearer TOKEN` header is required\n",
-        )
-            .into_response(),
+            "401 Unauthorized: a valid `Authorization: Bearer TOKEN` header is required\n".into(),
+        );
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return response;
     }
+    if request.method() == Method::POST
+        && !headers.contains_key(SESSION_HEADER)
+        && admission.sessions.is_full()
+    {
+        let max = admission.sessions.max();
+        tracing::warn!(max, "HTTP session refused: at http_max_sessions");
+        let mut response = refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "503 Service Unavailable: the server has its maximum of {max} MCP sessions \
+                 (`[serve] http_max_sessions`); close one (DELETE) or wait for an idle one to end\n"
+            ),
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        return response;
+    }
+    let (parts, body) = request.into_parts();
+    let read = Limited::new(body, admission.max_body_bytes).collect();
+    let bytes = match tokio::time::timeout(admission.body_timeout, read).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(error)) if error.downcast_ref::<LengthLimitError>().is_some() => {
+            return refusal(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "413 Payload Too Large: the request body is over {} bytes \
+                     (`[serve] max_request_bytes`)\n",
+                    admission.max_body_bytes
+                ),
+            );
+        }
+        Ok(Err(error)) => {
+            tracing::debug!(%error, "reading an HTTP request body failed");
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                format!("400 Bad Request: the request body could not be read: {error}\n"),
+            );
+        }
+        Err(_) => {
+            tracing::warn!(
+                timeout_ms = admission.body_timeout.as_millis() as u64,
+                "HTTP request refused: its body did not arrive in time"
+            );
+            return refusal(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "408 Request Timeout: the request body did not arrive within {} ms \
+                     (`[serve] http_body_timeout_ms`)\n",
+                    admission.body_timeout.as_millis()
+                ),
+            );
+        }
+    };
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+/// A refusal: plain text, and `Connection: close`, because the request's body may be
+/// left unread (the client then learns the connection is not reused, instead of
+/// finding it closed on its next request).
+fn refusal(status: StatusCode, message: String) -> Response {
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::CONNECTION, "close"),
+        ],
+        message,
+    )
+        .into_response()
+}
+
+/// The token of an `Authorization` value in the Bearer scheme, the scheme's name
+/// matched in any case (RFC 9110 §11.1).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start_matches(' ').split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_matches(' '))
 }
 
 /// Compares without stopping at the first difference, so timing does not leak the token.
@@ -94,6 +223,16 @@ pub fn generate_token() -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_matched_in_any_case() {
+        for value in ["Bearer abc", "bearer abc", "BEARER abc", "BeArEr  abc "] {
+            assert_eq!(bearer_token(value), Some("abc"), "{value:?}");
+        }
+        for value in ["Basic abc", "Bearerabc", "Bearer", "Token abc"] {
+            assert_eq!(bearer_token(value), None, "{value:?}");
+        }
+    }
 
     #[test]
     fn tokens_compare_exactly() {

@@ -1,0 +1,388 @@
+//! The MCP sessions of the HTTP server: rmcp's in-memory session manager, wrapped to
+//! count sessions (at most `[serve] http_max_sessions`) and to close the idle ones.
+//!
+//! A session is idle when no response stream of it is open (no call in flight, no
+//! resumed stream) and nothing has reached it for `http_session_idle_ms`: its idle time
+//! counts from the end of its last call, so a call that runs longer than the idle time
+//! keeps its result. rmcp's own keep-alive (which counts only messages, so a quiet
+//! call of 4 s in a session idle after 2 s lost its stream) is turned off; a reaper
+//! task closes idle sessions instead.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use futures_core::Stream;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError,
+};
+use rmcp::transport::streamable_http_server::session::ServerSseMessage;
+use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
+use tokio_util::sync::CancellationToken;
+
+/// Why a session operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionsError {
+    #[error(transparent)]
+    Local(#[from] LocalSessionManagerError),
+    #[error(
+        "the server already has its maximum of {0} MCP sessions (`[serve] http_max_sessions`)"
+    )]
+    Full(usize),
+    #[error("the session {0} is closing")]
+    Closing(SessionId),
+}
+
+/// What is known of one session's use.
+#[derive(Debug)]
+struct Activity {
+    /// Response streams open now: calls in flight (and resumed streams).
+    streams: usize,
+    /// When the last request reached it or its last stream ended.
+    last: Instant,
+}
+
+/// The sessions' activity, shared by the manager, its streams and the reaper.
+#[derive(Debug)]
+struct Table {
+    sessions: Mutex<HashMap<SessionId, Activity>>,
+    /// Sessions being created (counted against the cap; changed under `sessions`' lock).
+    creating: AtomicUsize,
+    max: usize,
+    idle: Duration,
+}
+
+impl Table {
+    fn lock(&self) -> MutexGuard<'_, HashMap<SessionId, Activity>> {
+        // The map stays consistent whatever panicked while holding it.
+        self.sessions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Records a request reaching `id`; false when the session is unknown (closing).
+    fn touch(&self, id: &SessionId) -> bool {
+        match self.lock().get_mut(id) {
+            Some(activity) => {
+                activity.last = Instant::now();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A response stream of `id` opened.
+    fn open_stream(&self, id: &SessionId) -> bool {
+        match self.lock().get_mut(id) {
+            Some(activity) => {
+                activity.streams += 1;
+                activity.last = Instant::now();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A response stream of `id` ended: the idle time counts from now.
+    fn close_stream(&self, id: &SessionId) {
+        if let Some(activity) = self.lock().get_mut(id) {
+            activity.streams = activity.streams.saturating_sub(1);
+            activity.last = Instant::now();
+        }
+    }
+
+    /// Takes the sessions idle for `idle` out of the table (so no new request is let
+    /// into them) and returns their ids, to be closed.
+    fn take_idle(&self, now: Instant) -> Vec<SessionId> {
+        let mut sessions = self.lock();
+        let idle: Vec<SessionId> = sessions
+            .iter()
+            .filter(|(_, a)| a.streams == 0 && now.saturating_duration_since(a.last) >= self.idle)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &idle {
+            sessions.remove(id);
+        }
+        idle
+    }
+}
+
+/// rmcp's local session manager with a session cap and idle sessions closed only
+/// when no call is in flight.
+#[derive(Debug)]
+pub struct Sessions {
+    local: LocalSessionManager,
+    table: Arc<Table>,
+}
+
+impl Sessions {
+    /// At most `max` sessions; one idle for `idle` (no call in flight) is closed by
+    /// [`Sessions::close_idle`].
+    pub fn new(max: usize, idle: Duration) -> Self {
+        let mut local = LocalSessionManager::default();
+        // Idleness is judged here, where calls in flight are known.
+        local.session_config.keep_alive = None;
+        Sessions {
+            local,
+            table: Arc::new(Table {
+                sessions: Mutex::new(HashMap::new()),
+                creating: AtomicUsize::new(0),
+                max: max.max(1),
+                idle,
+            }),
+        }
+    }
+
+    /// The most sessions there may be.
+    pub fn max(&self) -> usize {
+        self.table.max
+    }
+
+    /// True when a new session would be refused.
+    pub fn is_full(&self) -> bool {
+        self.table.lock().len() + self.table.creating.load(Ordering::Relaxed) >= self.table.max
+    }
+
+    /// Closes every session idle for the idle time; returns how many.
+    pub async fn close_idle(&self) -> usize {
+        let idle = self.table.take_idle(Instant::now());
+        for id in &idle {
+            tracing::info!(session = %id, idle_ms = self.table.idle.as_millis() as u64, "closing an idle HTTP session");
+            if let Err(error) = self.local.close_session(id).await {
+                tracing::warn!(session = %id, %error, "closing an idle HTTP session failed");
+            }
+        }
+        idle.len()
+    }
+
+    /// Closes idle sessions until `shutdown`, checking a few times per idle period.
+    pub async fn reap_until(self: Arc<Self>, shutdown: CancellationToken) {
+        let tick = (self.table.idle / 4).clamp(Duration::from_millis(20), Duration::from_secs(5));
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(tick) => {}
+            }
+            self.close_idle().await;
+        }
+    }
+
+    fn tracked<S>(&self, id: &SessionId, stream: S) -> Tracked<S> {
+        Tracked {
+            stream: Box::pin(stream),
+            _open: OpenStream {
+                table: self.table.clone(),
+                id: id.clone(),
+            },
+        }
+    }
+}
+
+impl SessionManager for Sessions {
+    type Error = SessionsError;
+    type Transport = <LocalSessionManager as SessionManager>::Transport;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        {
+            let sessions = self.table.lock();
+            if sessions.len() + self.table.creating.load(Ordering::Relaxed) >= self.table.max {
+                tracing::warn!(
+                    max = self.table.max,
+                    "HTTP session refused: at http_max_sessions"
+                );
+                return Err(SessionsError::Full(self.table.max));
+            }
+            self.table.creating.fetch_add(1, Ordering::Relaxed);
+        }
+        let created = self.local.create_session().await;
+        let mut sessions = self.table.lock();
+        self.table.creating.fetch_sub(1, Ordering::Relaxed);
+        let (id, transport) = created?;
+        sessions.insert(
+            id.clone(),
+            Activity {
+                streams: 0,
+                last: Instant::now(),
+            },
+        );
+        Ok((id, transport))
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        self.table.touch(id);
+        Ok(self.local.initialize_session(id, message).await?)
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        // A session the reaper took is gone for clients (404), even while it closes.
+        Ok(self.table.lock().contains_key(id) && self.local.has_session(id).await?)
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        self.table.lock().remove(id);
+        Ok(self.local.close_session(id).await?)
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        if !self.table.open_stream(id) {
+            return Err(SessionsError::Closing(id.clone()));
+        }
+        match self.local.create_stream(id, message).await {
+            Ok(stream) => Ok(self.tracked(id, stream)),
+            Err(error) => {
+                self.table.close_stream(id);
+                Err(error.into())
+            }
+        }
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        self.table.touch(id);
+        Ok(self.local.accept_message(id, message).await?)
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        // The standalone stream (GET) carries no call: opening it is activity, holding
+        // it open is not (a vanished client's GET can stay open until TCP gives up).
+        self.table.touch(id);
+        Ok(self.local.create_standalone_stream(id).await?)
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        // A resumed stream is a client coming back for a call's result.
+        if !self.table.open_stream(id) {
+            return Err(SessionsError::Closing(id.clone()));
+        }
+        match self.local.resume(id, last_event_id).await {
+            Ok(stream) => Ok(self.tracked(id, stream)),
+            Err(error) => {
+                self.table.close_stream(id);
+                Err(error.into())
+            }
+        }
+    }
+}
+
+/// Marks a response stream open until dropped (ended, or its connection gone).
+struct OpenStream {
+    table: Arc<Table>,
+    id: SessionId,
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.table.close_stream(&self.id);
+    }
+}
+
+/// A response stream that counts as its session's activity while it lives.
+struct Tracked<S> {
+    stream: Pin<Box<S>>,
+    _open: OpenStream,
+}
+
+impl<S: Stream> Stream for Tracked<S> {
+    type Item = S::Item;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
+        self.stream.as_mut().poll_next(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(idle_ms: u64) -> Table {
+        Table {
+            sessions: Mutex::new(HashMap::new()),
+            creating: AtomicUsize::new(0),
+            max: 4,
+            idle: Duration::from_millis(idle_ms),
+        }
+    }
+
+    fn add(table: &Table, id: &str, last: Instant) -> SessionId {
+        let id: SessionId = id.into();
+        table
+            .lock()
+            .insert(id.clone(), Activity { streams: 0, last });
+        id
+    }
+
+    #[test]
+    fn a_session_with_a_call_in_flight_is_never_idle() {
+        let table = table(1000);
+        let long_ago = Instant::now() - Duration::from_secs(60);
+        let busy = add(&table, "busy", long_ago);
+        assert!(table.open_stream(&busy));
+        table.lock().get_mut(&busy).unwrap().last = long_ago;
+        assert!(table.take_idle(Instant::now()).is_empty());
+        assert!(table.lock().contains_key(&busy));
+    }
+
+    #[test]
+    fn idle_time_counts_from_the_end_of_the_last_call() {
+        let table = table(1000);
+        let id = add(&table, "s", Instant::now() - Duration::from_secs(60));
+        assert!(table.open_stream(&id));
+        table.close_stream(&id);
+        let now = Instant::now();
+        assert!(
+            table.take_idle(now).is_empty(),
+            "idle right after its call ended"
+        );
+        assert_eq!(
+            table.take_idle(now + Duration::from_millis(1000)),
+            vec![id.clone()]
+        );
+        assert!(
+            !table.lock().contains_key(&id),
+            "an idle session leaves the table"
+        );
+    }
+
+    #[test]
+    fn a_closing_session_takes_no_new_stream() {
+        let table = table(10);
+        let id = add(&table, "gone", Instant::now() - Duration::from_secs(1));
+        assert_eq!(table.take_idle(Instant::now()).len(), 1);
+        assert!(!table.open_stream(&id));
+        assert!(!table.touch(&id));
+    }
+
+    #[tokio::test]
+    async fn sessions_past_the_cap_are_refused() {
+        let sessions = Sessions::new(2, Duration::from_secs(60));
+        let _a = sessions.create_session().await.unwrap();
+        let _b = sessions.create_session().await.unwrap();
+        assert!(sessions.is_full());
+        match sessions.create_session().await {
+            Err(SessionsError::Full(2)) => {}
+            other => panic!("expected Full(2), got {:?}", other.map(|(id, _)| id)),
+        }
+    }
+}
