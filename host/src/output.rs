@@ -3,12 +3,17 @@
 //!
 //! [`BoundedCapture`] takes output as it streams, keeps at most `limit` bytes in memory
 //! (the head and the tail) and writes everything to a spill file once the output is
-//! longer than the limit, so a 100 MB output costs `limit` bytes of memory.
+//! longer than the limit, so a 100 MB output costs `limit` bytes of memory. The spill
+//! file has a cap too (`[limits] max_spill_bytes`, 1 GiB unless set): past it the file
+//! keeps the first bytes only, and the omitted-bytes marker says the file was cut.
 
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+
+/// A spill file's cap when none is set (the default of `[limits] max_spill_bytes`).
+pub const DEFAULT_SPILL_CAP: u64 = 1 << 30;
 
 /// Text cut to a budget, and where the full text is when it was cut.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,8 +22,12 @@ pub struct Bounded {
     pub text: String,
     /// Bytes of the full output.
     pub total_bytes: u64,
-    /// File holding the full output, when `text` is a cut of it.
+    /// File holding the full output (or its first bytes, see `spill_cut`), when `text`
+    /// is a cut of it.
     pub full_output_path: Option<PathBuf>,
+    /// True when the output was longer than the spill file's cap: the file holds only
+    /// the first bytes of it.
+    pub spill_cut: bool,
 }
 
 /// The marker put between head and tail.
@@ -26,6 +35,14 @@ pub fn omitted_marker(omitted: u64, full_output: &Path) -> String {
     format!(
         "\n… {omitted} bytes omitted (full output: {}) …\n",
         full_output.display()
+    )
+}
+
+/// The marker put between head and tail when the spill file stopped at its cap.
+pub fn omitted_marker_cut(omitted: u64, spill: &Path, cap: u64, total: u64) -> String {
+    format!(
+        "\n… {omitted} bytes omitted (full output cut at the spill cap of {cap} bytes, [limits] max_spill_bytes: {} holds the first {cap} of {total} bytes) …\n",
+        spill.display()
     )
 }
 
@@ -49,7 +66,8 @@ pub fn push_tail(tail: &mut VecDeque<u8>, chunk: &[u8], keep: usize) {
     }
 }
 
-/// Streams output into head + tail memory and, past the limit, a spill file.
+/// Streams output into head + tail memory and, past the limit, a spill file of at most
+/// `spill_cap` bytes.
 pub struct BoundedCapture {
     limit: usize,
     head: Vec<u8>,
@@ -57,6 +75,24 @@ pub struct BoundedCapture {
     total: u64,
     spill_path: PathBuf,
     spill: Option<BufWriter<File>>,
+    spill_cap: u64,
+    /// Bytes written to the spill file.
+    spilled: u64,
+}
+
+/// Writes as much of `bytes` as fits under `cap` (counting `written`).
+fn write_capped(
+    file: &mut BufWriter<File>,
+    written: &mut u64,
+    cap: u64,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    let room = cap.saturating_sub(*written).min(bytes.len() as u64) as usize;
+    if room > 0 {
+        file.write_all(&bytes[..room])?;
+        *written += room as u64;
+    }
+    Ok(())
 }
 
 impl BoundedCapture {
@@ -69,7 +105,15 @@ impl BoundedCapture {
             total: 0,
             spill_path,
             spill: None,
+            spill_cap: DEFAULT_SPILL_CAP,
+            spilled: 0,
         }
+    }
+
+    /// Sets the most bytes the spill file holds (a minimum of 1 applies).
+    pub fn spill_cap(mut self, bytes: u64) -> Self {
+        self.spill_cap = bytes.max(1);
+        self
     }
 
     /// Bytes seen so far.
@@ -80,15 +124,17 @@ impl BoundedCapture {
     /// Takes the next chunk of output.
     pub fn push(&mut self, chunk: &[u8]) -> std::io::Result<()> {
         self.total += chunk.len() as u64;
-        let spill = match &mut self.spill {
-            Some(spill) => spill,
-            None if self.head.len() + chunk.len() <= self.limit => {
+        if self.spill.is_none() {
+            if self.head.len() + chunk.len() <= self.limit {
                 self.head.extend_from_slice(chunk);
                 return Ok(());
             }
-            None => self.start_spill()?,
+            self.start_spill()?;
+        }
+        let Some(spill) = self.spill.as_mut() else {
+            return Ok(());
         };
-        spill.write_all(chunk)?;
+        write_capped(spill, &mut self.spilled, self.spill_cap, chunk)?;
         let head_len = self.limit / 2;
         let tail_len = self.limit - head_len;
         let take = head_len.saturating_sub(self.head.len()).min(chunk.len());
@@ -99,18 +145,19 @@ impl BoundedCapture {
 
     /// Past the limit for the first time: everything so far goes to the spill file,
     /// and memory keeps only the head half (and from now on a tail).
-    fn start_spill(&mut self) -> std::io::Result<&mut BufWriter<File>> {
+    fn start_spill(&mut self) -> std::io::Result<()> {
         if let Some(dir) = self.spill_path.parent() {
             std::fs::create_dir_all(dir)?;
         }
         let mut file = BufWriter::with_capacity(64 * 1024, File::create(&self.spill_path)?);
-        file.write_all(&self.head)?;
+        write_capped(&mut file, &mut self.spilled, self.spill_cap, &self.head)?;
         let head_len = self.limit / 2;
         if self.head.len() > head_len {
             let overflow = self.head.split_off(head_len);
             self.tail.extend(overflow);
         }
-        Ok(self.spill.insert(file))
+        self.spill = Some(file);
+        Ok(())
     }
 
     /// The bounded text; flushes the spill file.
@@ -120,12 +167,24 @@ impl BoundedCapture {
                 text: String::from_utf8_lossy(&self.head).into_owned(),
                 total_bytes: self.total,
                 full_output_path: None,
+                spill_cut: false,
             });
         };
         file.flush()?;
+        drop(file);
         let kept = (self.head.len() + self.tail.len()) as u64;
+        let spill_cut = self.spilled < self.total;
         let mut text = String::from_utf8_lossy(&self.head).into_owned();
-        text.push_str(&omitted_marker(self.total - kept, &self.spill_path));
+        text.push_str(&if spill_cut {
+            omitted_marker_cut(
+                self.total - kept,
+                &self.spill_path,
+                self.spilled,
+                self.total,
+            )
+        } else {
+            omitted_marker(self.total - kept, &self.spill_path)
+        });
         let (a, b) = self.tail.as_slices();
         let mut tail = Vec::with_capacity(a.len() + b.len());
         tail.extend_from_slice(a);
@@ -135,6 +194,7 @@ impl BoundedCapture {
             text,
             total_bytes: self.total,
             full_output_path: Some(self.spill_path),
+            spill_cut,
         })
     }
 }
@@ -187,6 +247,42 @@ mod tests {
         );
         assert!(bounded.text.ends_with("…\nvwxyz"), "{}", bounded.text);
         assert_eq!(std::fs::read_to_string(&spill).unwrap(), text);
+    }
+
+    #[test]
+    fn the_spill_file_stops_at_its_cap_and_the_marker_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = dir.path().join("out.txt");
+        let mut capture = BoundedCapture::new(10, spill.clone()).spill_cap(25);
+        for chunk in ["abcdefgh", "ijklmnopqrstuvwxyz", "0123456789"] {
+            capture.push(chunk.as_bytes()).unwrap();
+        }
+        let bounded = capture.finish().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&spill).unwrap(),
+            "abcdefghijklmnopqrstuvwxy"
+        );
+        assert!(bounded.spill_cut);
+        assert_eq!(bounded.total_bytes, 36);
+        assert!(
+            bounded.text.contains("cut at the spill cap of 25 bytes")
+                && bounded.text.contains("holds the first 25 of 36 bytes"),
+            "{}",
+            bounded.text
+        );
+        assert!(bounded.text.ends_with("…\n56789"), "{}", bounded.text);
+    }
+
+    #[test]
+    fn output_that_fits_the_cap_is_spilled_whole_and_not_called_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = dir.path().join("out.txt");
+        let mut capture = BoundedCapture::new(4, spill.clone()).spill_cap(10);
+        capture.push(b"0123456789").unwrap();
+        let bounded = capture.finish().unwrap();
+        assert_eq!(std::fs::read_to_string(&spill).unwrap(), "0123456789");
+        assert!(!bounded.spill_cut);
+        assert!(bounded.text.contains("(full output: "), "{}", bounded.text);
     }
 
     #[test]
