@@ -41,7 +41,7 @@ pub fn omitted_marker(omitted: u64, full_output: &Path) -> String {
 /// The marker put between head and tail when the spill file stopped at its cap.
 pub fn omitted_marker_cut(omitted: u64, spill: &Path, cap: u64, total: u64) -> String {
     format!(
-        "\n… {omitted} bytes omitted (full output cut at the spill cap of {cap} bytes, [limits] max_spill_bytes: {} holds the first {cap} of {total} bytes) …\n",
+        "\n… {omitted} bytes omitted (full output cut at the spill cap, [limits] max_spill_bytes: {} holds its first {cap} of {total} bytes) …\n",
         spill.display()
     )
 }
@@ -160,6 +160,33 @@ impl BoundedCapture {
         Ok(())
     }
 
+    /// The marker of a spill file cut at its cap. It is longer than the usual one, so
+    /// head and tail give up that many bytes: the text stays as long as a plain cut.
+    fn cut_marker(&mut self) -> String {
+        let kept = (self.head.len() + self.tail.len()) as u64;
+        let plain = omitted_marker(self.total - kept, &self.spill_path).len();
+        let mut trim = 0usize;
+        let marker = loop {
+            let kept = kept.saturating_sub(trim as u64);
+            let marker = omitted_marker_cut(
+                self.total - kept,
+                &self.spill_path,
+                self.spilled,
+                self.total,
+            );
+            let need = marker.len().saturating_sub(plain);
+            if need <= trim {
+                break marker;
+            }
+            trim = need;
+        };
+        let from_head = (trim / 2).min(self.head.len());
+        self.head.truncate(self.head.len() - from_head);
+        let from_tail = (trim - from_head).min(self.tail.len());
+        self.tail.drain(..from_tail);
+        marker
+    }
+
     /// The bounded text; flushes the spill file.
     pub fn finish(mut self) -> std::io::Result<Bounded> {
         let Some(mut file) = self.spill.take() else {
@@ -172,19 +199,15 @@ impl BoundedCapture {
         };
         file.flush()?;
         drop(file);
-        let kept = (self.head.len() + self.tail.len()) as u64;
         let spill_cut = self.spilled < self.total;
-        let mut text = String::from_utf8_lossy(&self.head).into_owned();
-        text.push_str(&if spill_cut {
-            omitted_marker_cut(
-                self.total - kept,
-                &self.spill_path,
-                self.spilled,
-                self.total,
-            )
+        let marker = if spill_cut {
+            self.cut_marker()
         } else {
+            let kept = (self.head.len() + self.tail.len()) as u64;
             omitted_marker(self.total - kept, &self.spill_path)
-        });
+        };
+        let mut text = String::from_utf8_lossy(&self.head).into_owned();
+        text.push_str(&marker);
         let (a, b) = self.tail.as_slices();
         let mut tail = Vec::with_capacity(a.len() + b.len());
         tail.extend_from_slice(a);
@@ -252,25 +275,42 @@ mod tests {
     #[test]
     fn the_spill_file_stops_at_its_cap_and_the_marker_says_so() {
         let dir = tempfile::tempdir().unwrap();
-        let spill = dir.path().join("out.txt");
-        let mut capture = BoundedCapture::new(10, spill.clone()).spill_cap(25);
-        for chunk in ["abcdefgh", "ijklmnopqrstuvwxyz", "0123456789"] {
-            capture.push(chunk.as_bytes()).unwrap();
-        }
-        let bounded = capture.finish().unwrap();
+        let full: Vec<u8> = (0..3000u32).map(|n| b'a' + (n % 26) as u8).collect();
+        let capture_of = |name: &str, cap: u64| {
+            let mut capture = BoundedCapture::new(400, dir.path().join(name)).spill_cap(cap);
+            for chunk in full.chunks(7) {
+                capture.push(chunk).unwrap();
+            }
+            capture.finish().unwrap()
+        };
+        let whole = capture_of("whole.txt", 1 << 20);
+        let capped = capture_of("cappd.txt", 1000);
         assert_eq!(
-            std::fs::read_to_string(&spill).unwrap(),
-            "abcdefghijklmnopqrstuvwxy"
+            std::fs::read(dir.path().join("cappd.txt")).unwrap(),
+            &full[..1000]
         );
-        assert!(bounded.spill_cut);
-        assert_eq!(bounded.total_bytes, 36);
+        assert!(capped.spill_cut && !whole.spill_cut);
+        assert_eq!(capped.total_bytes, 3000);
         assert!(
-            bounded.text.contains("cut at the spill cap of 25 bytes")
-                && bounded.text.contains("holds the first 25 of 36 bytes"),
+            capped.text.contains("cut at the spill cap")
+                && capped.text.contains("holds its first 1000 of 3000 bytes"),
             "{}",
-            bounded.text
+            capped.text
         );
-        assert!(bounded.text.ends_with("…\n56789"), "{}", bounded.text);
+        assert!(capped.text.starts_with("abcdefgh"), "{}", capped.text);
+        assert!(
+            capped
+                .text
+                .ends_with(std::str::from_utf8(&full[2900..]).unwrap()),
+            "the newest bytes are kept: {}",
+            capped.text
+        );
+        assert!(
+            capped.text.len() <= whole.text.len(),
+            "the longer marker costs head and tail bytes, not budget: {} > {}",
+            capped.text.len(),
+            whole.text.len()
+        );
     }
 
     #[test]

@@ -2,12 +2,14 @@
 //! the test plugins built from `plugins/`) and check what a user sees. One module per
 //! area.
 
+mod mcp_stdio;
 mod support;
 
 mod bash_tool;
 mod environment;
 mod event_log;
 mod guards;
+mod long_running;
 mod mcp_clients;
 mod plugin_loading;
 mod sandbox;
