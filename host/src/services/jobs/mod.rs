@@ -652,7 +652,7 @@ fn remove_spill_file(path: &std::path::Path) {
 
 /// `ms` as the model reads it: whole seconds when it is some, else milliseconds.
 fn duration_text(ms: u64) -> String {
-    if ms >= 1000 && ms % 1000 == 0 {
+    if ms >= 1000 && ms.is_multiple_of(1000) {
         format!("{} s", ms / 1000)
     } else {
         format!("{ms} ms")
