@@ -535,6 +535,9 @@ mod tests {
         let config = Config::parse(include_str!("../../examples/dsh.toml")).unwrap();
         assert_eq!(config.gate.rules.len(), 1);
         assert_eq!(config.jobs.max_running_per_owner, 64);
+        assert_eq!(config.jobs.max_finished_per_owner, 256);
+        assert_eq!(config.jobs.finished_retention_ms, 3_600_000);
+        assert_eq!(config.limits.max_spill_bytes, 1 << 30);
         assert_eq!(config.pipeline.guards.len(), 3);
         assert_eq!(config.pipeline.filters, ["redact_secrets"]);
         assert_eq!(config.process.env.exclude, ["DATABASE_URL"]);
