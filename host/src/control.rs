@@ -1,11 +1,12 @@
 //! The control socket: how `dsh plugins` reaches a running `dsh serve`. Each server
-//! listens on `STATE_DIR/run/PID.sock` (in a directory only its user can enter) and
+//! listens on `STATE_DIR/run/PID.sock` (0600, in a 0700 directory only its user can
+//! enter) and
 //! answers one request per connection: a line naming what to show, answered with one
 //! JSON document and the connection closed. It only reports; nothing is changed
 //! through it.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,15 +65,16 @@ impl ControlSocket {
             path: path.clone(),
             source,
         };
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .and_then(|()| std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)))
+        let private_dir = std::fs::Permissions::from_mode(crate::session::private::DIR_MODE);
+        crate::session::private::create_dir_all(&dir)
+            .and_then(|()| std::fs::set_permissions(&dir, private_dir))
             .map_err(listen_error)?;
         // A file left by an earlier process with this pid is stale.
         let _ = std::fs::remove_file(&path);
         let listener = tokio::net::UnixListener::bind(&path).map_err(listen_error)?;
+        // bind() applies the umask; the socket is this user's only.
+        let private_file = std::fs::Permissions::from_mode(crate::session::private::FILE_MODE);
+        std::fs::set_permissions(&path, private_file).map_err(listen_error)?;
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
@@ -108,8 +110,13 @@ impl Drop for ControlSocket {
 }
 
 /// The servers listening under `state_dir`, by pid. Sockets nobody listens on any more
-/// (a server that was killed) are removed.
+/// (a server that was killed) are removed. A state directory that is not this user's
+/// own (see [`crate::session::check_state_dir`]) has none worth asking.
 pub fn running_servers(state_dir: &Path) -> Vec<RunningServer> {
+    if let Err(error) = crate::session::check_state_dir(state_dir) {
+        tracing::debug!(%error, "not looking for running servers");
+        return Vec::new();
+    }
     let Ok(entries) = std::fs::read_dir(run_dir(state_dir)) else {
         return Vec::new();
     };
@@ -182,6 +189,9 @@ mod tests {
             other => Err(format!("unknown request {other:?}")),
         });
         let socket = ControlSocket::listen(state.path(), answer).unwrap();
+        let mode = |path: &Path| crate::session::private::mode_of(path).unwrap();
+        assert_eq!(mode(&run_dir(state.path())), 0o700);
+        assert_eq!(mode(&socket.path), 0o600);
         let servers = tokio::task::spawn_blocking({
             let dir = state.path().to_path_buf();
             move || running_servers(&dir)

@@ -12,13 +12,15 @@ use crate::engine::{embedded, EngineError, Runtime};
 use crate::pipeline::Pipeline;
 use crate::registry::{PluginStatus, Registry};
 use crate::services::Services;
-use crate::session::Session;
+use crate::session::{prepare_state_dir, Session, StateDirError};
 
 /// Why a host could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error(transparent)]
     Engine(#[from] EngineError),
+    #[error(transparent)]
+    StateDir(#[from] StateDirError),
     #[error("plugin directory {path}: {source}")]
     PluginDir {
         path: PathBuf,
@@ -54,6 +56,7 @@ pub struct Host {
 impl Host {
     pub async fn start(options: HostOptions) -> Result<Host, StartError> {
         let config = Arc::new(options.config);
+        prepare_state_dir(&options.state_dir)?;
         let session = Session::open(&options.state_dir, options.workdir).map_err(|source| {
             StartError::Session {
                 path: options.state_dir.clone(),
@@ -63,7 +66,7 @@ impl Host {
         let services = Services::new(&config, session.spill_dir.clone())?;
         let runtime = Arc::new(Runtime::new(
             services.clone(),
-            Some(options.state_dir.join("cache")),
+            Some(options.state_dir.clone()),
         )?);
         let registry = Arc::new(Registry::new(config.scopes.clone()));
         load_plugin_set(&runtime, &registry, &config, options.plugins_dir.as_deref()).await?;

@@ -6,6 +6,7 @@
 //! longer than the limit, so a 100 MB output costs `limit` bytes of memory. The spill
 //! file has a cap too (`[limits] max_spill_bytes`, 1 GiB unless set): past it the file
 //! keeps the first bytes only, and the omitted-bytes marker says the file was cut.
+//! Spill files are private (0600, in 0700 directories): they hold raw output.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -147,9 +148,10 @@ impl BoundedCapture {
     /// and memory keeps only the head half (and from now on a tail).
     fn start_spill(&mut self) -> std::io::Result<()> {
         if let Some(dir) = self.spill_path.parent() {
-            std::fs::create_dir_all(dir)?;
+            crate::session::private::create_dir_all(dir)?;
         }
-        let mut file = BufWriter::with_capacity(64 * 1024, File::create(&self.spill_path)?);
+        let file = crate::session::private::create_file(&self.spill_path)?;
+        let mut file = BufWriter::with_capacity(64 * 1024, file);
         write_capped(&mut file, &mut self.spilled, self.spill_cap, &self.head)?;
         let head_len = self.limit / 2;
         if self.head.len() > head_len {

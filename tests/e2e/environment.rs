@@ -3,13 +3,12 @@
 //! (Terminals: tests/mcp/test_environment.py.)
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::json;
 
+use crate::mcp_stdio::McpServer;
 use crate::support::{unique_marker, Env};
 
 /// Variables every test starts `dsh` with: two secrets and the ones a shell needs.
@@ -187,120 +186,14 @@ fn a_bad_set_name_stops_dsh_naming_the_key() {
     );
 }
 
-/// `dsh serve` spoken to with newline-delimited JSON-RPC on its stdin and stdout.
-struct Server {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    next_id: u64,
-}
-
-impl Server {
-    fn start(mut command: Command) -> Server {
-        let mut child = command
-            .arg("serve")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (send, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if send.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut server = Server {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            next_id: 1,
-        };
-        server.request(
-            "initialize",
-            json!({
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "dsh-e2e-environment", "version": "0"}
-            }),
-        );
-        server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        server
-    }
-
-    fn send(&mut self, message: &Value) {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{message}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// Sends a request and returns its `result`.
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = match self.lines.recv_timeout(left) {
-                Ok(line) => line,
-                Err(RecvTimeoutError::Timeout) => panic!("no answer to {method} within 30 s"),
-                Err(RecvTimeoutError::Disconnected) => {
-                    panic!("dsh serve closed stdout during {method}")
-                }
-            };
-            let message: Value = serde_json::from_str(&line).unwrap();
-            if message["id"] == json!(id) {
-                assert!(message.get("error").is_none(), "{method}: {message}");
-                return message["result"].clone();
-            }
-        }
-    }
-
-    /// The text of a `tools/call` result that is not an error.
-    fn call(&mut self, tool: &str, arguments: Value) -> String {
-        let result = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
-        assert_eq!(
-            result["isError"],
-            json!(false),
-            "{tool} {arguments}: {result}"
-        );
-        result["content"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|c| c["text"].as_str())
-            .collect()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while self.child.try_wait().unwrap().is_none() {
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
 /// Everything a background job printed, read with `job_output` until it ended.
-fn whole_job_output(server: &mut Server, job: &str) -> String {
+fn whole_job_output(server: &McpServer, job: &str) -> String {
     let status =
         regex::Regex::new(r"(?s)\A(.*?)\[[a-z]+-\d+: ([^\n]*); next cursor: (\d+)\]\z").unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     let (mut cursor, mut body) = (0u64, String::new());
     loop {
-        let text = server.call(
+        let text = server.call_ok(
             "job_output",
             json!({"id": job, "since": cursor, "wait_ms": 2000}),
         );
@@ -325,13 +218,13 @@ fn a_background_job_gets_the_same_environment_as_a_foreground_call() {
     );
     with_host_variables(&mut command, &marker);
     command.env("E2E_SERVICE_TOKEN", "passed-on-purpose");
-    let mut server = Server::start(command);
+    let server = McpServer::start_command(&env, command);
 
-    let foreground = variables(&server.call(
+    let foreground = variables(&server.call_ok(
         "bash",
         json!({"command": "env", "description": "environment"}),
     ));
-    let started = server.call(
+    let started = server.call_ok(
         "bash",
         json!({"command": "env", "description": "environment", "run_in_background": true}),
     );
@@ -340,7 +233,7 @@ fn a_background_job_gets_the_same_environment_as_a_foreground_call() {
         .captures(&started)
         .unwrap_or_else(|| panic!("not started: {started:?}"))[1]
         .to_string();
-    let background = variables(&whole_job_output(&mut server, &job));
+    let background = variables(&whole_job_output(&server, &job));
 
     assert_no_secrets(&foreground);
     assert_no_secrets(&background);

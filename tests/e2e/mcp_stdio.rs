@@ -79,13 +79,18 @@ impl ToolReply {
 impl McpServer {
     /// Starts `dsh serve` (its own process group) under `config` and initializes it.
     pub fn start(env: &Env, config: &str) -> McpServer {
+        McpServer::start_command(env, env.dsh_configured(config))
+    }
+
+    /// Starts `command serve` (a `dsh` command the caller set up, e.g. with variables in
+    /// its environment) and initializes it.
+    pub fn start_command(env: &Env, mut command: std::process::Command) -> McpServer {
         let stderr_path = env
             .dir
             .path()
             .join(format!("serve-{}.stderr", unique_marker()));
         let stderr = std::fs::File::create(&stderr_path).unwrap();
-        let mut child = env
-            .dsh_configured(config)
+        let mut child = command
             .arg("serve")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -2,11 +2,12 @@
 //! interfaces it may import (checked against what the component imports, so an import
 //! without its grant refuses the load), and the WASI context every call of it gets: the
 //! granted directories, environment variables and network addresses. Everything else is
-//! denied.
+//! denied. No granted directory may overlap dsh's state directory (event logs, spill
+//! files, the compile cache and its key, control sockets).
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use wasmtime_wasi::sockets::SocketAddrUse;
@@ -25,6 +26,16 @@ pub enum GrantError {
     Dir {
         path: PathBuf,
         source: std::io::Error,
+    },
+    #[error(
+        "granted directory {path} ({granted}) {overlap} dsh's state directory {state_dir}: \
+         a plugin may not reach the event logs, spill files, compile cache or control sockets"
+    )]
+    StateDir {
+        path: PathBuf,
+        granted: PathBuf,
+        overlap: &'static str,
+        state_dir: PathBuf,
     },
     #[error("network grant {pattern:?}: {message}")]
     Network { pattern: String, message: String },
@@ -70,11 +81,13 @@ pub struct Grants {
 
 impl Grants {
     /// Resolves `config`'s grants for the plugin `name`: directories must exist (their
-    /// symlinks are resolved now), host names in network patterns are looked up now.
+    /// symlinks are resolved now) and stay clear of `state_dir`, host names in network
+    /// patterns are looked up now.
     pub async fn resolve(
         name: &str,
         source: &PluginSource,
         config: &PluginConfig,
+        state_dir: Option<&Path>,
     ) -> Result<Grants, GrantError> {
         let interfaces: BTreeSet<String> = match (&config.interfaces, source) {
             (Some(granted), _) => granted.iter().cloned().collect(),
@@ -100,6 +113,9 @@ impl Grants {
                     path: grant.path.clone(),
                     source,
                 })?;
+            if let Some(state_dir) = state_dir {
+                check_state_dir_overlap(&grant.path, &path, state_dir)?;
+            }
             let guest = grant
                 .guest
                 .clone()
@@ -192,6 +208,32 @@ impl Grants {
         }
         builder.build()
     }
+}
+
+/// Refuses a granted directory (`granted`, canonical; `path` as configured) that is,
+/// is inside, or contains the state directory (canonicalized here; one that does not
+/// exist is compared as given).
+fn check_state_dir_overlap(
+    path: &Path,
+    granted: &Path,
+    state_dir: &Path,
+) -> Result<(), GrantError> {
+    let state_dir = std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
+    let overlap = if granted == state_dir {
+        "is"
+    } else if granted.starts_with(&state_dir) {
+        "is inside"
+    } else if state_dir.starts_with(granted) {
+        "contains"
+    } else {
+        return Ok(());
+    };
+    Err(GrantError::StateDir {
+        path: path.to_path_buf(),
+        granted: granted.to_path_buf(),
+        overlap,
+        state_dir,
+    })
 }
 
 /// The bind the OS does before a connect: the wildcard address, any port. It reaches
@@ -405,6 +447,32 @@ mod tests {
             "{error}"
         );
         assert!(grants.check_imports("mine", &imports[..2]).is_ok());
+    }
+
+    #[test]
+    fn a_grant_overlapping_the_state_dir_is_refused_either_way() {
+        let root = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(root.path()).unwrap();
+        let state = root.join("state");
+        let inside = state.join("sessions");
+        let beside = root.join("work");
+        for dir in [&inside, &beside] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        // Through a symlink, so only canonical paths show the overlap.
+        let link = root.join("link");
+        std::os::unix::fs::symlink(&state, &link).unwrap();
+        for (granted, overlap) in [(&inside, "is inside"), (&root, "contains"), (&state, "is")] {
+            let error = check_state_dir_overlap(granted, granted, &link).unwrap_err();
+            let text = error.to_string();
+            assert!(text.contains(overlap), "{text}");
+            assert!(text.contains(&state.display().to_string()), "{text}");
+        }
+        assert!(check_state_dir_overlap(&beside, &beside, &link).is_ok());
+        // A sibling whose name merely starts the same is no overlap.
+        let sibling = root.join("state2");
+        std::fs::create_dir(&sibling).unwrap();
+        assert!(check_state_dir_overlap(&sibling, &sibling, &state).is_ok());
     }
 
     #[test]

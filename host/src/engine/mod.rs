@@ -37,16 +37,19 @@ pub struct EngineError(#[from] wasmtime::Error);
 pub struct Runtime {
     pub engine: Engine,
     pub cache: cache::ComponentCache,
+    /// The state directory (`None`: none), which no plugin grant may reach.
+    pub state_dir: Option<std::path::PathBuf>,
     pub linker: Linker<CallState>,
     pub services: Services,
     ticker_stop: Arc<AtomicBool>,
 }
 
 impl Runtime {
-    /// `cache_dir` holds compiled components (`None`: compile every time).
+    /// `state_dir/cache` holds compiled components (`None`: compile every time, and
+    /// no state directory to keep plugins out of).
     pub fn new(
         services: Services,
-        cache_dir: Option<std::path::PathBuf>,
+        state_dir: Option<std::path::PathBuf>,
     ) -> Result<Runtime, EngineError> {
         let mut config = wasmtime::Config::new();
         config.wasm_component_model(true);
@@ -91,7 +94,8 @@ impl Runtime {
             .map_err(|e| EngineError(e.into()))?;
 
         Ok(Runtime {
-            cache: cache::ComponentCache::new(&engine, cache_dir),
+            cache: cache::ComponentCache::new(&engine, state_dir.as_ref().map(|d| d.join("cache"))),
+            state_dir,
             engine,
             linker,
             services,

@@ -189,7 +189,7 @@ impl Plugin {
             .imports(&runtime.engine)
             .map(|(import, _)| import.to_string())
             .collect();
-        let grants = Grants::resolve(name, &source, &config).await?;
+        let grants = Grants::resolve(name, &source, &config, runtime.state_dir.as_deref()).await?;
         grants
             .check_imports(name, &imports)
             .map_err(LoadError::NotGranted)?;

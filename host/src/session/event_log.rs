@@ -1,5 +1,6 @@
 //! The session event log: one JSON object per line, appended and flushed as each event
-//! happens, so a `tool/call` event is on disk before the call executes.
+//! happens, so a `tool/call` event is on disk before the call executes. The file is
+//! private (0600): it holds the calls' raw arguments.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -16,7 +17,7 @@ pub struct EventLog {
 
 impl EventLog {
     pub fn create(path: &Path) -> std::io::Result<EventLog> {
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let file = super::private::open_file(path, OpenOptions::new().create(true).append(true))?;
         Ok(EventLog {
             path: path.to_path_buf(),
             file: Mutex::new(file),

@@ -132,7 +132,7 @@ impl Guest for Bash {
             Some(ToolError {
                 code: ErrorCode::Timeout,
                 message: format!(
-                    "command timed out after {timeout_ms} ms; its process group was killed"
+                    "command timed out after {timeout_ms} ms; everything it started was killed"
                 ),
             })
         } else {

@@ -463,7 +463,8 @@ impl JobRegistry {
         };
         let id = format!("{kind}-{n}");
         let spill_path = self.spill_dir.join(format!("job-{id}.txt"));
-        let file = std::fs::create_dir_all(&self.spill_dir).and_then(|_| File::create(&spill_path));
+        let file = crate::session::private::create_dir_all(&self.spill_dir)
+            .and_then(|_| crate::session::private::create_file(&spill_path));
         let (file, write_error) = match file {
             Ok(file) => (Some(file), None),
             Err(error) => (None, Some(error.to_string())),
