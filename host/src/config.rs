@@ -6,6 +6,7 @@
 //! output_budget_bytes = 30000   # what the model sees of one result at most
 //! call_timeout_ms = 900000      # the execute stage's timeout for any tool call (and cap)
 //! max_retries = 1               # retries of a failed idempotent tool (INTERNAL, TRAP, TIMEOUT)
+//! max_spill_bytes = 1073741824  # a foreground output's spill file stops growing here
 //!
 //! [pipeline]
 //! guards = ["deny_destructive"] # guard plugins every call passes, in this order
@@ -34,9 +35,11 @@
 //!
 //! [jobs]
 //! max_running_per_owner = 64    # the next background start gets LIMIT_EXCEEDED
-//! max_output_bytes = 1073741824 # a job printing more is killed
-//! tail_bytes = 1048576          # newest output kept in memory per job
+//! max_output_bytes = 1073741824 # a job printing more is killed (terminal jobs too)
+//! tail_bytes = 1048576          # newest output kept in memory per running job
 //! max_wait_ms = 60000           # the longest job_output waits
+//! max_finished_per_owner = 256  # finished jobs kept per owner; older ones are retired
+//! finished_retention_ms = 3600000 # a job finished this long ago is retired
 //!
 //! [terminal]
 //! max_sessions_per_owner = 16
@@ -155,6 +158,10 @@ pub struct Limits {
     /// Further attempts of an idempotent tool whose call failed with `INTERNAL`,
     /// `PLUGIN_TRAP` or `TIMEOUT` (never for a tool that is not idempotent, like bash).
     pub max_retries: u32,
+    /// The most bytes a foreground command's spill file (its full output) holds; the
+    /// command keeps running, the rest of its output is not kept on disk, and the result
+    /// says where the file was cut.
+    pub max_spill_bytes: u64,
 }
 
 impl Default for Limits {
@@ -163,6 +170,7 @@ impl Default for Limits {
             output_budget_bytes: 30_000,
             call_timeout_ms: 900_000,
             max_retries: 1,
+            max_spill_bytes: 1 << 30,
         }
     }
 }
@@ -227,6 +235,11 @@ pub struct JobsConfig {
     pub tail_bytes: usize,
     /// The longest `job_output` may wait for news.
     pub max_wait_ms: u64,
+    /// Finished jobs kept per owner (their state and their spill file); past this, the
+    /// oldest finished are retired: forgotten, their spill file deleted.
+    pub max_finished_per_owner: usize,
+    /// A job that finished this long ago is retired.
+    pub finished_retention_ms: u64,
 }
 
 impl Default for JobsConfig {
@@ -236,6 +249,8 @@ impl Default for JobsConfig {
             max_output_bytes: 1 << 30,
             tail_bytes: 1 << 20,
             max_wait_ms: 60_000,
+            max_finished_per_owner: 256,
+            finished_retention_ms: 3_600_000,
         }
     }
 }
@@ -573,6 +588,9 @@ mod tests {
         let config = Config::parse(include_str!("../../examples/dsh.toml")).unwrap();
         assert_eq!(config.gate.rules.len(), 1);
         assert_eq!(config.jobs.max_running_per_owner, 64);
+        assert_eq!(config.jobs.max_finished_per_owner, 256);
+        assert_eq!(config.jobs.finished_retention_ms, 3_600_000);
+        assert_eq!(config.limits.max_spill_bytes, 1 << 30);
         assert_eq!(config.pipeline.guards.len(), 3);
         assert_eq!(config.pipeline.filters, ["redact_secrets"]);
         assert_eq!(config.process.env.exclude, ["DATABASE_URL"]);

@@ -3,13 +3,18 @@
 //!
 //! [`BoundedCapture`] takes output as it streams, keeps at most `limit` bytes in memory
 //! (the head and the tail) and writes everything to a spill file once the output is
-//! longer than the limit, so a 100 MB output costs `limit` bytes of memory. Spill files
-//! are private (0600, in 0700 directories): they hold raw output.
+//! longer than the limit, so a 100 MB output costs `limit` bytes of memory. The spill
+//! file has a cap too (`[limits] max_spill_bytes`, 1 GiB unless set): past it the file
+//! keeps the first bytes only, and the omitted-bytes marker says the file was cut.
+//! Spill files are private (0600, in 0700 directories): they hold raw output.
 
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+
+/// A spill file's cap when none is set (the default of `[limits] max_spill_bytes`).
+pub const DEFAULT_SPILL_CAP: u64 = 1 << 30;
 
 /// Text cut to a budget, and where the full text is when it was cut.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,8 +23,12 @@ pub struct Bounded {
     pub text: String,
     /// Bytes of the full output.
     pub total_bytes: u64,
-    /// File holding the full output, when `text` is a cut of it.
+    /// File holding the full output (or its first bytes, see `spill_cut`), when `text`
+    /// is a cut of it.
     pub full_output_path: Option<PathBuf>,
+    /// True when the output was longer than the spill file's cap: the file holds only
+    /// the first bytes of it.
+    pub spill_cut: bool,
 }
 
 /// The marker put between head and tail.
@@ -27,6 +36,14 @@ pub fn omitted_marker(omitted: u64, full_output: &Path) -> String {
     format!(
         "\n… {omitted} bytes omitted (full output: {}) …\n",
         full_output.display()
+    )
+}
+
+/// The marker put between head and tail when the spill file stopped at its cap.
+pub fn omitted_marker_cut(omitted: u64, spill: &Path, cap: u64, total: u64) -> String {
+    format!(
+        "\n… {omitted} bytes omitted (full output cut at the spill cap, [limits] max_spill_bytes: {} holds its first {cap} of {total} bytes) …\n",
+        spill.display()
     )
 }
 
@@ -50,7 +67,8 @@ pub fn push_tail(tail: &mut VecDeque<u8>, chunk: &[u8], keep: usize) {
     }
 }
 
-/// Streams output into head + tail memory and, past the limit, a spill file.
+/// Streams output into head + tail memory and, past the limit, a spill file of at most
+/// `spill_cap` bytes.
 pub struct BoundedCapture {
     limit: usize,
     head: Vec<u8>,
@@ -58,6 +76,24 @@ pub struct BoundedCapture {
     total: u64,
     spill_path: PathBuf,
     spill: Option<BufWriter<File>>,
+    spill_cap: u64,
+    /// Bytes written to the spill file.
+    spilled: u64,
+}
+
+/// Writes as much of `bytes` as fits under `cap` (counting `written`).
+fn write_capped(
+    file: &mut BufWriter<File>,
+    written: &mut u64,
+    cap: u64,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    let room = cap.saturating_sub(*written).min(bytes.len() as u64) as usize;
+    if room > 0 {
+        file.write_all(&bytes[..room])?;
+        *written += room as u64;
+    }
+    Ok(())
 }
 
 impl BoundedCapture {
@@ -70,7 +106,15 @@ impl BoundedCapture {
             total: 0,
             spill_path,
             spill: None,
+            spill_cap: DEFAULT_SPILL_CAP,
+            spilled: 0,
         }
+    }
+
+    /// Sets the most bytes the spill file holds (a minimum of 1 applies).
+    pub fn spill_cap(mut self, bytes: u64) -> Self {
+        self.spill_cap = bytes.max(1);
+        self
     }
 
     /// Bytes seen so far.
@@ -81,15 +125,17 @@ impl BoundedCapture {
     /// Takes the next chunk of output.
     pub fn push(&mut self, chunk: &[u8]) -> std::io::Result<()> {
         self.total += chunk.len() as u64;
-        let spill = match &mut self.spill {
-            Some(spill) => spill,
-            None if self.head.len() + chunk.len() <= self.limit => {
+        if self.spill.is_none() {
+            if self.head.len() + chunk.len() <= self.limit {
                 self.head.extend_from_slice(chunk);
                 return Ok(());
             }
-            None => self.start_spill()?,
+            self.start_spill()?;
+        }
+        let Some(spill) = self.spill.as_mut() else {
+            return Ok(());
         };
-        spill.write_all(chunk)?;
+        write_capped(spill, &mut self.spilled, self.spill_cap, chunk)?;
         let head_len = self.limit / 2;
         let tail_len = self.limit - head_len;
         let take = head_len.saturating_sub(self.head.len()).min(chunk.len());
@@ -100,19 +146,47 @@ impl BoundedCapture {
 
     /// Past the limit for the first time: everything so far goes to the spill file,
     /// and memory keeps only the head half (and from now on a tail).
-    fn start_spill(&mut self) -> std::io::Result<&mut BufWriter<File>> {
+    fn start_spill(&mut self) -> std::io::Result<()> {
         if let Some(dir) = self.spill_path.parent() {
             crate::session::private::create_dir_all(dir)?;
         }
         let file = crate::session::private::create_file(&self.spill_path)?;
         let mut file = BufWriter::with_capacity(64 * 1024, file);
-        file.write_all(&self.head)?;
+        write_capped(&mut file, &mut self.spilled, self.spill_cap, &self.head)?;
         let head_len = self.limit / 2;
         if self.head.len() > head_len {
             let overflow = self.head.split_off(head_len);
             self.tail.extend(overflow);
         }
-        Ok(self.spill.insert(file))
+        self.spill = Some(file);
+        Ok(())
+    }
+
+    /// The marker of a spill file cut at its cap. It is longer than the usual one, so
+    /// head and tail give up that many bytes: the text stays as long as a plain cut.
+    fn cut_marker(&mut self) -> String {
+        let kept = (self.head.len() + self.tail.len()) as u64;
+        let plain = omitted_marker(self.total - kept, &self.spill_path).len();
+        let mut trim = 0usize;
+        let marker = loop {
+            let kept = kept.saturating_sub(trim as u64);
+            let marker = omitted_marker_cut(
+                self.total - kept,
+                &self.spill_path,
+                self.spilled,
+                self.total,
+            );
+            let need = marker.len().saturating_sub(plain);
+            if need <= trim {
+                break marker;
+            }
+            trim = need;
+        };
+        let from_head = (trim / 2).min(self.head.len());
+        self.head.truncate(self.head.len() - from_head);
+        let from_tail = (trim - from_head).min(self.tail.len());
+        self.tail.drain(..from_tail);
+        marker
     }
 
     /// The bounded text; flushes the spill file.
@@ -122,12 +196,20 @@ impl BoundedCapture {
                 text: String::from_utf8_lossy(&self.head).into_owned(),
                 total_bytes: self.total,
                 full_output_path: None,
+                spill_cut: false,
             });
         };
         file.flush()?;
-        let kept = (self.head.len() + self.tail.len()) as u64;
+        drop(file);
+        let spill_cut = self.spilled < self.total;
+        let marker = if spill_cut {
+            self.cut_marker()
+        } else {
+            let kept = (self.head.len() + self.tail.len()) as u64;
+            omitted_marker(self.total - kept, &self.spill_path)
+        };
         let mut text = String::from_utf8_lossy(&self.head).into_owned();
-        text.push_str(&omitted_marker(self.total - kept, &self.spill_path));
+        text.push_str(&marker);
         let (a, b) = self.tail.as_slices();
         let mut tail = Vec::with_capacity(a.len() + b.len());
         tail.extend_from_slice(a);
@@ -137,6 +219,7 @@ impl BoundedCapture {
             text,
             total_bytes: self.total,
             full_output_path: Some(self.spill_path),
+            spill_cut,
         })
     }
 }
@@ -189,6 +272,59 @@ mod tests {
         );
         assert!(bounded.text.ends_with("…\nvwxyz"), "{}", bounded.text);
         assert_eq!(std::fs::read_to_string(&spill).unwrap(), text);
+    }
+
+    #[test]
+    fn the_spill_file_stops_at_its_cap_and_the_marker_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let full: Vec<u8> = (0..3000u32).map(|n| b'a' + (n % 26) as u8).collect();
+        let capture_of = |name: &str, cap: u64| {
+            let mut capture = BoundedCapture::new(400, dir.path().join(name)).spill_cap(cap);
+            for chunk in full.chunks(7) {
+                capture.push(chunk).unwrap();
+            }
+            capture.finish().unwrap()
+        };
+        let whole = capture_of("whole.txt", 1 << 20);
+        let capped = capture_of("cappd.txt", 1000);
+        assert_eq!(
+            std::fs::read(dir.path().join("cappd.txt")).unwrap(),
+            &full[..1000]
+        );
+        assert!(capped.spill_cut && !whole.spill_cut);
+        assert_eq!(capped.total_bytes, 3000);
+        assert!(
+            capped.text.contains("cut at the spill cap")
+                && capped.text.contains("holds its first 1000 of 3000 bytes"),
+            "{}",
+            capped.text
+        );
+        assert!(capped.text.starts_with("abcdefgh"), "{}", capped.text);
+        assert!(
+            capped
+                .text
+                .ends_with(std::str::from_utf8(&full[2900..]).unwrap()),
+            "the newest bytes are kept: {}",
+            capped.text
+        );
+        assert!(
+            capped.text.len() <= whole.text.len(),
+            "the longer marker costs head and tail bytes, not budget: {} > {}",
+            capped.text.len(),
+            whole.text.len()
+        );
+    }
+
+    #[test]
+    fn output_that_fits_the_cap_is_spilled_whole_and_not_called_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = dir.path().join("out.txt");
+        let mut capture = BoundedCapture::new(4, spill.clone()).spill_cap(10);
+        capture.push(b"0123456789").unwrap();
+        let bounded = capture.finish().unwrap();
+        assert_eq!(std::fs::read_to_string(&spill).unwrap(), "0123456789");
+        assert!(!bounded.spill_cut);
+        assert!(bounded.text.contains("(full output: "), "{}", bounded.text);
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod environment;
 mod event_log;
 mod guards;
 mod live_config;
+mod long_running;
 mod mcp_clients;
 mod plugin_loading;
 mod private_state;

@@ -2,6 +2,10 @@
 //! session event log gets its `tool/result` event here, and the per-tool metrics (calls,
 //! errors by code, retries, a latency histogram) are counted here. `dsh stats` reads the
 //! metrics from a running server, or rebuilds them from a session's event log.
+//!
+//! The metrics table is bounded by the tools the server has: a call naming a tool the
+//! caller cannot see (`UNKNOWN_TOOL`, it never ran) is counted under [`UNKNOWN_TOOL`],
+//! never under the name the client sent.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -15,6 +19,19 @@ use crate::session::Session;
 /// Upper bounds (inclusive, in milliseconds) of the latency histogram's buckets; one more
 /// bucket counts everything slower.
 pub const LATENCY_BUCKETS_MS: &[u64] = &[1, 5, 10, 50, 100, 500, 1_000, 5_000, 10_000, 60_000];
+
+/// The one bucket of every call naming a tool that does not exist (for its caller).
+pub const UNKNOWN_TOOL: &str = "(unknown)";
+
+/// The metrics key of a call to `tool` that ended with `code` after `attempts`: the
+/// tool's name, or [`UNKNOWN_TOOL`] when the name resolved to no tool.
+pub fn metrics_key<'a>(tool: &'a str, code: Option<&str>, attempts: u64) -> &'a str {
+    if attempts == 0 && code == Some(crate::error::ErrorCode::UnknownTool.as_str()) {
+        UNKNOWN_TOOL
+    } else {
+        tool
+    }
+}
 
 /// What was seen of one tool's calls.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -62,13 +79,15 @@ impl Metrics {
         self.tools.lock().unwrap().clone()
     }
 
+    /// Counts a call; a call naming no known tool goes to [`UNKNOWN_TOOL`].
     fn record(&self, tool: &str, code: Option<&str>, attempts: u64, elapsed_us: u64) {
-        self.tools
-            .lock()
-            .unwrap()
-            .entry(tool.to_string())
-            .or_default()
-            .record(code, attempts, elapsed_us);
+        let key = metrics_key(tool, code, attempts);
+        let mut tools = self.tools.lock().unwrap();
+        match tools.get_mut(key) {
+            Some(stats) => stats,
+            None => tools.entry(key.to_string()).or_default(),
+        }
+        .record(code, attempts, elapsed_us);
     }
 
     /// The metrics a session's `tool/result` events add up to.
@@ -168,5 +187,22 @@ mod tests {
         assert_eq!(bash.latency_buckets[7], 1, "one within 5 s");
         assert_eq!(bash.latency_max_us, 2_000_000);
         assert_eq!(stats["flaky"].retries, 1);
+    }
+
+    #[test]
+    fn calls_naming_unknown_tools_share_one_bucket() {
+        let metrics = Metrics::default();
+        for n in 0..1000 {
+            metrics.record(&format!("no_such_tool_{n}"), Some("UNKNOWN_TOOL"), 0, 10);
+        }
+        metrics.record("bash", None, 1, 10);
+        let stats = metrics.snapshot();
+        assert_eq!(
+            stats.keys().collect::<Vec<_>>(),
+            vec![UNKNOWN_TOOL, "bash"],
+            "one bucket for every unknown name"
+        );
+        assert_eq!(stats[UNKNOWN_TOOL].calls, 1000);
+        assert_eq!(stats[UNKNOWN_TOOL].errors["UNKNOWN_TOOL"], 1000);
     }
 }

@@ -3,19 +3,29 @@
 //!
 //! The registry owns ids (`KIND-N`, a sequence per kind), owners, states and output;
 //! producers own the execution resources (the process service owns a background
-//! command's process group) and report into their [`Job`]. A job's output is written
-//! whole to its spill file as it arrives, and the newest bytes are kept in a bounded
-//! in-memory tail, so a job printing 100 MB costs the tail, not 100 MB. Past the disk
-//! cap the producer kills the job and says why.
+//! command's process group) and report into their [`Job`]. A running job's output is
+//! written whole to its spill file as it arrives, and the newest bytes are kept in a
+//! bounded in-memory tail, so a job printing 100 MB costs the tail, not 100 MB. The
+//! spill file stops at the disk cap (`[jobs] max_output_bytes`), and the producer kills
+//! the job and says why.
 //!
-//! Access is by owner: an id of another owner is `NOT_FOUND`, word for word the same
-//! as an id that never existed.
+//! A finished job holds no descriptor and no tail: its spill file is closed and its
+//! output is read back from the file. Finished jobs are kept up to
+//! `[jobs] max_finished_per_owner` per owner and for `finished_retention_ms`; past
+//! either, a job is retired: forgotten and its spill file deleted, so a server that runs
+//! thousands of jobs holds a bounded number of jobs, files and bytes. Retirement is
+//! checked on every registry operation (no timer). The owner's last
+//! [`RETIRED_IDS_REMEMBERED`] retired ids are remembered, so its `job_output` and
+//! `job_kill` of one say it was retired rather than that it never existed.
+//!
+//! Access is by owner: an id of another owner (retired or not) is `NOT_FOUND`, word for
+//! word the same as an id that never existed.
 //!
 //! Native only: nothing here knows wasmtime. The WIT binding is in [`wit`].
 
 pub mod wit;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
@@ -81,7 +91,11 @@ pub struct KillReport {
     pub waited: Duration,
 }
 
-/// Output so far: the whole of it in the spill file, the newest bytes in memory.
+/// The retired ids of one owner an answer can still name as retired, per owner.
+pub const RETIRED_IDS_REMEMBERED: usize = 4096;
+
+/// Output so far: the whole of it in the spill file, the newest bytes in memory while
+/// the job runs (a finished job's output is read from the file).
 struct Output {
     tail: VecDeque<u8>,
     total: u64,
@@ -125,18 +139,21 @@ impl Job {
     }
 
     /// Appends output. `Err` with the reason when the job's output passed the disk cap
-    /// (the producer then kills it).
+    /// (the producer then kills it): the bytes past the cap are dropped, so the spill
+    /// file never holds more than the cap.
     pub fn push_output(&self, chunk: &[u8]) -> Result<(), String> {
         let mut output = self.output.lock().unwrap();
-        output.total += chunk.len() as u64;
+        let room = self.max_output_bytes.saturating_sub(output.total);
+        let kept = &chunk[..room.min(chunk.len() as u64) as usize];
+        output.total += kept.len() as u64;
         if let Some(file) = &mut output.file {
-            if let Err(error) = file.write_all(chunk) {
+            if let Err(error) = file.write_all(kept) {
                 output.write_error = Some(error.to_string());
                 output.file = None;
             }
         }
-        crate::output::push_tail(&mut output.tail, chunk, self.tail_bytes);
-        let over = output.total > self.max_output_bytes;
+        crate::output::push_tail(&mut output.tail, kept, self.tail_bytes);
+        let over = kept.len() < chunk.len();
         drop(output);
         self.changed.notify_waiters();
         if over {
@@ -164,7 +181,21 @@ impl Job {
         status.state = state;
         status.ended = Some(Instant::now());
         drop(status);
+        // Nothing more is written: close the spill file and drop the tail (reads come
+        // from the file now), unless the file could not be written, where the tail is
+        // all there is.
+        let mut output = self.output.lock().unwrap();
+        output.file = None;
+        if output.write_error.is_none() {
+            output.tail = VecDeque::new();
+        }
+        drop(output);
         self.changed.notify_waiters();
+    }
+
+    /// When the job ended, if it has.
+    fn ended(&self) -> Option<Instant> {
+        self.status.lock().unwrap().ended
     }
 
     /// Notes why dsh is about to signal the job; becomes the reason of its end.
@@ -254,8 +285,20 @@ impl Job {
         } else {
             let len = output.total - start;
             drop(output);
-            let mut file =
-                File::open(&self.spill_path).map_err(|e| internal(&self.spill_path, e))?;
+            let mut file = File::open(&self.spill_path).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::NotFound && self.ended().is_some() {
+                    // Retired while this read was on its way.
+                    ToolError::new(
+                        ErrorCode::NotFound,
+                        format!(
+                            "job {:?} finished and was retired; its output was deleted",
+                            self.id
+                        ),
+                    )
+                } else {
+                    internal(&self.spill_path, e)
+                }
+            })?;
             file.seek(SeekFrom::Start(start))
                 .map_err(|e| internal(&self.spill_path, e))?;
             let mut bytes = Vec::with_capacity(len as usize);
@@ -295,6 +338,28 @@ struct Table {
     order: BTreeMap<u64, Arc<Job>>,
     by_id: HashMap<String, (u64, Arc<Job>)>,
     sequence: u64,
+    /// Per owner, the ids it had retired, newest last (at most
+    /// [`RETIRED_IDS_REMEMBERED`]).
+    retired: HashMap<Arc<str>, RetiredIds>,
+}
+
+/// One owner's remembered retired ids.
+#[derive(Default)]
+struct RetiredIds {
+    order: VecDeque<String>,
+    ids: HashSet<String>,
+}
+
+impl RetiredIds {
+    fn remember(&mut self, id: String) {
+        if self.order.len() >= RETIRED_IDS_REMEMBERED {
+            if let Some(oldest) = self.order.pop_front() {
+                self.ids.remove(&oldest);
+            }
+        }
+        self.ids.insert(id.clone());
+        self.order.push_back(id);
+    }
 }
 
 /// The registry of every job.
@@ -323,6 +388,50 @@ impl JobRegistry {
         }
     }
 
+    /// Retires the finished jobs past the count or the age kept per owner: they leave
+    /// the table (their ids are remembered for their owner) and their spill files are
+    /// deleted.
+    fn retire(&self, table: &mut Table) {
+        let now = Instant::now();
+        let retention = Duration::from_millis(self.config.finished_retention_ms);
+        let mut finished: HashMap<&Arc<str>, Vec<(Instant, u64)>> = HashMap::new();
+        for (sequence, job) in &table.order {
+            if let Some(ended) = job.ended() {
+                finished
+                    .entry(&job.owner)
+                    .or_default()
+                    .push((ended, *sequence));
+            }
+        }
+        let mut retiring = Vec::new();
+        for mut jobs in finished.into_values() {
+            // Newest first: the first `max_finished_per_owner` young enough stay.
+            jobs.sort_unstable_by(|a, b| b.cmp(a));
+            retiring.extend(
+                jobs.iter()
+                    .enumerate()
+                    .filter(|(rank, (ended, _))| {
+                        *rank >= self.config.max_finished_per_owner
+                            || now.saturating_duration_since(*ended) >= retention
+                    })
+                    .map(|(_, (_, sequence))| *sequence),
+            );
+        }
+        for sequence in retiring {
+            let Some(job) = table.order.remove(&sequence) else {
+                continue;
+            };
+            table.by_id.remove(&job.id);
+            table
+                .retired
+                .entry(job.owner.clone())
+                .or_default()
+                .remember(job.id.clone());
+            remove_spill_file(&job.spill_path);
+            tracing::debug!(job = %job.id, owner = %job.owner, "retired a finished job");
+        }
+    }
+
     /// Registers a new running job of `kind` for `owner`, or refuses with
     /// `LIMIT_EXCEEDED` when the owner already runs the most jobs allowed.
     pub fn create(
@@ -333,6 +442,7 @@ impl JobRegistry {
         command: String,
     ) -> Result<Arc<Job>, ToolError> {
         let mut table = self.table.lock().unwrap();
+        self.retire(&mut table);
         let running = table
             .order
             .values()
@@ -392,21 +502,40 @@ impl JobRegistry {
         Ok(job)
     }
 
-    /// The job `id` if `owner` owns it; otherwise the same `NOT_FOUND` as for an id that
-    /// never existed.
+    /// The job `id` if `owner` owns it; `NOT_FOUND` saying so when it was one of the
+    /// owner's jobs and was retired; otherwise the same `NOT_FOUND` as for an id that
+    /// never existed (another owner's id, retired or not, is not told apart).
     fn get(&self, owner: &str, id: &str) -> Result<Arc<Job>, ToolError> {
-        match self.table.lock().unwrap().by_id.get(id) {
-            Some((_, job)) if &*job.owner == owner => Ok(job.clone()),
-            _ => Err(ToolError::new(
-                ErrorCode::NotFound,
-                format!("no job {id:?}"),
-            )),
+        let mut table = self.table.lock().unwrap();
+        self.retire(&mut table);
+        match table.by_id.get(id) {
+            Some((_, job)) if &*job.owner == owner => return Ok(job.clone()),
+            _ => {}
         }
+        let retired = table
+            .retired
+            .get(owner)
+            .is_some_and(|retired| retired.ids.contains(id));
+        if retired {
+            return Err(ToolError::new(
+                ErrorCode::NotFound,
+                format!(
+                    "job {id:?} finished and was retired, its output deleted: dsh keeps an owner's newest {} finished jobs, each for {} ([jobs] max_finished_per_owner, finished_retention_ms)",
+                    self.config.max_finished_per_owner,
+                    duration_text(self.config.finished_retention_ms),
+                ),
+            ));
+        }
+        Err(ToolError::new(
+            ErrorCode::NotFound,
+            format!("no job {id:?}"),
+        ))
     }
 
     /// The owner's jobs, oldest first.
     pub fn list(&self, owner: &str) -> Vec<JobInfo> {
-        let table = self.table.lock().unwrap();
+        let mut table = self.table.lock().unwrap();
+        self.retire(&mut table);
         table
             .order
             .values()
@@ -481,13 +610,53 @@ impl JobRegistry {
         })
     }
 
-    /// Forgets every job of `owner` (its processes are killed by their producer).
+    /// Forgets every job of `owner` and deletes their spill files (its processes are
+    /// killed by their producer; nobody can ask for these jobs any more).
     pub fn forget_owner(&self, owner: &str) -> usize {
         let mut table = self.table.lock().unwrap();
-        let before = table.order.len();
-        table.order.retain(|_, job| &*job.owner != owner);
+        let mut gone = Vec::new();
+        table.order.retain(|_, job| {
+            let keep = &*job.owner != owner;
+            if !keep {
+                gone.push(job.spill_path.clone());
+            }
+            keep
+        });
         table.by_id.retain(|_, (_, job)| &*job.owner != owner);
-        before - table.order.len()
+        table.retired.remove(owner);
+        drop(table);
+        for path in &gone {
+            remove_spill_file(path);
+        }
+        gone.len()
+    }
+
+    /// How many jobs the registry holds, running and finished (for tests and stats).
+    pub fn len(&self) -> usize {
+        self.table.lock().unwrap().order.len()
+    }
+
+    /// True when the registry holds no job.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Deletes a retired or forgotten job's spill file (gone already is fine).
+fn remove_spill_file(path: &std::path::Path) {
+    if let Err(error) = std::fs::remove_file(path) {
+        if error.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(path = %path.display(), %error, "cannot delete a job's spill file");
+        }
+    }
+}
+
+/// `ms` as the model reads it: whole seconds when it is some, else milliseconds.
+fn duration_text(ms: u64) -> String {
+    if ms >= 1000 && ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{ms} ms")
     }
 }
 
@@ -593,6 +762,131 @@ mod tests {
         assert!(jobs
             .create("bash", "o".into(), "d".into(), "c".into())
             .is_ok());
+    }
+
+    fn registry_with(dir: &std::path::Path, config: JobsConfig) -> JobRegistry {
+        JobRegistry::new(config, Duration::from_millis(100), dir.to_path_buf())
+    }
+
+    #[tokio::test]
+    async fn a_finished_job_closes_its_file_drops_its_tail_and_is_read_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = registry(dir.path(), 1 << 20);
+        let job = jobs
+            .create("bash", "o".into(), "d".into(), "c".into())
+            .unwrap();
+        job.push_output(b"hello world").unwrap();
+        assert!(job.output.lock().unwrap().file.is_some());
+        job.finish(JobState::Exited { code: 0 });
+        {
+            let output = job.output.lock().unwrap();
+            assert!(output.file.is_none(), "the spill file is closed");
+            assert_eq!(output.tail.capacity(), 0, "the tail is dropped");
+        }
+        let read = jobs
+            .output("o", &job.id, 6, 100, Duration::ZERO)
+            .await
+            .unwrap();
+        assert_eq!((read.output.as_str(), read.next_cursor), ("world", 11));
+    }
+
+    #[tokio::test]
+    async fn output_past_the_cap_is_refused_and_never_reaches_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = JobsConfig {
+            max_output_bytes: 8,
+            ..JobsConfig::default()
+        };
+        let jobs = registry_with(dir.path(), config);
+        let job = jobs
+            .create("terminal", "o".into(), "d".into(), "c".into())
+            .unwrap();
+        job.push_output(b"12345").unwrap();
+        let over = job.push_output(b"6789").unwrap_err();
+        assert!(over.contains("max_output_bytes"), "{over}");
+        assert!(job.push_output(b"more").is_err());
+        job.finish(JobState::Exited { code: 0 });
+        assert_eq!(std::fs::read(&job.spill_path).unwrap(), b"12345678");
+    }
+
+    #[tokio::test]
+    async fn past_the_count_the_oldest_finished_are_retired_and_their_files_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = JobsConfig {
+            max_finished_per_owner: 2,
+            ..JobsConfig::default()
+        };
+        let jobs = registry_with(dir.path(), config);
+        let running = jobs
+            .create("bash", "o".into(), "d".into(), "c".into())
+            .unwrap();
+        let mut finished = Vec::new();
+        for _ in 0..4 {
+            let job = jobs
+                .create("bash", "o".into(), "d".into(), "c".into())
+                .unwrap();
+            job.push_output(b"x").unwrap();
+            job.finish(JobState::Exited { code: 0 });
+            finished.push(job);
+        }
+        let ids: Vec<String> = jobs.list("o").into_iter().map(|info| info.id).collect();
+        assert_eq!(ids, [running.id.as_str(), &finished[2].id, &finished[3].id]);
+        assert!(!finished[0].spill_path.exists() && !finished[1].spill_path.exists());
+        assert!(finished[3].spill_path.exists() && running.spill_path.exists());
+        let retired = jobs
+            .output("o", &finished[0].id, 0, 10, Duration::ZERO)
+            .await
+            .unwrap_err();
+        assert_eq!(retired.code, ErrorCode::NotFound);
+        assert!(retired.message.contains("retired"), "{}", retired.message);
+        let killed = jobs.kill("o", &finished[1].id, "TERM").await.unwrap_err();
+        assert!(killed.message.contains("retired"), "{}", killed.message);
+    }
+
+    #[tokio::test]
+    async fn another_owner_cannot_tell_a_retired_id_from_one_that_never_existed() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = JobsConfig {
+            finished_retention_ms: 0,
+            ..JobsConfig::default()
+        };
+        let jobs = registry_with(dir.path(), config);
+        let job = jobs
+            .create("bash", "a".into(), "d".into(), "c".into())
+            .unwrap();
+        job.finish(JobState::Exited { code: 0 });
+        assert!(jobs.list("a").is_empty(), "retired at once (retention 0)");
+        let own = jobs
+            .output("a", &job.id, 0, 10, Duration::ZERO)
+            .await
+            .unwrap_err();
+        assert!(own.message.contains("retired"), "{}", own.message);
+        let foreign = jobs
+            .output("b", &job.id, 0, 10, Duration::ZERO)
+            .await
+            .unwrap_err();
+        let missing = jobs
+            .output("b", "bash-99", 0, 10, Duration::ZERO)
+            .await
+            .unwrap_err();
+        assert_eq!(foreign.code, ErrorCode::NotFound);
+        assert_eq!(
+            foreign.message.replace(&job.id, "X"),
+            missing.message.replace("bash-99", "X")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_gone_owner_leaves_no_job_and_no_spill_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = registry(dir.path(), 100);
+        let job = jobs
+            .create("bash", "o".into(), "d".into(), "c".into())
+            .unwrap();
+        job.finish(JobState::Exited { code: 0 });
+        assert_eq!(jobs.forget_owner("o"), 1);
+        assert!(jobs.is_empty());
+        assert!(!job.spill_path.exists());
     }
 
     #[tokio::test]

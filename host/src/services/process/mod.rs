@@ -87,6 +87,8 @@ pub struct ProcessService {
     config: ProcessConfig,
     live_groups: LiveGroups,
     launch: Arc<Launch>,
+    /// A foreground command's spill file cap (`[limits] max_spill_bytes`).
+    max_spill_bytes: u64,
 }
 
 /// `name` looked up on `PATH` (a name with a `/` is taken as a path).
@@ -150,7 +152,14 @@ impl ProcessService {
             live_groups: Arc::default(),
             launch,
             config,
+            max_spill_bytes: crate::output::DEFAULT_SPILL_CAP,
         }
+    }
+
+    /// Caps foreground commands' spill files at `bytes` (`[limits] max_spill_bytes`).
+    pub fn with_spill_cap(mut self, bytes: u64) -> Self {
+        self.max_spill_bytes = bytes;
+        self
     }
 
     /// Kills every live run (host shutdown).
@@ -189,7 +198,8 @@ impl ProcessService {
     pub async fn run(&self, spec: RunSpec) -> Result<RunOutcome, ProcessError> {
         let started = Instant::now();
         let tree = self.launch(&spec.owner, &spec.command, &spec.cwd, &spec.env)?;
-        let mut capture = BoundedCapture::new(spec.capture_bytes, spec.spill_path.clone());
+        let mut capture = BoundedCapture::new(spec.capture_bytes, spec.spill_path.clone())
+            .spill_cap(self.max_spill_bytes);
         let ended = self
             .drive(tree, Some(spec.timeout), |chunk| {
                 capture

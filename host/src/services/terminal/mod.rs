@@ -578,15 +578,26 @@ impl TerminalService {
             tokio::spawn(async move {
                 let _slot = slot;
                 let mut forwarded = from;
+                // Past the job cap ([jobs] max_output_bytes) the send is cancelled like
+                // a job_kill, with the cap as its reason.
+                let mut capped: Option<String> = None;
                 let settled = session
                     .settle(from, started, &wait, Some(&job.cancel), || {
                         let (bytes, _, total) = session.raw_since(forwarded);
                         if !bytes.is_empty() {
-                            let _ = job.push_output(text::plain(&bytes).as_bytes());
+                            if let Err(reason) = job.push_output(text::plain(&bytes).as_bytes()) {
+                                capped.get_or_insert(reason);
+                                job.cancel.cancel();
+                            }
                         }
                         forwarded = total;
                     })
                     .await;
+                let settled = if capped.is_some() {
+                    "cancelled"
+                } else {
+                    settled
+                };
                 let state = match settled {
                     "cancelled" => {
                         if let Some(pgid) = session
@@ -597,7 +608,9 @@ impl TerminalService {
                         }
                         JobState::Killed {
                             signal: libc::SIGINT,
-                            reason: Some("send cancelled by job_kill".into()),
+                            reason: Some(
+                                capped.unwrap_or_else(|| "send cancelled by job_kill".into()),
+                            ),
                         }
                     }
                     "exited" => JobState::Failed {
