@@ -68,6 +68,7 @@ async fn main() {
         scope: "default".into(),
         spill_dir: scratch.path().to_path_buf(),
         output_budget: 30_000,
+        spill_cap: dsh::output::DEFAULT_SPILL_CAP,
     };
     let args_json = echo_args.to_string();
     for _ in 0..200 {

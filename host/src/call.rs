@@ -22,6 +22,8 @@ pub struct CallContext {
     pub spill_dir: PathBuf,
     /// The budget of this call's content, in bytes.
     pub output_budget: u32,
+    /// The most bytes a spill file of this call holds (`[limits] max_spill_bytes`).
+    pub spill_cap: u64,
 }
 
 impl CallContext {

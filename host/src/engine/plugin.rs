@@ -260,6 +260,7 @@ impl Plugin {
             scope: "default".into(),
             spill_dir: std::env::temp_dir(),
             output_budget: 0,
+            spill_cap: 0,
         };
         let mut store = self.store(runtime, context);
         let described = async {

@@ -203,6 +203,7 @@ impl Pipeline {
                 .spec
                 .output_budget
                 .unwrap_or(config.limits.output_budget_bytes),
+            spill_cap: config.limits.max_spill_bytes,
         };
         if let Err(error) = configured
             .gate

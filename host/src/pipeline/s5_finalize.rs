@@ -49,6 +49,7 @@ mod tests {
             scope: "default".into(),
             spill_dir: dir.path().to_path_buf(),
             output_budget: 100,
+            spill_cap: crate::output::DEFAULT_SPILL_CAP,
         };
         let text = "x".repeat(1000);
         let result = finalize(CallResult::ok(text.clone()), &context);

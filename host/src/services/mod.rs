@@ -38,8 +38,7 @@ impl Services {
         ));
         let launch = Arc::new(process::Launch::new(&config.process)?);
         Ok(Services {
-            process: process::ProcessService::new(config.process.clone(), launch.clone())
-                .with_spill_cap(config.limits.max_spill_bytes),
+            process: process::ProcessService::new(config.process.clone(), launch.clone()),
             terminal: Arc::new(terminal::TerminalService::new(
                 config.terminal.clone(),
                 launch,

@@ -64,6 +64,8 @@ pub struct RunSpec {
     pub capture_bytes: usize,
     /// Where the full output goes when it is longer than `capture_bytes`.
     pub spill_path: PathBuf,
+    /// The most bytes the spill file holds (`[limits] max_spill_bytes`).
+    pub spill_cap: u64,
     pub env: Vec<(String, String)>,
 }
 
@@ -87,8 +89,6 @@ pub struct ProcessService {
     config: ProcessConfig,
     live_groups: LiveGroups,
     launch: Arc<Launch>,
-    /// A foreground command's spill file cap (`[limits] max_spill_bytes`).
-    max_spill_bytes: u64,
 }
 
 /// `name` looked up on `PATH` (a name with a `/` is taken as a path).
@@ -152,14 +152,7 @@ impl ProcessService {
             live_groups: Arc::default(),
             launch,
             config,
-            max_spill_bytes: crate::output::DEFAULT_SPILL_CAP,
         }
-    }
-
-    /// Caps foreground commands' spill files at `bytes` (`[limits] max_spill_bytes`).
-    pub fn with_spill_cap(mut self, bytes: u64) -> Self {
-        self.max_spill_bytes = bytes;
-        self
     }
 
     /// Kills every live run (host shutdown).
@@ -199,7 +192,7 @@ impl ProcessService {
         let started = Instant::now();
         let tree = self.launch(&spec.owner, &spec.command, &spec.cwd, &spec.env)?;
         let mut capture = BoundedCapture::new(spec.capture_bytes, spec.spill_path.clone())
-            .spill_cap(self.max_spill_bytes);
+            .spill_cap(spec.spill_cap);
         let ended = self
             .drive(tree, Some(spec.timeout), |chunk| {
                 capture
@@ -572,6 +565,7 @@ mod tests {
             timeout: Duration::from_secs(10),
             capture_bytes: 1000,
             spill_path: dir.join("spill.txt"),
+            spill_cap: crate::output::DEFAULT_SPILL_CAP,
             env: Vec::new(),
         }
     }

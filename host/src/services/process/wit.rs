@@ -53,6 +53,7 @@ impl CallState {
             timeout: std::time::Duration::from_millis(request.timeout_ms),
             capture_bytes: request.capture_bytes as usize,
             spill_path: self.call.spill_path("output"),
+            spill_cap: self.call.spill_cap,
             env: request.env,
         };
         let outcome = self.services.process.run(spec).await.map_err(|e| match e {
