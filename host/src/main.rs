@@ -36,8 +36,10 @@ struct Cli {
     /// Directory of plugin `.wasm` files; `NAME.wasm` overrides the embedded plugin NAME
     #[arg(long, global = true, env = "DSH_PLUGINS", value_name = "DIR")]
     plugins: Option<PathBuf>,
-    /// Where sessions keep their event logs and spill files
-    /// [default: $XDG_STATE_HOME/dsh or ~/.local/state/dsh]
+    /// Where sessions keep their event logs and spill files, the compile cache and the
+    /// control sockets; private (0700), refused when another user owns it or others can
+    /// write to it [default: $XDG_STATE_HOME/dsh, else ~/.local/state/dsh, else
+    /// $XDG_RUNTIME_DIR/dsh, else /tmp/dsh-UID]
     #[arg(long, global = true, env = "DSH_STATE_DIR", value_name = "DIR")]
     state_dir: Option<PathBuf>,
     /// The session workspace: commands run here and relative paths resolve against it
