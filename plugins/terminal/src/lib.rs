@@ -231,7 +231,7 @@ fn run(name: &str, args_json: &str) -> Result<ToolResult, ToolResult> {
                     }
                     content.push_str(&format!("[settled: {}; cursor: {}", sent.settled, sent.next_cursor));
                     if !sent.alive {
-                        content.push_str("; the shell has exited");
+                        content.push_str(&format!("; the shell has {}", state(false, sent.exit_code)));
                     }
                     content.push(']');
                     ok(content)

@@ -99,6 +99,8 @@ pub struct SendOutcome {
     /// The job id of a background send.
     pub job: Option<String>,
     pub alive: bool,
+    /// The shell's exit code once it has exited.
+    pub exit_code: Option<i32>,
 }
 
 /// Views of a session's output.
@@ -705,6 +707,7 @@ impl TerminalService {
                 next_cursor: from,
                 job: Some(job_id),
                 alive: true,
+                exit_code: None,
             });
         }
         let settled = session
@@ -718,6 +721,7 @@ impl TerminalService {
             next_cursor: total,
             job: None,
             alive: session.alive(),
+            exit_code: session.exit_code().filter(|_| !session.alive()),
         })
     }
 

@@ -88,6 +88,7 @@ impl Host for CallState {
             next_cursor: outcome.next_cursor,
             job: outcome.job,
             alive: outcome.alive,
+            exit_code: outcome.exit_code,
         })
     }
 
