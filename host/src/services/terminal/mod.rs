@@ -82,8 +82,9 @@ pub struct SessionInfo {
 pub struct SendWait {
     /// Settled when the output has been quiet this long.
     pub quiet: Duration,
-    /// Settled when this appears in the (plain) output of the send.
-    pub pattern: Option<regex::Regex>,
+    /// Settled when this appears in the (plain) output of the send, after the echo of
+    /// its input. Shared, not cloned: a cloned regex starts with an empty search cache.
+    pub pattern: Option<Arc<regex::Regex>>,
     /// Settled at the latest after this long.
     pub timeout: Duration,
 }
@@ -424,7 +425,7 @@ pub struct TerminalService {
     table: Mutex<Table>,
     /// Recently used wait patterns, compiled, newest first: an agent waits for the same
     /// prompt again and again, and compiling a regex costs more than the echo.
-    patterns: Mutex<Vec<(String, regex::Regex)>>,
+    patterns: Mutex<Vec<(String, Arc<regex::Regex>)>>,
 }
 
 /// How many compiled wait patterns are kept.
@@ -458,7 +459,7 @@ impl TerminalService {
     }
 
     /// `pattern` compiled, from the cache of recent ones when it is there.
-    pub fn wait_pattern(&self, pattern: &str) -> Result<regex::Regex, regex::Error> {
+    pub fn wait_pattern(&self, pattern: &str) -> Result<Arc<regex::Regex>, regex::Error> {
         let mut cache = self.patterns.lock().unwrap();
         if let Some(at) = cache.iter().position(|(text, _)| text == pattern) {
             let hit = cache.remove(at);
@@ -466,7 +467,7 @@ impl TerminalService {
             cache.insert(0, hit);
             return Ok(regex);
         }
-        let regex = regex::Regex::new(pattern)?;
+        let regex = Arc::new(regex::Regex::new(pattern)?);
         cache.insert(0, (pattern.to_string(), regex.clone()));
         cache.truncate(PATTERN_CACHE);
         Ok(regex)

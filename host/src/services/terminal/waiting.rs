@@ -21,6 +21,7 @@
 //! into the prompt, is found), keeping only a bounded tail of the text.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use regex::Regex;
 
@@ -146,7 +147,7 @@ impl Echo {
 /// An incremental search for a send's wait pattern in the output after its echo.
 #[derive(Debug)]
 pub struct PatternWait {
-    regex: Regex,
+    regex: Arc<Regex>,
     echo: Echo,
     stream: PlainStream,
     /// The completed lines that are not an echo, each with its newline; only a tail is
@@ -158,7 +159,7 @@ pub struct PatternWait {
 }
 
 impl PatternWait {
-    pub fn new(regex: Regex, echo: Echo) -> PatternWait {
+    pub fn new(regex: Arc<Regex>, echo: Echo) -> PatternWait {
         PatternWait {
             regex,
             echo,
@@ -247,7 +248,10 @@ mod tests {
     use super::*;
 
     fn wait(pattern: &str, typed: &str) -> PatternWait {
-        PatternWait::new(Regex::new(pattern).unwrap(), Echo::of(typed, true))
+        PatternWait::new(
+            Arc::new(Regex::new(pattern).unwrap()),
+            Echo::of(typed, true),
+        )
     }
 
     /// Feeds `chunks` in order; the index of the chunk after which it matched.
@@ -289,7 +293,7 @@ mod tests {
             "b\r\n",
         ];
         let mut wait_multiline = super::PatternWait::new(
-            Regex::new("(?m)echo b|^b$").unwrap(),
+            Arc::new(Regex::new("(?m)echo b|^b$").unwrap()),
             Echo::of("echo a\necho b\r", true),
         );
         assert_eq!(matched_at(&mut wait_multiline, &chunks), Some(2));
@@ -301,7 +305,7 @@ mod tests {
     fn with_echo_off_every_line_counts() {
         // `read -s`: the typed secret is not echoed; the output repeats it.
         let mut wait = PatternWait::new(
-            Regex::new("got-secret").unwrap(),
+            Arc::new(Regex::new("got-secret").unwrap()),
             Echo::of("secret\r", false),
         );
         assert!(wait.feed(b"got-secret\r\n$ "));
@@ -365,8 +369,10 @@ mod tests {
     fn a_start_anchor_matches_only_at_the_start_of_the_output() {
         let mut wait = wait(r"\Aok", "run\r");
         assert!(!wait.feed(b"run\r\nnot ok\r\n"));
-        let mut wait =
-            super::PatternWait::new(Regex::new(r"\Aok").unwrap(), Echo::of("run\r", true));
+        let mut wait = super::PatternWait::new(
+            Arc::new(Regex::new(r"\Aok").unwrap()),
+            Echo::of("run\r", true),
+        );
         assert!(wait.feed(b"run\r\nok\r\n"));
     }
 
