@@ -1,82 +1,115 @@
 //! A one-line echo through `terminal_send` (the whole pipeline, the terminal plugin,
 //! the host's PTY session) against the same echo on a raw PTY driven directly, measured
-//! in the same run: both run `echo hi` in an interactive bash and wait for `hi`.
+//! in the same run: both run `echo hi` in an interactive bash and wait for `hi`. The
+//! samples are interleaved (a raw echo, one through the pipeline, one through the
+//! terminal service alone), so load from elsewhere on the machine moves both sides
+//! alike, and the dsh calls run on a runtime worker as under `dsh serve`.
+//!
+//! Then a pattern wait over 10 MB of output against a quiet wait over the same output:
+//! the CPU time of this process (the host's reading, screen and scrollback work, plus
+//! the wait's own) for each, whose ratio shows that a pattern wait does work in
+//! proportion to the new output only.
 //!
 //! Run with `cargo bench --bench terminal`.
 
 mod support;
 
-use support::{percentile, us};
+use support::{ms, percentile, us};
 
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dsh::call::CallRequest;
 use serde_json::json;
 
-/// The baseline: bash on a PTY, written to and read from directly.
-fn raw_pty_samples(n: usize) -> Vec<Duration> {
-    let (mut master, mut slave) = (-1, -1);
-    // SAFETY: openpty fills two descriptors; null name, termios and size are allowed.
-    let rc = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(rc, 0);
-    // SAFETY: fresh descriptors we own.
-    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-    let mut child = std::process::Command::new("bash")
-        .args(["--noprofile", "--norc", "-i"])
-        .env("PS1", "$ ")
-        .stdin(slave.try_clone().unwrap())
-        .stdout(slave.try_clone().unwrap())
-        .stderr(slave)
-        .spawn()
-        .unwrap();
-    let mut file = std::fs::File::from(master);
-    let mut buf = [0u8; 4096];
-    let mut seen = Vec::new();
-    let mut wait_for = |file: &mut std::fs::File, needle: &[u8], seen: &mut Vec<u8>| loop {
-        if let Some(at) = seen.windows(needle.len()).position(|w| w == needle) {
-            seen.drain(..at + needle.len());
-            return;
-        }
-        let n = file.read(&mut buf).unwrap();
-        seen.extend_from_slice(&buf[..n]);
-    };
-    wait_for(&mut file, b"$ ", &mut seen);
-    let mut samples = Vec::with_capacity(n);
-    for i in 0..n + 50 {
-        let started = Instant::now();
-        file.write_all(b"echo hi\r").unwrap();
-        // The terminal's echo of the input, then the command's own line.
-        wait_for(&mut file, b"echo hi\r\n", &mut seen);
-        wait_for(&mut file, b"hi\r\n", &mut seen);
-        if i >= 50 {
-            samples.push(started.elapsed());
-        }
-        wait_for(&mut file, b"$ ", &mut seen);
+/// The baseline: bash on a PTY, written to and read from directly, with the same
+/// terminal type and prompt as a dsh session.
+struct RawPty {
+    file: std::fs::File,
+    child: std::process::Child,
+    seen: Vec<u8>,
+}
+
+impl RawPty {
+    fn start() -> RawPty {
+        let (mut master, mut slave) = (-1, -1);
+        // SAFETY: openpty fills two descriptors; null name, termios and size are allowed.
+        let rc = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0);
+        // SAFETY: fresh descriptors we own.
+        let (master, slave) =
+            unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+        let child = std::process::Command::new("bash")
+            .args(["--noprofile", "--norc", "-i"])
+            .env("PS1", "$ ")
+            .env("TERM", "xterm-256color")
+            .stdin(slave.try_clone().unwrap())
+            .stdout(slave.try_clone().unwrap())
+            .stderr(slave)
+            .spawn()
+            .unwrap();
+        let mut raw = RawPty {
+            file: std::fs::File::from(master),
+            child,
+            seen: Vec::new(),
+        };
+        raw.wait_for(b"$ ");
+        raw
     }
-    let _ = file.write_all(b"exit\r");
-    let _ = child.kill();
-    let _ = child.wait();
-    let _ = file.as_raw_fd();
-    samples
+
+    fn wait_for(&mut self, needle: &[u8]) {
+        let mut buf = [0u8; 4096];
+        loop {
+            if let Some(at) = self.seen.windows(needle.len()).position(|w| w == needle) {
+                self.seen.drain(..at + needle.len());
+                return;
+            }
+            let n = self.file.read(&mut buf).unwrap();
+            self.seen.extend_from_slice(&buf[..n]);
+        }
+    }
+
+    /// One `echo hi`: the time until its line came back, then waits for the prompt.
+    fn echo(&mut self) -> Duration {
+        let started = Instant::now();
+        self.file.write_all(b"echo hi\r").unwrap();
+        // The terminal's echo of the input, then the command's own line.
+        self.wait_for(b"echo hi\r\n");
+        self.wait_for(b"hi\r\n");
+        let took = started.elapsed();
+        self.wait_for(b"$ ");
+        took
+    }
+}
+
+impl Drop for RawPty {
+    fn drop(&mut self) {
+        let _ = self.file.write_all(b"exit\r");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 #[tokio::main]
 async fn main() {
+    // The calls run on a worker task, as `dsh serve` runs them (a call awaited in the
+    // runtime's `block_on` thread would add a thread hop to every wake-up).
+    tokio::spawn(run()).await.unwrap();
+}
+
+async fn run() {
     let n = 500;
-    let mut raw = tokio::task::spawn_blocking(move || raw_pty_samples(n))
-        .await
-        .unwrap();
+    let mut raw_pty = RawPty::start();
 
     let scratch = tempfile::tempdir().unwrap();
     let host = support::start_host(scratch.path(), None).await;
@@ -94,9 +127,22 @@ async fn main() {
         .nth(1)
         .unwrap()
         .to_string();
+    let owner: Arc<str> = Arc::from("bench");
+    let hi = Arc::new(regex::Regex::new("(?m)^hi$").unwrap());
     let send = json!({ "id": id, "input": "echo hi", "wait": { "pattern": "(?m)^hi$" } });
-    let mut dsh = Vec::with_capacity(n);
+    // Interleaved, so that the baseline and dsh see the same machine (other load on it
+    // moves both alike): a raw echo, one through the pipeline, one through the service.
+    let (mut raw, mut dsh, mut service) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
     for i in 0..n + 50 {
+        let took = tokio::task::block_in_place(|| raw_pty.echo());
+        if i >= 50 {
+            raw.push(took);
+        }
+
         let started = Instant::now();
         let result = host
             .pipeline
@@ -108,7 +154,25 @@ async fn main() {
         assert!(result.content.contains("\nhi\n"), "{result:?}");
         // Let the prompt come back before the next send.
         tokio::time::sleep(Duration::from_millis(2)).await;
+
+        // The terminal service alone, without the pipeline and the plugin.
+        let wait = dsh::services::terminal::SendWait {
+            quiet: Duration::from_millis(300),
+            pattern: Some(hi.clone()),
+            timeout: Duration::from_secs(10),
+        };
+        let started = Instant::now();
+        host.services
+            .terminal
+            .send(&owner, &id, "echo hi", true, wait, false)
+            .await
+            .unwrap();
+        if i >= 50 {
+            service.push(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
+    drop(raw_pty);
     // For scale: a terminal_list through the pipeline (the plugin call without I/O).
     let mut listing = Vec::with_capacity(n);
     for _ in 0..n {
@@ -122,25 +186,6 @@ async fn main() {
         "(for scale: terminal_list through the pipeline  p50 {:>8.1} µs)",
         us(percentile(&mut listing, 0.5))
     );
-    // For scale: the terminal service alone, without the pipeline and the plugin.
-    let owner: Arc<str> = Arc::from("bench");
-    let mut service = Vec::with_capacity(n);
-    let hi = regex::Regex::new("(?m)^hi$").unwrap();
-    for _ in 0..n {
-        let wait = dsh::services::terminal::SendWait {
-            quiet: Duration::from_millis(300),
-            pattern: Some(hi.clone()),
-            timeout: Duration::from_secs(10),
-        };
-        let started = Instant::now();
-        host.services
-            .terminal
-            .send(&owner, &id, "echo hi", true, wait, false)
-            .await
-            .unwrap();
-        service.push(started.elapsed());
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
     println!(
         "(for scale: the terminal service alone          p50 {:>8.1} µs)",
         us(percentile(&mut service, 0.5))
@@ -162,5 +207,77 @@ async fn main() {
         "ratio p50: {:.2} (target ≤ 2, and p50 ≤ 1 ms)",
         us(dsh_p50) / us(raw_p50)
     );
+
+    let (pattern_cpu, quiet_cpu) = big_output_waits(&host, &owner, &id).await;
+    println!("== a wait over 10 MB of output (CPU time of the host process, median of 5)");
+    println!(
+        "quiet wait (quiet_ms 200)                      {:>8.1} ms",
+        ms(quiet_cpu)
+    );
+    println!(
+        "pattern wait (the marker after the output)     {:>8.1} ms",
+        ms(pattern_cpu)
+    );
+    println!(
+        "ratio pattern / quiet: {:.2} (target about 1)",
+        pattern_cpu.as_secs_f64() / quiet_cpu.as_secs_f64()
+    );
     host.shutdown();
+}
+
+/// The CPU time (user + system) this process has used.
+fn cpu_time() -> Duration {
+    // SAFETY: rusage is plain data filled by getrusage.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+/// Median CPU times of a pattern wait and of a quiet wait for a command printing 10 MB
+/// (100-byte lines) and then a marker.
+async fn big_output_waits(
+    host: &dsh::host::Host,
+    owner: &Arc<str>,
+    id: &str,
+) -> (Duration, Duration) {
+    use dsh::services::terminal::SendWait;
+    let command = "yes 012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789012 | head -c 10000000; echo big-$((40+2))-done";
+    let marker = Arc::new(regex::Regex::new("big-42-done").unwrap());
+    let (mut pattern, mut quiet) = (Vec::new(), Vec::new());
+    for round in 0..6 {
+        for with_pattern in [true, false] {
+            let wait = SendWait {
+                quiet: Duration::from_millis(200),
+                pattern: with_pattern.then(|| marker.clone()),
+                timeout: Duration::from_secs(120),
+            };
+            let before = cpu_time();
+            let sent = host
+                .services
+                .terminal
+                .send(owner, id, command, true, wait, false)
+                .await
+                .unwrap();
+            let used = cpu_time() - before;
+            let expected = if with_pattern { "pattern" } else { "quiet" };
+            assert_eq!(
+                sent.settled,
+                expected,
+                "{}",
+                sent.output.chars().take(300).collect::<String>()
+            );
+            // The first round warms up.
+            if round > 0 {
+                if with_pattern {
+                    pattern.push(used);
+                } else {
+                    quiet.push(used);
+                }
+            }
+            // Let the prompt come back before the next send.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+    (percentile(&mut pattern, 0.5), percentile(&mut quiet, 0.5))
 }

@@ -7,7 +7,9 @@ answering an interactive prompt, interrupting the foreground program with
 owner isolation between HTTP connections (another owner's id is indistinguishable
 from one that never existed), `terminal_close` and a connection that goes away
 leaving no process of the session behind, the `screen` view of a full-screen
-program, background sends read with `job_output`, and argument validation.
+program, background sends read with `job_output`, argument validation, shells that
+exit (reaped at once, listed as `exited (code N)`, readable, holding no slot), and
+pattern waits that look past the echo of the input.
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ pytestmark = pytest.mark.anyio
 
 OPENED_RE = re.compile(r"\Aopened (?P<id>term-\d+) \(bash in (?P<cwd>[^\n]+), (?P<cols>\d+)x(?P<rows>\d+)\)\Z")
 # The last line of every terminal_send result (foreground).
-SETTLED_RE = re.compile(r"(?s)\A(?P<body>.*)\[settled: (?P<how>quiet|pattern|timeout|exited); cursor: (?P<cursor>\d+)\]\Z")
+SETTLED_RE = re.compile(
+    r"(?s)\A(?P<body>.*)\[settled: (?P<how>quiet|pattern|timeout|exited); cursor: (?P<cursor>\d+)"
+    r"(?:; the shell has exited(?: \(code (?P<code>\d+)\))?)?\]\Z"
+)
 # The last line of every terminal_read result.
-READ_RE = re.compile(r"(?s)\A(?P<body>.*)\[cursor: (?P<cursor>\d+)\]\Z")
+READ_RE = re.compile(r"(?s)\A(?P<body>.*)\[cursor: (?P<cursor>\d+)(?:; exited \(code (?P<code>\d+)\))?\]\Z")
 BACKGROUND_RE = re.compile(r"\Astarted background job (?P<id>terminal-\d+)\b")
 CLOSED_RE = re.compile(r"\Aclosed (?P<id>term-\d+); (?P<killed>\d+) processes of its session were killed\Z")
 # The last line of every job_output result (see test_jobs.py).
@@ -502,3 +507,147 @@ async def test_invalid_terminal_arguments_are_invalid_arguments(open_stdio_sessi
         assert "typed" not in since, f"a refused send's input reached the terminal:\n{since!r}"
         after = await send(session, term, "echo $((4*4))-fine")
         assert "16-fine" in after.lines, f"a send after the refused ones\n{after}"
+
+
+# --------------------------------------------------------------------------- shells that exit
+
+
+def _zombie_children(parent: int) -> list[tuple[int, str]]:
+    """(pid, comm) of every zombie whose parent is `parent`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[-1].split()
+        if fields[0] == "Z" and int(fields[1]) == parent:
+            found.append((int(entry.name), comm))
+    return found
+
+
+def _parent_of(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"^PPid:\s+(\d+)$", status, re.M)[1])
+
+
+async def _shell_pid(session: Any, term: str) -> int:
+    sent = await send(session, term, "echo pid-$$", wait={"pattern": r"pid-\d+\n", "timeout_ms": 5000})
+    pids = [int(line[4:]) for line in sent.lines if re.fullmatch(r"pid-\d+", line)]
+    assert sent.how == "pattern" and len(pids) == 1, f"no pid-N line from echo pid-$$\n{sent}"
+    return pids[0]
+
+
+async def test_a_hundred_exited_shells_leave_no_zombie_and_hold_no_slot(open_stdio_session):
+    """The default [terminal] max_sessions_per_owner is 16: 100 terminals whose shell
+    exited must not count, and each shell must be reaped when it exits."""
+    async with open_stdio_session() as session:
+        shells: dict[str, int] = {}
+        server = None
+        for n in range(100):
+            term = await open_terminal(session)
+            pid = await _shell_pid(session, term)
+            server = server or _parent_of(pid)
+            shells[term] = pid
+            code = n % 7
+            left = await send(session, term, f"exit {code}", wait={"timeout_ms": 5000})
+            assert left.how == "exited", f"terminal #{n}: the send of exit did not settle as exited\n{left}"
+            assert left.raw.endswith(f"; the shell has exited (code {code})]"), str(left)
+
+        # Reaped at once: no shell of ours is left as a zombie (nor alive).
+        deadline = time.monotonic() + 3
+        while (zombies := _zombie_children(server)) or any(_alive(pid) for pid in shells.values()):
+            if time.monotonic() >= deadline:
+                pytest.fail(
+                    f"3 s after 100 shells exited: zombies of dsh (pid {server}): {zombies}; "
+                    f"alive: {[pid for pid in shells.values() if _alive(pid)]}"
+                )
+            await anyio.sleep(0.05)
+
+        # Listed as exited with their code: the 16 that exited last are kept.
+        listed = (await list_terminals(session)).split("\n")
+        expected = [f"term-{n + 1}" for n in range(84, 100)]
+        assert [line.split("\t")[0] for line in listed] == expected, "\n".join(listed)
+        for line in listed:
+            n = int(line.split("\t")[0][5:]) - 1
+            assert f"\texited (code {n % 7})\t" in line, f"not listed as exited (code {n % 7}):\n{line}"
+
+        # Their output stays readable, with the exit code.
+        body, _ = await read(session, "term-100", since=0)
+        args = {"id": "term-100"}
+        whole = text(await call(session, "terminal_read", args))
+        assert f"pid-{shells['term-100']}" in body.split("\n"), f"the exited session's output:\n{whole}"
+        assert whole.endswith("; exited (code 1)]"), whole
+
+        # The 101st open works, and its shell answers.
+        fresh = await open_terminal(session)
+        assert fresh == "term-101"
+        answer = await send(session, fresh, "echo $((50+51))-alive", wait={"pattern": "101-alive", "timeout_ms": 5000})
+        assert answer.how == "pattern" and "101-alive" in answer.lines, str(answer)
+        listed = (await list_terminals(session)).split("\n")
+        assert listed[-1].startswith(f"{fresh}\t") and "\talive\t" in listed[-1], "\n".join(listed)
+
+        # An exited session is closed like any other, and then gone.
+        assert await close_terminal(session, "term-100") == 0
+        args = {"id": "term-100"}
+        expect_error(("terminal_read", args), await call(session, "terminal_read", args), "NOT_FOUND")
+        args = {"id": "term-99", "input": "echo hi"}
+        expect_error(("terminal_send", args), await call(session, "terminal_send", args), "SESSION_CLOSING")
+
+
+async def test_what_an_exited_shell_left_running_is_killed(open_stdio_session, markers, procs):
+    marker = markers("1000")
+    async with open_stdio_session() as session:
+        term = await open_terminal(session)
+        await settle_shell(session, term)
+        await send(session, term, f"sleep {marker} &")
+        await procs.wait_until_present(marker, timeout=5)
+        left = await send(session, term, "exit", wait={"timeout_ms": 5000})
+        assert left.how == "exited", str(left)
+        await procs.wait_until_gone(marker, timeout=3)
+        assert "\texited (code 0)\t" in await list_terminals(session)
+
+
+# --------------------------------------------------------------------------- pattern waits and the echo
+
+
+async def test_a_pattern_in_the_typed_command_waits_for_the_command_to_print_it(open_stdio_session):
+    async with open_stdio_session() as session:
+        term = await open_terminal(session)
+        await settle_shell(session, term)
+
+        sent = await send(
+            session, term, "sleep 1; echo finished-marker", wait={"pattern": "finished-marker", "timeout_ms": 5000}
+        )
+        assert sent.how == "pattern", str(sent)
+        assert sent.took >= 1.0, f"the pattern matched the echo of the input, before the command ran\n{sent}"
+        assert "finished-marker" in sent.lines, f"the output lacks the printed line\n{sent}"
+
+        # Two lines typed at once: the second line's echo (printed after the first line's
+        # output) does not match either; the second command's output does.
+        sent = await send(
+            session,
+            term,
+            "echo first-$((1+1))\nsleep 1; echo second-marker",
+            wait={"pattern": "second-marker", "timeout_ms": 5000},
+        )
+        assert sent.how == "pattern" and sent.took >= 1.0, str(sent)
+        assert "first-2" in sent.lines and "second-marker" in sent.lines, str(sent)
+
+
+async def test_a_pattern_wait_at_a_prompt_without_echo_sees_the_output(open_stdio_session):
+    """`read -s` turns echo off: the typed secret is not echoed, so every line counts."""
+    async with open_stdio_session() as session:
+        term = await open_terminal(session)
+        await settle_shell(session, term)
+
+        asked = await send(
+            session, term, "read -s -p 'pw: ' x; echo got-$x", wait={"pattern": "pw: ", "timeout_ms": 5000}
+        )
+        assert asked.how == "pattern", str(asked)
+        answered = await send(session, term, "secret", wait={"pattern": "got-secret", "timeout_ms": 5000})
+        assert answered.how == "pattern" and "got-secret" in answered.lines, str(answered)
+        assert answered.took < 2.0, str(answered)

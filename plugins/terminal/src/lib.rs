@@ -75,6 +75,15 @@ fn parse<T: for<'a> Deserialize<'a>>(args_json: &str) -> Result<T, ToolResult> {
     })
 }
 
+/// `alive`, or `exited (code N)` once the shell has exited.
+fn state(alive: bool, exit_code: Option<i32>) -> String {
+    match (alive, exit_code) {
+        (true, _) => "alive".into(),
+        (false, Some(code)) => format!("exited (code {code})"),
+        (false, None) => "exited".into(),
+    }
+}
+
 fn describe_session(info: &SessionInfo) -> String {
     format!(
         "{}\t{}\t{}x{}\t{}\t{}\tcwd={}",
@@ -82,7 +91,7 @@ fn describe_session(info: &SessionInfo) -> String {
         info.shell,
         info.cols,
         info.rows,
-        if info.alive { "alive" } else { "exited" },
+        state(info.alive, info.exit_code),
         info.foreground
             .as_deref()
             .map(|f| format!("foreground={f}"))
@@ -118,7 +127,7 @@ impl Guest for Terminal {
             ),
             spec(
                 "terminal_send",
-                "Type input into a session (Enter is pressed after it unless enter is false) and return the output it produced: the call returns when the output has been quiet for wait.quiet_ms (default 300), or when wait.pattern (a regex) appears, or at wait.timeout_ms (default 10000), whichever comes first. With background: true it returns at once with a job id (terminal-N) whose output you read with job_output. Only one send per session at a time (SEND_ACTIVE otherwise).",
+                "Type input into a session (Enter is pressed after it unless enter is false) and return the output it produced (the echo of your input first): the call returns when the output has been quiet for wait.quiet_ms (default 300), or when wait.pattern (a regex) appears, or at wait.timeout_ms (default 10000), whichever comes first. wait.pattern is looked for only in what the command printed after the terminal's echo of your input, never in the echo itself: `sleep 5; echo done` with pattern `done` returns when done is printed, 5 s later. A pattern may span lines (e.g. `done\\n\\$ ` for the output then the prompt). With background: true it returns at once with a job id (terminal-N) whose output you read with job_output. Only one send per session at a time (SEND_ACTIVE otherwise).",
                 schema(
                     &format!(
                         r#""id": {ID},
@@ -126,7 +135,7 @@ impl Guest for Terminal {
                         "enter": {{ "type": "boolean", "description": "Press Enter after the input (default true)." }},
                         "wait": {{ "type": "object", "additionalProperties": false, "description": "When to return.", "properties": {{
                             "quiet_ms": {{ "type": "integer", "minimum": 1, "maximum": 600000 }},
-                            "pattern": {{ "type": "string", "minLength": 1 }},
+                            "pattern": {{ "type": "string", "minLength": 1, "description": "A regex looked for in the output after the echo of the input." }},
                             "timeout_ms": {{ "type": "integer", "minimum": 1, "maximum": 600000 }} }} }},
                         "background": {{ "type": "boolean", "description": "Return at once with a job id." }}"#
                     ),
@@ -136,7 +145,7 @@ impl Guest for Terminal {
             ),
             spec(
                 "terminal_read",
-                "Read a session's output: view screen (the current screen, readable even for full-screen programs like top or vim), plain (the scrollback as text, escape sequences and overwrites resolved; default) or raw. since (a cursor from an earlier read or send) returns only what came after it.",
+                "Read a session's output: view screen (the current screen, readable even for full-screen programs like top or vim), plain (the scrollback as text, escape sequences and overwrites resolved; default) or raw. since (a cursor from an earlier read or send) returns only what came after it. A session whose shell has exited stays readable until closed (the last line says exited (code N)).",
                 schema(
                     &format!(
                         r#""id": {ID},
@@ -166,7 +175,12 @@ impl Guest for Terminal {
                 schema(&format!(r#""id": {ID}"#), &["id"]),
                 false,
             ),
-            spec("terminal_list", "List your open terminal sessions.", schema("", &[]), true),
+            spec(
+                "terminal_list",
+                "List your terminal sessions: alive, or exited (code N) for one whose shell has exited. An exited session holds no process and does not count toward the session limit; it stays listed and readable until you close it (the 16 that exited last are kept).",
+                schema("", &[]),
+                true,
+            ),
         ]
     }
 
@@ -217,7 +231,7 @@ fn run(name: &str, args_json: &str) -> Result<ToolResult, ToolResult> {
                     }
                     content.push_str(&format!("[settled: {}; cursor: {}", sent.settled, sent.next_cursor));
                     if !sent.alive {
-                        content.push_str("; the shell has exited");
+                        content.push_str(&format!("; the shell has {}", state(false, sent.exit_code)));
                     }
                     content.push(']');
                     ok(content)
@@ -246,7 +260,13 @@ fn run(name: &str, args_json: &str) -> Result<ToolResult, ToolResult> {
             if !content.is_empty() && !content.ends_with('\n') {
                 content.push('\n');
             }
-            content.push_str(&format!("[cursor: {}]", read.next_cursor));
+            match read.exit_code {
+                Some(code) => content.push_str(&format!(
+                    "[cursor: {}; exited (code {code})]",
+                    read.next_cursor
+                )),
+                None => content.push_str(&format!("[cursor: {}]", read.next_cursor)),
+            }
             ok(content)
         }
         "terminal_signal" => {

@@ -10,6 +10,18 @@
 //! Closing a session kills every process of its terminal session, background ones
 //! included.
 //!
+//! The shell is waited for (its pidfd) from the moment it starts: when it exits it is
+//! reaped at once, what is left of its session is killed (as a terminal's hangup
+//! would), the output it left is drained, and the session is *exited*: listed with
+//! its exit code, its output and screen still readable, no longer counted against
+//! `max_sessions` and `max_sessions_per_owner`. Exited sessions are kept until closed,
+//! up to [`EXITED_KEPT_PER_OWNER`] per owner: past that the ones that exited first are
+//! retired (forgotten, as if closed) when the owner next opens or lists sessions.
+//!
+//! A send's `wait.pattern` is looked for in the output after the echo of its input
+//! (see [`waiting`]), incrementally: each wake-up renders and searches only the output
+//! that is new.
+//!
 //! The PTY is opened with `openpty` and the shell started by the process service's
 //! spawner (clone with CLONE_VFORK, a parent-death signal, the PTY as controlling
 //! terminal), rather than through `portable-pty`, whose fork-based spawn costs
@@ -19,6 +31,7 @@
 //! Native only: nothing here knows wasmtime. The WIT binding is in [`wit`].
 
 pub mod text;
+pub mod waiting;
 pub mod wit;
 
 use std::collections::{HashMap, VecDeque};
@@ -58,6 +71,8 @@ pub struct SessionInfo {
     pub rows: u16,
     pub created_at: SystemTime,
     pub alive: bool,
+    /// The shell's exit code once it has exited (128 + the signal when one killed it).
+    pub exit_code: Option<i32>,
     /// The command of the terminal's foreground process.
     pub foreground: Option<String>,
 }
@@ -67,8 +82,9 @@ pub struct SessionInfo {
 pub struct SendWait {
     /// Settled when the output has been quiet this long.
     pub quiet: Duration,
-    /// Settled when this appears in the (plain) output of the send.
-    pub pattern: Option<regex::Regex>,
+    /// Settled when this appears in the (plain) output of the send, after the echo of
+    /// its input. Shared, not cloned: a cloned regex starts with an empty search cache.
+    pub pattern: Option<Arc<regex::Regex>>,
     /// Settled at the latest after this long.
     pub timeout: Duration,
 }
@@ -84,6 +100,8 @@ pub struct SendOutcome {
     /// The job id of a background send.
     pub job: Option<String>,
     pub alive: bool,
+    /// The shell's exit code once it has exited.
+    pub exit_code: Option<i32>,
 }
 
 /// Views of a session's output.
@@ -100,6 +118,8 @@ pub struct ReadOutcome {
     pub text: String,
     pub next_cursor: u64,
     pub omitted_bytes: u64,
+    /// The shell's exit code once it has exited.
+    pub exit_code: Option<i32>,
 }
 
 struct Output {
@@ -107,7 +127,13 @@ struct Output {
     total: u64,
     screen: vt100::Parser,
     last_output: Instant,
+    /// The session is over: its shell was reaped and its output drained (or it was
+    /// closed).
     exited: bool,
+    /// The shell's exit code (128 + signal), once reaped.
+    exit_code: Option<i32>,
+    /// When the session became exited (the order of retirement).
+    exited_at: Option<Instant>,
 }
 
 /// One terminal session.
@@ -119,13 +145,14 @@ pub struct Session {
     created_at: SystemTime,
     size: (u16, u16),
     leader: i32,
+    /// Set once the shell is reaped: from then on its pid may belong to someone else.
+    reaped: AtomicBool,
     master: AsyncFd<OwnedFd>,
     output: Mutex<Output>,
     changed: Notify,
     closing: AtomicBool,
     sending: AtomicBool,
     reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    child: Mutex<Option<spawn::Child>>,
     /// The session's container: every process it starts, wherever it goes.
     run: containment::Run,
     scrollback_bytes: usize,
@@ -152,12 +179,31 @@ impl Session {
     }
 
     fn mark_exited(&self) {
-        self.output.lock().unwrap().exited = true;
+        let mut output = self.output.lock().unwrap();
+        if !output.exited {
+            output.exited = true;
+            output.exited_at = Some(Instant::now());
+        }
+        drop(output);
         self.changed.notify_waiters();
     }
 
     fn alive(&self) -> bool {
         !self.output.lock().unwrap().exited
+    }
+
+    fn exit_code(&self) -> Option<i32> {
+        self.output.lock().unwrap().exit_code
+    }
+
+    /// When the session became exited; `None` while it is alive.
+    fn exited_at(&self) -> Option<Instant> {
+        self.output.lock().unwrap().exited_at
+    }
+
+    /// The shell's pid while it is ours (not reaped yet).
+    fn leader(&self) -> Option<i32> {
+        (!self.reaped.load(Ordering::Acquire)).then_some(self.leader)
     }
 
     fn total(&self) -> u64 {
@@ -170,12 +216,15 @@ impl Session {
         let output = self.output.lock().unwrap();
         let kept_from = output.total - output.scrollback.len() as u64;
         let start = since.clamp(kept_from, output.total);
-        let bytes = output
-            .scrollback
-            .iter()
-            .skip((start - kept_from) as usize)
-            .copied()
-            .collect();
+        let skip = (start - kept_from) as usize;
+        let (front, back) = output.scrollback.as_slices();
+        let mut bytes = Vec::with_capacity(output.scrollback.len() - skip);
+        if skip < front.len() {
+            bytes.extend_from_slice(&front[skip..]);
+            bytes.extend_from_slice(back);
+        } else {
+            bytes.extend_from_slice(&back[skip - front.len()..]);
+        }
         (bytes, start.saturating_sub(since), output.total)
     }
 
@@ -188,6 +237,7 @@ impl Session {
             rows: self.size.1,
             created_at: self.created_at,
             alive: self.alive(),
+            exit_code: self.exit_code(),
             foreground: self.foreground_group().and_then(|pgid| {
                 std::fs::read_to_string(format!("/proc/{pgid}/comm"))
                     .ok()
@@ -198,6 +248,7 @@ impl Session {
 
     /// The terminal's foreground process group.
     fn foreground_group(&self) -> Option<i32> {
+        self.leader()?;
         // SAFETY: tcgetpgrp on our own open master descriptor.
         let pgid = unsafe { libc::tcgetpgrp(self.master.get_ref().as_raw_fd()) };
         (pgid > 0).then_some(pgid)
@@ -225,17 +276,39 @@ impl Session {
         Ok(())
     }
 
+    /// Whether input typed now is echoed by the terminal, as far as the terminal's
+    /// modes tell: not in canonical mode with echo off (a password prompt). A program
+    /// in non-canonical mode (readline, a REPL, a full-screen program) echoes by itself,
+    /// or not: [`waiting::Echo`] copes with both.
+    fn echoes(&self) -> bool {
+        // SAFETY: termios is plain data; tcgetattr on the master reads the terminal's
+        // (the slave's) modes.
+        let mut modes: libc::termios = unsafe { std::mem::zeroed() };
+        if unsafe { libc::tcgetattr(self.master.get_ref().as_raw_fd(), &mut modes) } != 0 {
+            return true;
+        }
+        modes.c_lflag & libc::ICANON == 0 || modes.c_lflag & libc::ECHO != 0
+    }
+
     /// Waits until the send that began at `start` (when the output was `from` bytes
-    /// long) settles. `on_output` runs each time new output arrived.
+    /// long) settles. `on_output` runs each time new output arrived. A pattern is
+    /// looked for in the output after `echo` (see [`waiting`]), each wake-up searching
+    /// only what is new.
     async fn settle(
         &self,
         from: u64,
         start: Instant,
         wait: &SendWait,
+        echo: waiting::Echo,
         cancel: Option<&tokio_util::sync::CancellationToken>,
         mut on_output: impl FnMut(),
     ) -> &'static str {
         let deadline = start + wait.timeout;
+        let mut pattern = wait
+            .pattern
+            .clone()
+            .map(|regex| waiting::PatternWait::new(regex, echo));
+        let mut looked = from;
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
@@ -248,9 +321,13 @@ impl Session {
             if exited {
                 return "exited";
             }
-            if let Some(pattern) = &wait.pattern {
-                if total > from && pattern.is_match(&text::plain(&self.raw_since(from).0)) {
-                    return "pattern";
+            if let Some(pattern) = &mut pattern {
+                if total > looked {
+                    let (bytes, _, upto) = self.raw_since(looked);
+                    looked = upto;
+                    if pattern.feed(&bytes) {
+                        return "pattern";
+                    }
                 }
             }
             let quiet_at = last_output.max(start) + wait.quiet;
@@ -283,7 +360,7 @@ impl Session {
     /// Kills every process of the session: its container, which holds those that
     /// left the terminal's session too. Returns how many were in the terminal session.
     fn kill_all(&self) -> usize {
-        let members = session_members(self.leader);
+        let members = self.leader().map(session_members).unwrap_or_default();
         self.run.kill();
         for pid in &members {
             // SAFETY: kill has no memory-safety preconditions.
@@ -348,11 +425,19 @@ pub struct TerminalService {
     table: Mutex<Table>,
     /// Recently used wait patterns, compiled, newest first: an agent waits for the same
     /// prompt again and again, and compiling a regex costs more than the echo.
-    patterns: Mutex<Vec<(String, regex::Regex)>>,
+    patterns: Mutex<Vec<(String, Arc<regex::Regex>)>>,
 }
 
 /// How many compiled wait patterns are kept.
 const PATTERN_CACHE: usize = 16;
+
+/// How many exited sessions an owner keeps (listed, readable) until it closes them:
+/// past this the ones that exited first are retired.
+pub const EXITED_KEPT_PER_OWNER: usize = 16;
+
+/// How long an exited shell's output may take to drain before the session is marked
+/// exited anyway (a process that escaped the kill still holds the terminal).
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl std::fmt::Debug for TerminalService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -374,7 +459,7 @@ impl TerminalService {
     }
 
     /// `pattern` compiled, from the cache of recent ones when it is there.
-    pub fn wait_pattern(&self, pattern: &str) -> Result<regex::Regex, regex::Error> {
+    pub fn wait_pattern(&self, pattern: &str) -> Result<Arc<regex::Regex>, regex::Error> {
         let mut cache = self.patterns.lock().unwrap();
         if let Some(at) = cache.iter().position(|(text, _)| text == pattern) {
             let hit = cache.remove(at);
@@ -382,7 +467,7 @@ impl TerminalService {
             cache.insert(0, hit);
             return Ok(regex);
         }
-        let regex = regex::Regex::new(pattern)?;
+        let regex = Arc::new(regex::Regex::new(pattern)?);
         cache.insert(0, (pattern.to_string(), regex.clone()));
         cache.truncate(PATTERN_CACHE);
         Ok(regex)
@@ -417,19 +502,25 @@ impl TerminalService {
             .ok_or_else(|| invalid(format!("no shell {shell_name:?} on PATH")))?;
         let is_bash = program.file_name().is_some_and(|n| n == "bash");
         let mut table = self.table.lock().unwrap();
-        let owned = table.sessions.values().filter(|s| s.owner == owner).count();
+        retire_exited(&mut table, &owner);
+        // Only live sessions count: an exited one holds no process and no slot.
+        let owned = table
+            .sessions
+            .values()
+            .filter(|s| s.owner == owner && s.alive())
+            .count();
         if owned >= self.config.max_sessions_per_owner {
             return Err(ToolError::new(
                 ErrorCode::LimitExceeded,
-                format!("already {owned} terminal sessions, the most per owner ([terminal] max_sessions_per_owner); close one"),
+                format!("already {owned} live terminal sessions, the most per owner ([terminal] max_sessions_per_owner); close one"),
             ));
         }
-        if table.sessions.len() >= self.config.max_sessions {
+        let live = table.sessions.values().filter(|s| s.alive()).count();
+        if live >= self.config.max_sessions {
             return Err(ToolError::new(
                 ErrorCode::LimitExceeded,
                 format!(
-                    "already {} terminal sessions, the most in all ([terminal] max_sessions)",
-                    table.sessions.len()
+                    "already {live} live terminal sessions, the most in all ([terminal] max_sessions)"
                 ),
             ));
         }
@@ -502,6 +593,7 @@ impl TerminalService {
             created_at: SystemTime::now(),
             size: (spec.cols, spec.rows),
             leader: child.pid(),
+            reaped: AtomicBool::new(false),
             master,
             output: Mutex::new(Output {
                 scrollback: VecDeque::new(),
@@ -509,17 +601,19 @@ impl TerminalService {
                 screen: vt100::Parser::new(spec.rows, spec.cols, 0),
                 last_output: Instant::now(),
                 exited: false,
+                exit_code: None,
+                exited_at: None,
             }),
             changed: Notify::new(),
             closing: AtomicBool::new(false),
             sending: AtomicBool::new(false),
             reader: Mutex::new(None),
-            child: Mutex::new(Some(child)),
             run,
             scrollback_bytes: self.config.scrollback_bytes.max(1024),
         });
         let reader = tokio::spawn(read_loop(session.clone()));
         *session.reader.lock().unwrap() = Some(reader);
+        tokio::spawn(watch_shell(session.clone(), child));
         table.sessions.insert(id, session.clone());
         Ok(session.info())
     }
@@ -565,6 +659,7 @@ impl TerminalService {
         if enter {
             bytes.push(b'\r');
         }
+        let echo = waiting::Echo::of(&String::from_utf8_lossy(&bytes), session.echoes());
         let started = Instant::now();
         session.write_all(&bytes).await?;
         if background {
@@ -582,7 +677,7 @@ impl TerminalService {
                 // a job_kill, with the cap as its reason.
                 let mut capped: Option<String> = None;
                 let settled = session
-                    .settle(from, started, &wait, Some(&job.cancel), || {
+                    .settle(from, started, &wait, echo, Some(&job.cancel), || {
                         let (bytes, _, total) = session.raw_since(forwarded);
                         if !bytes.is_empty() {
                             if let Err(reason) = job.push_output(text::plain(&bytes).as_bytes()) {
@@ -602,7 +697,7 @@ impl TerminalService {
                     "cancelled" => {
                         if let Some(pgid) = session
                             .foreground_group()
-                            .filter(|pgid| *pgid != session.leader)
+                            .filter(|pgid| Some(*pgid) != session.leader())
                         {
                             signal_group(pgid, libc::SIGINT);
                         }
@@ -626,9 +721,12 @@ impl TerminalService {
                 next_cursor: from,
                 job: Some(job_id),
                 alive: true,
+                exit_code: None,
             });
         }
-        let settled = session.settle(from, started, &wait, None, || {}).await;
+        let settled = session
+            .settle(from, started, &wait, echo, None, || {})
+            .await;
         drop(slot);
         let (bytes, _, total) = session.raw_since(from);
         Ok(SendOutcome {
@@ -637,6 +735,7 @@ impl TerminalService {
             next_cursor: total,
             job: None,
             alive: session.alive(),
+            exit_code: session.exit_code().filter(|_| !session.alive()),
         })
     }
 
@@ -658,6 +757,7 @@ impl TerminalService {
                 text,
                 next_cursor: output.total,
                 omitted_bytes: 0,
+                exit_code: output.exit_code.filter(|_| output.exited),
             });
         }
         let (bytes, mut omitted, total) = session.raw_since(since);
@@ -685,6 +785,7 @@ impl TerminalService {
             text,
             next_cursor: total,
             omitted_bytes: omitted,
+            exit_code: session.exit_code().filter(|_| !session.alive()),
         })
     }
 
@@ -697,7 +798,13 @@ impl TerminalService {
             )
         })?;
         let session = self.get(owner, id)?;
-        let pgid = session.foreground_group().unwrap_or(session.leader);
+        let Some(leader) = session.leader().filter(|_| session.alive()) else {
+            return Err(ToolError::new(
+                ErrorCode::SessionClosing,
+                format!("the shell of terminal session {id} has exited; close it"),
+            ));
+        };
+        let pgid = session.foreground_group().unwrap_or(leader);
         let target = std::fs::read_to_string(format!("/proc/{pgid}/comm"))
             .map(|c| c.trim().to_string())
             .unwrap_or_default();
@@ -729,16 +836,16 @@ impl TerminalService {
         if let Some(reader) = session.reader.lock().unwrap().take() {
             reader.abort();
         }
+        // The shell, killed, is reaped by its watcher.
         session.mark_exited();
-        // Reaps the shell (after KILL) off this thread.
-        drop(session.child.lock().unwrap().take());
         self.table.lock().unwrap().sessions.remove(&session.id);
         killed
     }
 
     /// The owner's sessions.
     pub fn list(&self, owner: &str) -> Vec<SessionInfo> {
-        let table = self.table.lock().unwrap();
+        let mut table = self.table.lock().unwrap();
+        retire_exited(&mut table, owner);
         let mut sessions: Vec<SessionInfo> = table
             .sessions
             .values()
@@ -782,7 +889,61 @@ impl TerminalService {
     }
 }
 
-/// Reads the PTY until the shell side is gone.
+/// Forgets `owner`'s exited sessions past the [`EXITED_KEPT_PER_OWNER`] that exited
+/// last.
+fn retire_exited(table: &mut Table, owner: &str) {
+    let mut exited: Vec<(Instant, String)> = table
+        .sessions
+        .values()
+        .filter(|s| &*s.owner == owner)
+        .filter_map(|s| Some((s.exited_at()?, s.id.clone())))
+        .collect();
+    if exited.len() <= EXITED_KEPT_PER_OWNER {
+        return;
+    }
+    exited.sort();
+    for (_, id) in &exited[..exited.len() - EXITED_KEPT_PER_OWNER] {
+        if let Some(session) = table.sessions.remove(id) {
+            tracing::debug!(id = %session.id, "exited terminal session retired");
+        }
+    }
+}
+
+/// Waits for the session's shell (its pidfd) and reaps it the moment it exits; then
+/// kills what is left of its session, lets the reader drain the output the shell left,
+/// and marks the session exited with the shell's code.
+async fn watch_shell(session: Arc<Session>, mut child: spawn::Child) {
+    let status = child.wait().await;
+    let code = status.ok().and_then(|status| {
+        use std::os::unix::process::ExitStatusExt;
+        status.code().or_else(|| status.signal().map(|n| 128 + n))
+    });
+    // The pid is still the session's id (and group id) for whatever is left in it, so
+    // it cannot have been reused yet: kill them, then forget the pid.
+    let members = session_members(session.leader);
+    session.run.kill();
+    for pid in &members {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(*pid, libc::SIGKILL) };
+    }
+    session.run.set_leader(0);
+    session.reaped.store(true, Ordering::Release);
+    session.output.lock().unwrap().exit_code = code;
+    tracing::debug!(id = %session.id, ?code, left = members.len(), "terminal shell exited");
+    let reader = session.reader.lock().unwrap().take();
+    if let Some(mut reader) = reader {
+        if tokio::time::timeout(DRAIN_TIMEOUT, &mut reader)
+            .await
+            .is_err()
+        {
+            reader.abort();
+        }
+    }
+    session.mark_exited();
+}
+
+/// Reads the PTY until the shell side is gone (every process holding the terminal has
+/// closed it).
 async fn read_loop(session: Arc<Session>) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -808,7 +969,6 @@ async fn read_loop(session: Arc<Session>) {
             Err(_would_block) => continue,
         }
     }
-    session.mark_exited();
 }
 
 /// A new PTY pair sized `cols` x `rows`; the master is non-blocking, both close on exec.

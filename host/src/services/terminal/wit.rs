@@ -30,6 +30,7 @@ fn to_wit(info: SessionInfo) -> WitSessionInfo {
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0),
         alive: info.alive,
+        exit_code: info.exit_code,
         foreground: info.foreground,
     }
 }
@@ -87,6 +88,7 @@ impl Host for CallState {
             next_cursor: outcome.next_cursor,
             job: outcome.job,
             alive: outcome.alive,
+            exit_code: outcome.exit_code,
         })
     }
 
@@ -107,6 +109,7 @@ impl Host for CallState {
             text: read.text,
             next_cursor: read.next_cursor,
             omitted_bytes: read.omitted_bytes,
+            exit_code: read.exit_code,
         })
     }
 
