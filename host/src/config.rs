@@ -67,6 +67,11 @@
 //! approval_timeout_ms = 300000  # an approval asked of an MCP client (elicitation) not
 //!                               # answered in this long is a denial
 //!
+//! [state]                       # past sessions kept in the state directory (checked at start)
+//! max_sessions = 100            # the newest this many; older ones are removed
+//! max_session_age_days = 30     # 0 = no age limit
+//! max_sessions_mb = 2048        # all sessions together; the oldest go first; 0 = no limit
+//!
 //! [scopes]
 //! readonly = ["lsp_*"]          # tool patterns a scope sees; `default` sees all
 //!
@@ -134,6 +139,30 @@ pub struct Config {
     pub plugins: BTreeMap<String, PluginConfig>,
     #[serde(default)]
     pub pipeline: PipelineConfig,
+    #[serde(default)]
+    pub state: StateConfig,
+}
+
+/// How much of past sessions the state directory keeps (`[state]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StateConfig {
+    /// Sessions kept (the newest); older ones are removed when a host starts.
+    pub max_sessions: usize,
+    /// Sessions older than this many days are removed; 0 = no age limit.
+    pub max_session_age_days: u64,
+    /// The most MiB all sessions may take together (the oldest go first); 0 = no limit.
+    pub max_sessions_mb: u64,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        StateConfig {
+            max_sessions: 100,
+            max_session_age_days: 30,
+            max_sessions_mb: 2048,
+        }
+    }
 }
 
 /// Which guards and result filters every call passes, in order.

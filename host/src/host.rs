@@ -54,12 +54,23 @@ pub struct Host {
     pub pipeline: Arc<Pipeline>,
     pub registry: Arc<Registry>,
     pub services: Services,
+    /// Removing past sessions beyond `[state]`, started with the host and waited for at
+    /// shutdown (so a short `dsh call` finishes it too).
+    retiring: std::sync::Mutex<Option<std::thread::JoinHandle<usize>>>,
 }
 
 impl Host {
     pub async fn start(options: HostOptions) -> Result<Host, StartError> {
         let config = Arc::new(options.config);
         prepare_state_dir(&options.state_dir)?;
+        // Off the way of start-up: removing old sessions may take a while.
+        let retiring = {
+            let (state_dir, limits) = (options.state_dir.clone(), config.state.clone());
+            std::thread::Builder::new()
+                .name("dsh-retire-sessions".into())
+                .spawn(move || crate::session::retention::retire_sessions(&state_dir, &limits))
+                .ok()
+        };
         let session = Session::open(&options.state_dir, options.workdir).map_err(|source| {
             StartError::Session {
                 path: options.state_dir.clone(),
@@ -86,12 +97,16 @@ impl Host {
             pipeline,
             registry,
             services,
+            retiring: std::sync::Mutex::new(retiring),
         })
     }
 
-    /// Kills everything the host owns.
+    /// Kills everything the host owns, and lets the removal of past sessions finish.
     pub fn shutdown(&self) {
         self.services.shutdown();
+        if let Some(retiring) = self.retiring.lock().unwrap().take() {
+            let _ = retiring.join();
+        }
     }
 }
 

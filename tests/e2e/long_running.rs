@@ -293,3 +293,61 @@ fn a_terminal_background_job_is_killed_at_the_job_cap_and_its_spill_file_stops_t
     );
     assert!(echoed.contains("still-42"), "{echoed}");
 }
+
+#[test]
+fn a_command_that_makes_no_call_leaves_no_session_directory() {
+    let env = Env::new();
+    let output = env.dsh().args(["tools", "--json"]).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let sessions: Vec<_> = std::fs::read_dir(env.state_dir().join("sessions"))
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert_eq!(sessions, Vec::<std::path::PathBuf>::new());
+    // A call does make one.
+    let out = env.call("bash", r#"{"command":"true","description":"x"}"#);
+    assert_eq!(out.code, None, "{out:?}");
+    assert_eq!(
+        std::fs::read_dir(env.state_dir().join("sessions"))
+            .unwrap()
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn past_sessions_beyond_the_configured_count_are_removed_oldest_first() {
+    let env = Env::new();
+    let sessions = env.state_dir().join("sessions");
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    // Five past sessions of a dsh that is gone (a pid above pid_max), oldest first.
+    let past: Vec<std::path::PathBuf> = (0..5)
+        .map(|i| {
+            let dir = sessions.join(format!("s{}-999999999", now_ms - 10_000 + i * 1000));
+            std::fs::create_dir_all(dir.join("spill")).unwrap();
+            std::fs::write(dir.join("events.jsonl"), "{}\n").unwrap();
+            dir
+        })
+        .collect();
+    let out = env.call_configured(
+        "[state]\nmax_sessions = 2\n",
+        "bash",
+        &serde_json::json!({"command": "echo hi", "description": "x"}),
+        &[],
+    );
+    assert_eq!(out.code, None, "{out:?}");
+    let left: Vec<bool> = past.iter().map(|dir| dir.exists()).collect();
+    assert_eq!(
+        left,
+        [false, false, false, true, true],
+        "the two newest past sessions stay"
+    );
+    // And the call's own session, which is not counted among the past ones.
+    assert_eq!(std::fs::read_dir(&sessions).unwrap().count(), 3);
+}

@@ -328,8 +328,9 @@ fn a_plugin_granted_a_directory_overlapping_the_state_dir_is_refused() {
     let env = Env::new();
     env.add_plugins(&[("echo", "echo"), ("echo_wide", "echo")]);
     let state = std::fs::canonicalize(env.state_dir()).unwrap();
-    // `sessions` exists by the time plugins load: the session is opened first.
-    let inside = state.join("sessions");
+    // A directory inside the state dir (grants must name existing directories).
+    let inside = state.join("granted");
+    std::fs::create_dir_all(&inside).unwrap();
     let around = std::fs::canonicalize(env.dir.path()).unwrap();
     let config = format!(
         "[plugins.echo]\nfs = [{{ path = {:?}, mode = \"ro\" }}]\n\

@@ -1,6 +1,7 @@
 //! The session event log: one JSON object per line, appended and flushed as each event
 //! happens, so a `tool/call` event is on disk before the call executes. The file is
-//! private (0600): it holds the calls' raw arguments.
+//! private (0600): it holds the calls' raw arguments. It is created with its session
+//! directory at the first event, so a command that makes no call leaves no session.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -9,19 +10,26 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
-/// An append-only JSONL file.
+/// An append-only JSONL file, opened at its first event.
 pub struct EventLog {
     path: PathBuf,
-    file: Mutex<File>,
+    file: Mutex<Option<File>>,
 }
 
 impl EventLog {
-    pub fn create(path: &Path) -> std::io::Result<EventLog> {
-        let file = super::private::open_file(path, OpenOptions::new().create(true).append(true))?;
-        Ok(EventLog {
+    /// A log at `path`; the file (and its directory, 0700) is made by the first write.
+    pub fn create(path: &Path) -> EventLog {
+        EventLog {
             path: path.to_path_buf(),
-            file: Mutex::new(file),
-        })
+            file: Mutex::new(None),
+        }
+    }
+
+    fn open(&self) -> std::io::Result<File> {
+        if let Some(dir) = self.path.parent() {
+            super::private::create_dir_all(dir)?;
+        }
+        super::private::open_file(&self.path, OpenOptions::new().create(true).append(true))
     }
 
     pub fn path(&self) -> &Path {
@@ -55,7 +63,16 @@ impl EventLog {
         };
         line.push(b'\n');
         // One write per line on an O_APPEND file: lines never interleave.
-        if let Err(error) = self.file.lock().unwrap().write_all(&line) {
+        let mut file = self.file.lock().unwrap();
+        let written = match &mut *file {
+            Some(file) => file.write_all(&line),
+            None => self.open().and_then(|mut opened| {
+                let written = opened.write_all(&line);
+                *file = Some(opened);
+                written
+            }),
+        };
+        if let Err(error) = written {
             tracing::error!(%error, path = %self.path.display(), "cannot write the event log");
         }
     }

@@ -4,6 +4,7 @@
 
 pub mod event_log;
 pub mod private;
+pub mod retention;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -58,8 +59,9 @@ pub struct Session {
 }
 
 impl Session {
-    /// Opens a new session under `state_dir` (which must pass [`prepare_state_dir`])
-    /// with its event log; its directories are 0700 and its files 0600.
+    /// A new session under `state_dir` (which must pass [`prepare_state_dir`]). Its
+    /// directory is made (0700) by its first event or spill file, so a command that
+    /// makes no call leaves none.
     pub fn open(state_dir: &Path, workdir: PathBuf) -> std::io::Result<Session> {
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -67,8 +69,7 @@ impl Session {
         let id = format!("s{}-{}", started.as_millis(), std::process::id());
         let dir = state_dir.join("sessions").join(&id);
         let spill_dir = dir.join("spill");
-        private::create_dir_all(&spill_dir)?;
-        let events = EventLog::create(&dir.join("events.jsonl"))?;
+        let events = EventLog::create(&dir.join("events.jsonl"));
         Ok(Session {
             id: id.into(),
             workdir,
