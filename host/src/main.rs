@@ -652,7 +652,9 @@ fn print_plugins(
                 .collect();
             println!("    interfaces: {}", list(&granted.interfaces));
             println!("    env:        {}", list(&granted.env));
-            println!("    network:    {}", list(&granted.network));
+            println!("    connect:    {}", list(&granted.network));
+            println!("    bind:       {}", list(&granted.bind));
+            println!("    dns:        {}", list(&granted.dns));
             println!("    fs:         {}", list(&dirs));
             println!("    imports:    {}", list(&p.imports));
         }
