@@ -725,6 +725,87 @@ mod tests {
         assert!(check_state_dir_overlap(&sibling, &sibling, &state).is_ok());
     }
 
+    fn network(connect: &[&str], bind: &[&str], dns: bool) -> NetworkGrants {
+        let config = PluginConfig {
+            network: connect.iter().map(|s| s.to_string()).collect(),
+            bind: bind.iter().map(|s| s.to_string()).collect(),
+            dns,
+            ..PluginConfig::default()
+        };
+        NetworkGrants::new(&config).unwrap()
+    }
+
+    #[tokio::test]
+    async fn connect_grants_connect_and_bind_grants_bind_and_listen() {
+        use SocketAddrUse::*;
+        let connect = network(&["127.0.0.1:80"], &[], false);
+        assert!(connect.allows(addr("127.0.0.1:80"), TcpConnect).await);
+        assert!(connect.allows(addr("127.0.0.1:80"), UdpSend).await);
+        assert!(connect.allows(addr("0.0.0.0:0"), TcpBind).await);
+        assert!(connect.allows(addr("[::]:0"), UdpBind).await);
+        for used_for in [TcpBind, TcpListen, UdpBind] {
+            assert!(!connect.allows(addr("127.0.0.1:80"), used_for).await);
+        }
+        // The implicit bind passes, the listen on it does not.
+        assert!(!connect.allows(addr("0.0.0.0:0"), TcpListen).await);
+        assert!(!connect.allows(addr("10.1.1.1:5"), TcpAccept).await);
+
+        let bind = network(&[], &["127.0.0.1:8080"], false);
+        for used_for in [TcpBind, TcpListen, UdpBind] {
+            assert!(bind.allows(addr("127.0.0.1:8080"), used_for).await);
+        }
+        assert!(bind.allows(addr("10.1.1.1:5"), TcpAccept).await);
+        assert!(!bind.allows(addr("127.0.0.1:8080"), TcpConnect).await);
+        assert!(!bind.allows(addr("0.0.0.0:0"), TcpBind).await);
+        assert!(!bind.allows(addr("127.0.0.1:8081"), TcpBind).await);
+    }
+
+    #[tokio::test]
+    async fn a_granted_name_is_resolved_when_used_and_cached() {
+        let grants = network(&["LocalHost.:7"], &[], false);
+        assert!(
+            grants
+                .allows(addr("127.0.0.1:7"), SocketAddrUse::TcpConnect)
+                .await
+        );
+        assert!(
+            !grants
+                .allows(addr("127.0.0.1:8"), SocketAddrUse::TcpConnect)
+                .await
+        );
+        assert!(
+            !grants
+                .allows(addr("127.0.0.2:7"), SocketAddrUse::TcpConnect)
+                .await
+        );
+        let GrantPattern::Name { cache, .. } = &grants.connect[0] else {
+            panic!("localhost parsed as an address");
+        };
+        let cached = cache.lock().unwrap().clone();
+        let (at, ips) = cached.expect("resolved on first use");
+        assert!(at.elapsed() < NAME_TTL);
+        assert!(ips.contains(&"127.0.0.1".parse().unwrap()), "{ips:?}");
+    }
+
+    #[test]
+    fn only_granted_names_may_be_looked_up() {
+        let grants = network(
+            &["Example.com:443", "10.0.0.0/8:*"],
+            &["db.internal:*"],
+            false,
+        );
+        let names = &grants.names;
+        assert!(names.allows("example.com"));
+        assert!(names.allows("EXAMPLE.COM."));
+        assert!(names.allows("db.internal"));
+        assert!(names.allows("127.0.0.1"));
+        assert!(names.allows("[::1]"));
+        assert!(!names.allows("data-to-exfiltrate.attacker.invalid"));
+        assert!(!names.allows("www.example.com"));
+        assert!(!NamePolicy::none().allows("example.com"));
+        assert!(network(&[], &[], true).names.allows("anything.at.all"));
+    }
+
     #[test]
     fn implicit_binds_are_allowed_explicit_ones_are_not() {
         assert!(implicit_bind(addr("0.0.0.0:0"), SocketAddrUse::TcpBind));

@@ -1,9 +1,14 @@
 //! Test plugin `prober`: tries to reach files, environment variables and the network
 //! through the WASI std APIs and reports what happened, so the host's end-to-end tests
 //! can prove a plugin gets only what it was granted. It imports no dsh host interface.
-//! A failure says what kind it was, as the WASI error code tells it: a message starting
-//! `[denied]` (code `capability-denied`) when the sandbox refused, else `[refused]`,
-//! `[name-not-found]`, `[timed-out]`, `[not-found]` (files) or `[io]`, with the I/O error.
+//! A failure's message starts with its kind as the WASI error code tells it: `[denied]`
+//! (the sandbox refused: `access-denied`, EACCES), `[refused]` (nothing listens there),
+//! `[name-not-found]` (the resolver says no such name), `[timed-out]`, `[not-found]`
+//! (no such file) or `[io]`, followed by the I/O error. Network failures carry the
+//! matching code: `capability-denied` only for `[denied]`, `not-found` for `[refused]` and
+//! `[name-not-found]`, `timeout` for `[timed-out]`. File failures all carry
+//! `capability-denied`: wasi-libc reports a path outside every granted directory as
+//! ENOENT, so a missing file and an ungranted one cannot be told apart.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -143,7 +148,9 @@ impl Guest for Prober {
                 full_output_path: None,
             },
             Err(failed) => {
+                let file_tool = matches!(name.as_str(), "read_file" | "write_file" | "list_dir");
                 let code = match failed.kind {
+                    _ if file_tool => ErrorCode::CapabilityDenied,
                     Kind::Denied => ErrorCode::CapabilityDenied,
                     Kind::TimedOut => ErrorCode::Timeout,
                     Kind::NotFound | Kind::NameNotFound | Kind::Refused => ErrorCode::NotFound,
