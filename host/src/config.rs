@@ -599,6 +599,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn network_grants_connect_bind_and_dns() {
+        let config = Config::parse(
+            "[plugins.a]\nconnect = [\"10.0.0.1:80\"]\nbind = [\"127.0.0.1:9000\"]\ndns = true\n",
+        )
+        .unwrap();
+        let plugin = &config.plugins["a"];
+        assert_eq!(plugin.network, ["10.0.0.1:80"]);
+        assert_eq!(plugin.bind, ["127.0.0.1:9000"]);
+        assert!(plugin.dns);
+        let error = Config::parse("[plugins.a]\nbind = [\"127.0.0.1\"]\n").unwrap_err();
+        assert!(error.contains("bind pattern"), "{error}");
+    }
+
+    #[test]
     fn glob_matches_stars_anywhere() {
         assert!(glob_match("*", "bash"));
         assert!(glob_match("lsp_*", "lsp_hover"));
