@@ -130,7 +130,7 @@ enum Command {
         #[arg(long, value_name = "PID")]
         server: Option<u32>,
         /// Also show each plugin's effective grants (host interfaces, environment
-        /// variables, network patterns, directories) and what it imports
+        /// variables, connect, bind and dns grants, directories) and what it imports
         #[arg(long)]
         grants: bool,
     },

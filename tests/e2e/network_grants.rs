@@ -164,7 +164,7 @@ fn pong_server() -> SocketAddr {
 }
 
 #[test]
-fn only_granted_names_reach_a_resolver_and_they_resolve_per_call() {
+fn only_granted_names_reach_a_resolver_and_a_granted_name_resolves_and_connects() {
     let network = Network::new();
     let marker = unique_marker().to_ascii_lowercase();
     let server = pong_server();
