@@ -88,14 +88,20 @@
 //! [plugins.reader]
 //! interfaces = ["log"]          # host interfaces it may import: process, terminal, jobs, log
 //! env = ["LANG"]                # environment variables, values taken from the host
-//! network = ["127.0.0.1:8080"]  # HOST:PORT it may connect to or bind (see below)
+//! network = ["127.0.0.1:8080"]  # HOST:PORT it may connect to (alias `connect`; see below)
+//! bind = ["127.0.0.1:9000"]     # HOST:PORT it may bind and listen on
+//! dns = false                   # true: it may look up any host name
 //! fs = [{ path = "/srv/data", mode = "ro" },              # seen at the same path
 //!       { path = "/tmp/out", guest = "/out", mode = "rw" }] # or mapped elsewhere
 //! ```
 //!
 //! A network pattern's HOST is an IP address (`[::1]` for IPv6), a CIDR block
-//! (`10.0.0.0/8`), `*` (any address) or a host name resolved when the plugin loads; its
-//! PORT is a number or `*`. The embedded plugins come with the one interface each needs
+//! (`10.0.0.0/8`), `*` (any address) or a host name, resolved when a call uses it (the
+//! answer is reused for 5 s); its PORT is a number or `*`. `network` grants connecting
+//! (and sending datagrams) only: binding or listening needs `bind`, except the wildcard
+//! bind the OS does before a connect. A plugin may look up only the host names its
+//! `network` and `bind` patterns name (any other name is refused before a resolver sees
+//! it), or any name with `dns = true`; IP address literals need no lookup. The embedded plugins come with the one interface each needs
 //! (`bash`: process, `jobs`: jobs, `terminal`: terminal); `interfaces` replaces that.
 
 use std::collections::BTreeMap;
@@ -443,9 +449,15 @@ pub struct PluginConfig {
     /// Environment variables the plugin sees, by key, with the host's values.
     #[serde(default)]
     pub env: Vec<String>,
-    /// `HOST:PORT` patterns the plugin may connect to or bind.
-    #[serde(default)]
+    /// `HOST:PORT` patterns the plugin may connect (and send datagrams) to.
+    #[serde(default, alias = "connect")]
     pub network: Vec<String>,
+    /// `HOST:PORT` patterns the plugin may bind and listen on.
+    #[serde(default)]
+    pub bind: Vec<String>,
+    /// Any host name may be looked up (else only those the patterns name).
+    #[serde(default)]
+    pub dns: bool,
     /// Directories mapped into the plugin.
     #[serde(default)]
     pub fs: Vec<FsGrant>,
@@ -541,9 +553,11 @@ impl PluginConfig {
                 ));
             }
         }
-        for pattern in &self.network {
-            crate::engine::grants::AddressPattern::parse(pattern)
-                .map_err(|e| format!("network pattern {pattern:?}: {e}"))?;
+        for (key, patterns) in [("network", &self.network), ("bind", &self.bind)] {
+            for pattern in patterns {
+                crate::engine::grants::AddressPattern::parse(pattern)
+                    .map_err(|e| format!("{key} pattern {pattern:?}: {e}"))?;
+            }
         }
         for grant in &self.fs {
             if !grant.path.is_absolute() {
@@ -583,6 +597,20 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn network_grants_connect_bind_and_dns() {
+        let config = Config::parse(
+            "[plugins.a]\nconnect = [\"10.0.0.1:80\"]\nbind = [\"127.0.0.1:9000\"]\ndns = true\n",
+        )
+        .unwrap();
+        let plugin = &config.plugins["a"];
+        assert_eq!(plugin.network, ["10.0.0.1:80"]);
+        assert_eq!(plugin.bind, ["127.0.0.1:9000"]);
+        assert!(plugin.dns);
+        let error = Config::parse("[plugins.a]\nbind = [\"127.0.0.1\"]\n").unwrap_err();
+        assert!(error.contains("bind pattern"), "{error}");
+    }
 
     #[test]
     fn glob_matches_stars_anywhere() {

@@ -130,7 +130,7 @@ enum Command {
         #[arg(long, value_name = "PID")]
         server: Option<u32>,
         /// Also show each plugin's effective grants (host interfaces, environment
-        /// variables, network patterns, directories) and what it imports
+        /// variables, connect, bind and dns grants, directories) and what it imports
         #[arg(long)]
         grants: bool,
     },
@@ -652,7 +652,9 @@ fn print_plugins(
                 .collect();
             println!("    interfaces: {}", list(&granted.interfaces));
             println!("    env:        {}", list(&granted.env));
-            println!("    network:    {}", list(&granted.network));
+            println!("    connect:    {}", list(&granted.network));
+            println!("    bind:       {}", list(&granted.bind));
+            println!("    dns:        {}", list(&granted.dns));
             println!("    fs:         {}", list(&dirs));
             println!("    imports:    {}", list(&p.imports));
         }

@@ -14,6 +14,7 @@ mod guards;
 mod live_config;
 mod long_running;
 mod mcp_clients;
+mod network_grants;
 mod plugin_loading;
 mod private_state;
 mod sandbox;

@@ -288,10 +288,14 @@ fn a_connect_needs_a_grant_for_exactly_that_address() {
         "[plugins.prober]\nnetwork = [\"127.0.0.1:{}\"]\n",
         addr.port().wrapping_add(1)
     );
+    let other = connect(&other_port);
     assert_eq!(
-        connect(&other_port).code.as_deref(),
-        Some("CAPABILITY_DENIED")
+        other.code.as_deref(),
+        Some("CAPABILITY_DENIED"),
+        "{other:?}"
     );
+    // The prober tells a sandbox denial from the OS's answer (see network_grants.rs).
+    assert!(other.message.starts_with("[denied]"), "{other:?}");
 
     let granted = format!(
         "[plugins.prober]\nnetwork = [\"127.0.0.1:{}\"]\n",

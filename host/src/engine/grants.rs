@@ -4,14 +4,35 @@
 //! granted directories, environment variables and network addresses. Everything else is
 //! denied. No granted directory may overlap dsh's state directory (event logs, spill
 //! files, the compile cache and its key, control sockets).
+//!
+//! The network is granted three ways: `network` (alias `connect`) lists the addresses a
+//! plugin may connect or send datagrams to, `bind` the ones it may bind and listen on,
+//! and name lookups (`wasi:sockets/ip-name-lookup`) are allowed only for the host names
+//! those grants name, or any name with `dns = true`. The lookup interface is linked here
+//! ([`add_name_lookup_to_linker`]) over wasmtime-wasi's own so that a name not granted is
+//! refused (`access-denied`) before any resolver is asked. Host names in grants are
+//! resolved when a call checks an address against them, and the answer is kept for
+//! [`NAME_TTL`].
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use wasmtime_wasi::sockets::SocketAddrUse;
+use wasmtime::component::{HasData, Linker, Resource};
+use wasmtime_wasi::p2::bindings::sockets::ip_name_lookup::{
+    self, Host as NameLookupHost, HostResolveAddressStream, ResolveAddressStream,
+};
+use wasmtime_wasi::p2::bindings::sockets::network::{
+    self, ErrorCode as SocketErrorCode, IpAddress, Network,
+};
+use wasmtime_wasi::p2::SocketError;
+use wasmtime_wasi::sockets::{SocketAddrUse, WasiSocketsCtxView};
 use wasmtime_wasi::{FsPerms, WasiCtx};
+
+/// How long a grant's host name resolution is reused before it is looked up again.
+pub const NAME_TTL: Duration = Duration::from_secs(5);
 
 use super::plugin::PluginSource;
 use crate::config::{FsMode, PluginConfig};
@@ -67,7 +88,14 @@ pub struct GrantsView {
     pub interfaces: Vec<String>,
     /// Keys granted; only those set in the host are visible.
     pub env: Vec<String>,
+    /// `HOST:PORT` patterns it may connect (and send datagrams) to.
     pub network: Vec<String>,
+    /// `HOST:PORT` patterns it may bind and listen on.
+    #[serde(default)]
+    pub bind: Vec<String>,
+    /// Host names it may look up: those its patterns name, or `*` for any (`dns = true`).
+    #[serde(default)]
+    pub dns: Vec<String>,
     pub fs: Vec<GrantedDir>,
 }
 
@@ -76,13 +104,222 @@ pub struct GrantsView {
 pub struct Grants {
     pub view: GrantsView,
     env: Vec<(String, String)>,
-    network: Arc<[AddressPattern]>,
+    network: Arc<NetworkGrants>,
+}
+
+/// The network a plugin may reach, checked on every socket address it uses.
+#[derive(Debug, Default)]
+struct NetworkGrants {
+    connect: Vec<GrantPattern>,
+    bind: Vec<GrantPattern>,
+    names: Arc<NamePolicy>,
+}
+
+/// A network grant as configured: an address pattern, or a host name resolved when used.
+#[derive(Debug)]
+enum GrantPattern {
+    Address(AddressPattern),
+    Name {
+        host: String,
+        port: Option<u16>,
+        /// The last resolution and when it was made.
+        cache: Mutex<Option<(Instant, Vec<IpAddr>)>>,
+    },
+}
+
+impl GrantPattern {
+    fn new(text: &str) -> Result<GrantPattern, GrantError> {
+        match AddressPattern::parse(text).map_err(|message| GrantError::Network {
+            pattern: text.to_string(),
+            message,
+        })? {
+            ParsedPattern::Resolved(pattern) => Ok(GrantPattern::Address(pattern)),
+            ParsedPattern::Name { host, port } => Ok(GrantPattern::Name {
+                host: normalize_name(&host),
+                port,
+                cache: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// True when `addr` is inside this grant; a host name is resolved (or its resolution
+    /// of the last [`NAME_TTL`] reused) first. A name that does not resolve matches nothing.
+    async fn matches(&self, addr: SocketAddr) -> bool {
+        let (host, port, cache) = match self {
+            GrantPattern::Address(pattern) => return pattern.matches(addr),
+            GrantPattern::Name { host, port, cache } => (host, *port, cache),
+        };
+        if port.is_some_and(|port| port != addr.port()) {
+            return false;
+        }
+        let fresh = cache.lock().ok().and_then(|cached| match &*cached {
+            Some((at, ips)) if at.elapsed() < NAME_TTL => Some(ips.clone()),
+            _ => None,
+        });
+        let ips = match fresh {
+            Some(ips) => ips,
+            None => {
+                let ips: Vec<IpAddr> = match tokio::net::lookup_host((host.as_str(), 0)).await {
+                    Ok(addrs) => addrs.map(|a| a.ip().to_canonical()).collect(),
+                    Err(error) => {
+                        tracing::debug!(%host, %error, "a granted host name does not resolve");
+                        Vec::new()
+                    }
+                };
+                if let Ok(mut cached) = cache.lock() {
+                    *cached = Some((Instant::now(), ips.clone()));
+                }
+                ips
+            }
+        };
+        let ip = addr.ip().to_canonical();
+        ips.contains(&ip)
+    }
+}
+
+impl NetworkGrants {
+    /// Whether `addr` may be used for `used_for`. Connect grants cover connecting,
+    /// sending and receiving datagrams to and from the address, and the wildcard bind
+    /// the OS does before a connect; bind grants cover binding and listening there, and
+    /// accepting or receiving from any peer.
+    async fn allows(&self, addr: SocketAddr, used_for: SocketAddrUse) -> bool {
+        match used_for {
+            SocketAddrUse::TcpBind | SocketAddrUse::UdpBind => {
+                (implicit_bind(addr, used_for) && !self.connect.is_empty())
+                    || any_matches(&self.bind, addr).await
+            }
+            SocketAddrUse::TcpListen => any_matches(&self.bind, addr).await,
+            SocketAddrUse::TcpAccept => !self.bind.is_empty(),
+            SocketAddrUse::TcpConnect | SocketAddrUse::UdpSend => {
+                any_matches(&self.connect, addr).await
+            }
+            SocketAddrUse::UdpReceive => {
+                !self.bind.is_empty() || any_matches(&self.connect, addr).await
+            }
+        }
+    }
+}
+
+/// True when one of `patterns` matches `addr`.
+async fn any_matches(patterns: &[GrantPattern], addr: SocketAddr) -> bool {
+    for pattern in patterns {
+        if pattern.matches(addr).await {
+            return true;
+        }
+    }
+    false
+}
+
+/// The host names a plugin may look up.
+#[derive(Debug, Default)]
+pub struct NamePolicy {
+    /// `dns = true`: any name.
+    any: bool,
+    names: BTreeSet<String>,
+}
+
+impl NamePolicy {
+    /// No lookups at all.
+    pub fn none() -> Arc<NamePolicy> {
+        Arc::new(NamePolicy::default())
+    }
+
+    /// True when `name` may be handed to a resolver: a granted name (case and a final dot
+    /// ignored), any name under `dns = true`, or an IP address literal (no resolver sees it).
+    pub fn allows(&self, name: &str) -> bool {
+        let literal = name.trim_start_matches('[').trim_end_matches(']');
+        self.any || literal.parse::<IpAddr>().is_ok() || self.names.contains(&normalize_name(name))
+    }
+}
+
+/// A host name as compared: lower case, without a final dot.
+fn normalize_name(name: &str) -> String {
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// The `wasi:sockets/ip-name-lookup` host of one call: wasmtime-wasi's, behind the call's
+/// [`NamePolicy`].
+pub struct GuardedNameLookup<'a> {
+    pub sockets: WasiSocketsCtxView<'a>,
+    pub names: &'a NamePolicy,
+}
+
+/// [`HasData`] for [`GuardedNameLookup`].
+pub struct GuardedNameLookupData;
+
+impl HasData for GuardedNameLookupData {
+    type Data<'a> = GuardedNameLookup<'a>;
+}
+
+impl network::Host for GuardedNameLookup<'_> {
+    fn convert_error_code(&mut self, error: SocketError) -> wasmtime::Result<SocketErrorCode> {
+        network::Host::convert_error_code(&mut self.sockets, error)
+    }
+
+    fn network_error_code(
+        &mut self,
+        error: Resource<network::Error>,
+    ) -> wasmtime::Result<Option<SocketErrorCode>> {
+        network::Host::network_error_code(&mut self.sockets, error)
+    }
+}
+
+impl network::HostNetwork for GuardedNameLookup<'_> {
+    fn drop(&mut self, this: Resource<Network>) -> wasmtime::Result<()> {
+        network::HostNetwork::drop(&mut self.sockets, this)
+    }
+}
+
+impl NameLookupHost for GuardedNameLookup<'_> {
+    fn resolve_addresses(
+        &mut self,
+        network: Resource<Network>,
+        name: String,
+    ) -> Result<Resource<ResolveAddressStream>, SocketError> {
+        if !self.names.allows(&name) {
+            tracing::debug!(%name, "refused a lookup of a name not granted");
+            return Err(SocketErrorCode::AccessDenied.into());
+        }
+        NameLookupHost::resolve_addresses(&mut self.sockets, network, name)
+    }
+}
+
+impl HostResolveAddressStream for GuardedNameLookup<'_> {
+    fn resolve_next_address(
+        &mut self,
+        stream: Resource<ResolveAddressStream>,
+    ) -> Result<Option<IpAddress>, SocketError> {
+        HostResolveAddressStream::resolve_next_address(&mut self.sockets, stream)
+    }
+
+    fn subscribe(
+        &mut self,
+        stream: Resource<ResolveAddressStream>,
+    ) -> wasmtime::Result<Resource<wasmtime_wasi::p2::DynPollable>> {
+        HostResolveAddressStream::subscribe(&mut self.sockets, stream)
+    }
+
+    fn drop(&mut self, stream: Resource<ResolveAddressStream>) -> wasmtime::Result<()> {
+        HostResolveAddressStream::drop(&mut self.sockets, stream)
+    }
+}
+
+/// Links `wasi:sockets/ip-name-lookup` over the one `wasmtime_wasi::p2::add_to_linker_async`
+/// put in `linker`, so every lookup goes through the call's [`NamePolicy`] (`get` gives it).
+pub fn add_name_lookup_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    get: fn(&mut T) -> GuardedNameLookup<'_>,
+) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let linked = ip_name_lookup::add_to_linker::<T, GuardedNameLookupData>(linker, get);
+    linker.allow_shadowing(false);
+    linked
 }
 
 impl Grants {
     /// Resolves `config`'s grants for the plugin `name`: directories must exist (their
-    /// symlinks are resolved now) and stay clear of `state_dir`, host names in network
-    /// patterns are looked up now.
+    /// symlinks are resolved now) and stay clear of `state_dir`; network patterns are
+    /// parsed (host names are looked up when a call uses them, see [`NAME_TTL`]).
     pub async fn resolve(
         name: &str,
         source: &PluginSource,
@@ -126,19 +363,22 @@ impl Grants {
                 mode: grant.mode,
             });
         }
-        let mut network = Vec::new();
-        for text in &config.network {
-            network.extend(AddressPattern::resolve(text).await?);
-        }
+        let network = NetworkGrants::new(config)?;
+        let dns = match network.names.any {
+            true => vec!["*".to_string()],
+            false => network.names.names.iter().cloned().collect(),
+        };
         Ok(Grants {
             view: GrantsView {
                 interfaces: interfaces.into_iter().collect(),
                 env: config.env.clone(),
                 network: config.network.clone(),
+                bind: config.bind.clone(),
+                dns,
                 fs,
             },
             env,
-            network: network.into(),
+            network: Arc::new(network),
         })
     }
 
@@ -194,19 +434,51 @@ impl Grants {
                 tracing::warn!(dir = %dir.path.display(), %error, "cannot open a granted directory for this call");
             }
         }
-        if !self.network.is_empty() {
-            let patterns = self.network.clone();
+        let network = &self.network;
+        if !network.connect.is_empty() || !network.bind.is_empty() {
+            let network = self.network.clone();
             builder
                 .allow_tcp(true)
                 .allow_udp(true)
-                .allow_ip_name_lookup(true)
                 .socket_addr_check(move |addr, used_for| {
-                    let allowed = implicit_bind(addr, used_for)
-                        || patterns.iter().any(|pattern| pattern.matches(addr));
-                    Box::pin(async move { allowed })
+                    let network = network.clone();
+                    Box::pin(async move { network.allows(addr, used_for).await })
                 });
         }
+        // Every lookup passes [`GuardedNameLookup`] first, which refuses names not granted.
+        builder.allow_ip_name_lookup(true);
         builder.build()
+    }
+
+    /// The names this plugin's calls may look up (see [`add_name_lookup_to_linker`]).
+    pub fn name_policy(&self) -> Arc<NamePolicy> {
+        self.network.names.clone()
+    }
+}
+
+impl NetworkGrants {
+    /// Parses `config`'s `network`, `bind` and `dns` grants.
+    fn new(config: &PluginConfig) -> Result<NetworkGrants, GrantError> {
+        let parse = |texts: &[String]| -> Result<Vec<GrantPattern>, GrantError> {
+            texts.iter().map(|text| GrantPattern::new(text)).collect()
+        };
+        let (connect, bind) = (parse(&config.network)?, parse(&config.bind)?);
+        let names = connect
+            .iter()
+            .chain(&bind)
+            .filter_map(|pattern| match pattern {
+                GrantPattern::Name { host, .. } => Some(host.clone()),
+                GrantPattern::Address(_) => None,
+            })
+            .collect();
+        Ok(NetworkGrants {
+            connect,
+            bind,
+            names: Arc::new(NamePolicy {
+                any: config.dns,
+                names,
+            }),
+        })
     }
 }
 
@@ -313,28 +585,6 @@ impl AddressPattern {
         }
     }
 
-    /// Parses `text` and looks up a host name: one pattern per address it has.
-    async fn resolve(text: &str) -> Result<Vec<AddressPattern>, GrantError> {
-        let network_error = |message: String| GrantError::Network {
-            pattern: text.to_string(),
-            message,
-        };
-        match Self::parse(text).map_err(network_error)? {
-            ParsedPattern::Resolved(pattern) => Ok(vec![pattern]),
-            ParsedPattern::Name { host, port } => {
-                let addrs = tokio::net::lookup_host((host.as_str(), port.unwrap_or(0)))
-                    .await
-                    .map_err(|e| network_error(format!("cannot resolve {host}: {e}")))?;
-                Ok(addrs
-                    .map(|addr| AddressPattern {
-                        net: Some((addr.ip(), if addr.is_ipv4() { 32 } else { 128 })),
-                        port,
-                    })
-                    .collect())
-            }
-        }
-    }
-
     /// True when `addr` is inside this pattern.
     pub fn matches(&self, addr: SocketAddr) -> bool {
         if self.port.is_some_and(|port| port != addr.port()) {
@@ -432,7 +682,7 @@ mod tests {
                 ..GrantsView::default()
             },
             env: Vec::new(),
-            network: Arc::from([]),
+            network: Arc::default(),
         };
         let imports = [
             "dsh:plugin/types@0.1.0".to_string(),
@@ -473,6 +723,87 @@ mod tests {
         let sibling = root.join("state2");
         std::fs::create_dir(&sibling).unwrap();
         assert!(check_state_dir_overlap(&sibling, &sibling, &state).is_ok());
+    }
+
+    fn network(connect: &[&str], bind: &[&str], dns: bool) -> NetworkGrants {
+        let config = PluginConfig {
+            network: connect.iter().map(|s| s.to_string()).collect(),
+            bind: bind.iter().map(|s| s.to_string()).collect(),
+            dns,
+            ..PluginConfig::default()
+        };
+        NetworkGrants::new(&config).unwrap()
+    }
+
+    #[tokio::test]
+    async fn connect_grants_connect_and_bind_grants_bind_and_listen() {
+        use SocketAddrUse::*;
+        let connect = network(&["127.0.0.1:80"], &[], false);
+        assert!(connect.allows(addr("127.0.0.1:80"), TcpConnect).await);
+        assert!(connect.allows(addr("127.0.0.1:80"), UdpSend).await);
+        assert!(connect.allows(addr("0.0.0.0:0"), TcpBind).await);
+        assert!(connect.allows(addr("[::]:0"), UdpBind).await);
+        for used_for in [TcpBind, TcpListen, UdpBind] {
+            assert!(!connect.allows(addr("127.0.0.1:80"), used_for).await);
+        }
+        // The implicit bind passes, the listen on it does not.
+        assert!(!connect.allows(addr("0.0.0.0:0"), TcpListen).await);
+        assert!(!connect.allows(addr("10.1.1.1:5"), TcpAccept).await);
+
+        let bind = network(&[], &["127.0.0.1:8080"], false);
+        for used_for in [TcpBind, TcpListen, UdpBind] {
+            assert!(bind.allows(addr("127.0.0.1:8080"), used_for).await);
+        }
+        assert!(bind.allows(addr("10.1.1.1:5"), TcpAccept).await);
+        assert!(!bind.allows(addr("127.0.0.1:8080"), TcpConnect).await);
+        assert!(!bind.allows(addr("0.0.0.0:0"), TcpBind).await);
+        assert!(!bind.allows(addr("127.0.0.1:8081"), TcpBind).await);
+    }
+
+    #[tokio::test]
+    async fn a_granted_name_is_resolved_when_used_and_cached() {
+        let grants = network(&["LocalHost.:7"], &[], false);
+        assert!(
+            grants
+                .allows(addr("127.0.0.1:7"), SocketAddrUse::TcpConnect)
+                .await
+        );
+        assert!(
+            !grants
+                .allows(addr("127.0.0.1:8"), SocketAddrUse::TcpConnect)
+                .await
+        );
+        assert!(
+            !grants
+                .allows(addr("127.0.0.2:7"), SocketAddrUse::TcpConnect)
+                .await
+        );
+        let GrantPattern::Name { cache, .. } = &grants.connect[0] else {
+            panic!("localhost parsed as an address");
+        };
+        let cached = cache.lock().unwrap().clone();
+        let (at, ips) = cached.expect("resolved on first use");
+        assert!(at.elapsed() < NAME_TTL);
+        assert!(ips.contains(&"127.0.0.1".parse().unwrap()), "{ips:?}");
+    }
+
+    #[test]
+    fn only_granted_names_may_be_looked_up() {
+        let grants = network(
+            &["Example.com:443", "10.0.0.0/8:*"],
+            &["db.internal:*"],
+            false,
+        );
+        let names = &grants.names;
+        assert!(names.allows("example.com"));
+        assert!(names.allows("EXAMPLE.COM."));
+        assert!(names.allows("db.internal"));
+        assert!(names.allows("127.0.0.1"));
+        assert!(names.allows("[::1]"));
+        assert!(!names.allows("data-to-exfiltrate.attacker.invalid"));
+        assert!(!names.allows("www.example.com"));
+        assert!(!NamePolicy::none().allows("example.com"));
+        assert!(network(&[], &[], true).names.allows("anything.at.all"));
     }
 
     #[test]

@@ -76,6 +76,7 @@ impl Runtime {
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        grants::add_name_lookup_to_linker(&mut linker, CallState::name_lookup)?;
         services::add_to_linker(&mut linker)?;
 
         let ticker_stop = Arc::new(AtomicBool::new(false));

@@ -288,13 +288,14 @@ impl Plugin {
 
     /// A fresh store for one call of this plugin, with its bounds armed.
     fn store(&self, runtime: &Runtime, context: CallContext) -> wasmtime::Store<CallState> {
-        let state = CallState::new(
+        let mut state = CallState::new(
             context,
             self.name.clone(),
             runtime.services.clone(),
             self.bounds,
             self.grants.wasi_ctx(),
         );
+        state.names = self.grants.name_policy();
         new_store(&runtime.engine, state)
     }
 

@@ -13,6 +13,8 @@ use crate::call::CallContext;
 use crate::error::{ErrorCode, ToolError};
 use crate::services::Services;
 
+use super::grants::{GuardedNameLookup, NamePolicy};
+
 /// Which bound a call ran into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BoundHit {
@@ -39,6 +41,8 @@ pub struct CallState {
     pub services: Services,
     /// Time spent inside host calls; it does not count against the CPU budget.
     pub host_time: Duration,
+    /// The host names this call may look up (none until the plugin's grants set it).
+    pub names: Arc<NamePolicy>,
     wasi: WasiCtx,
     table: ResourceTable,
     bounds: Bounds,
@@ -60,6 +64,7 @@ impl CallState {
             plugin,
             services,
             host_time: Duration::ZERO,
+            names: NamePolicy::none(),
             wasi,
             table: ResourceTable::new(),
             bounds,
@@ -144,6 +149,19 @@ impl ResourceLimiter for CallState {
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         Ok(desired <= 1_000_000)
+    }
+}
+
+impl CallState {
+    /// This call's `wasi:sockets/ip-name-lookup` host, behind its [`NamePolicy`].
+    pub fn name_lookup(&mut self) -> GuardedNameLookup<'_> {
+        GuardedNameLookup {
+            sockets: wasmtime_wasi::sockets::WasiSocketsCtxView {
+                ctx: self.wasi.sockets(),
+                table: &mut self.table,
+            },
+            names: &self.names,
+        }
     }
 }
 

@@ -1,10 +1,17 @@
 //! Test plugin `prober`: tries to reach files, environment variables and the network
 //! through the WASI std APIs and reports what happened, so the host's end-to-end tests
-//! can prove a plugin gets only what it was granted. It imports no dsh host interface;
-//! every failure comes back as `capability-denied` with the I/O error.
+//! can prove a plugin gets only what it was granted. It imports no dsh host interface.
+//! A failure's message starts with its kind as the WASI error code tells it: `[denied]`
+//! (the sandbox refused: `access-denied`, EACCES), `[refused]` (nothing listens there),
+//! `[name-not-found]` (the resolver says no such name), `[timed-out]`, `[not-found]`
+//! (no such file) or `[io]`, followed by the I/O error. Network failures carry the
+//! matching code: `capability-denied` only for `[denied]`, `not-found` for `[refused]` and
+//! `[name-not-found]`, `timeout` for `[timed-out]`. File failures all carry
+//! `capability-denied`: wasi-libc reports a path outside every granted directory as
+//! ENOENT, so a missing file and an ungranted one cannot be told apart.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use dsh::plugin::types::ErrorCode;
@@ -63,6 +70,16 @@ impl Guest for Prober {
                 "open a TCP connection to `addr` (host:port), send a ping and return any reply.",
                 &["addr"],
             ),
+            spec(
+                "lookup",
+                "look up the host name `host` and return its addresses, sorted.",
+                &["host"],
+            ),
+            spec(
+                "listen",
+                "bind a TCP listener to `addr` (host:port) and return the address it listens on.",
+                &["addr"],
+            ),
         ]
     }
 
@@ -77,26 +94,45 @@ impl Guest for Prober {
         let outcome = match name.as_str() {
             "read_file" => {
                 let path = arg("path");
-                std::fs::read_to_string(&path).map_err(|e| format!("cannot read {path}: {e}"))
+                std::fs::read_to_string(&path)
+                    .map_err(|e| Failure::io(format!("cannot read {path}"), e))
             }
             "write_file" => {
                 let (path, text) = (arg("path"), arg("text"));
                 std::fs::write(&path, &text)
                     .map(|()| format!("wrote {} bytes to {path}", text.len()))
-                    .map_err(|e| format!("cannot write {path}: {e}"))
+                    .map_err(|e| Failure::io(format!("cannot write {path}"), e))
             }
             "list_dir" => {
                 let path = arg("path");
-                list_dir(&path).map_err(|e| format!("cannot list {path}: {e}"))
+                list_dir(&path).map_err(|e| Failure::io(format!("cannot list {path}"), e))
             }
             "env" => {
                 let key = arg("key");
-                std::env::var(&key)
-                    .map_err(|e| format!("environment variable {key} is not visible: {e}"))
+                std::env::var(&key).map_err(|e| Failure {
+                    kind: Kind::Denied,
+                    message: format!("environment variable {key} is not visible: {e}"),
+                })
             }
             "connect" => {
                 let addr = arg("addr");
-                connect(&addr).map_err(|e| format!("cannot connect to {addr}: {e}"))
+                connect(&addr).map_err(|f| f.context(format!("cannot connect to {addr}")))
+            }
+            "lookup" => {
+                let host = arg("host");
+                lookup(&host, 0)
+                    .map(|addrs| {
+                        let mut ips: Vec<String> =
+                            addrs.iter().map(|a| a.ip().to_string()).collect();
+                        ips.sort();
+                        ips.dedup();
+                        ips.join("\n")
+                    })
+                    .map_err(|f| f.context(format!("cannot look up {host}")))
+            }
+            "listen" => {
+                let addr = arg("addr");
+                listen(&addr).map_err(|f| f.context(format!("cannot listen on {addr}")))
             }
             _ => {
                 return failure(
@@ -111,7 +147,85 @@ impl Guest for Prober {
                 error: None,
                 full_output_path: None,
             },
-            Err(message) => failure(ErrorCode::CapabilityDenied, message),
+            Err(failed) => {
+                let file_tool = matches!(name.as_str(), "read_file" | "write_file" | "list_dir");
+                let code = match failed.kind {
+                    _ if file_tool => ErrorCode::CapabilityDenied,
+                    Kind::Denied => ErrorCode::CapabilityDenied,
+                    Kind::TimedOut => ErrorCode::Timeout,
+                    Kind::NotFound | Kind::NameNotFound | Kind::Refused => ErrorCode::NotFound,
+                    Kind::Io => ErrorCode::Internal,
+                };
+                failure(code, format!("[{}] {}", failed.kind.tag(), failed.message))
+            }
+        }
+    }
+}
+
+/// What kind of failure an operation met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// The sandbox refused (WASI `access-denied` / `not-permitted`, EACCES / EPERM).
+    Denied,
+    /// Nothing listens there (`connection-refused`).
+    Refused,
+    /// The resolver says the name does not exist (`name-unresolvable`).
+    NameNotFound,
+    /// No such file or directory.
+    NotFound,
+    /// The operation timed out.
+    TimedOut,
+    /// Any other I/O error.
+    Io,
+}
+
+impl Kind {
+    fn tag(self) -> &'static str {
+        match self {
+            Kind::Denied => "denied",
+            Kind::Refused => "refused",
+            Kind::NameNotFound => "name-not-found",
+            Kind::NotFound => "not-found",
+            Kind::TimedOut => "timed-out",
+            Kind::Io => "io",
+        }
+    }
+
+    /// The kind of an I/O error, from its error kind (which std derives from the errno
+    /// wasi-libc maps each WASI error code to).
+    fn of(error: &std::io::Error) -> Kind {
+        match error.kind() {
+            ErrorKind::PermissionDenied => Kind::Denied,
+            ErrorKind::ConnectionRefused => Kind::Refused,
+            ErrorKind::NotFound => Kind::NotFound,
+            ErrorKind::TimedOut | ErrorKind::WouldBlock => Kind::TimedOut,
+            _ => Kind::Io,
+        }
+    }
+}
+
+/// A failed operation: its kind and what happened.
+struct Failure {
+    kind: Kind,
+    message: String,
+}
+
+impl Failure {
+    fn io(what: String, error: std::io::Error) -> Failure {
+        Failure {
+            kind: Kind::of(&error),
+            message: format!(
+                "{what}: {error} ({:?}, os error {:?})",
+                error.kind(),
+                error.raw_os_error()
+            ),
+        }
+    }
+
+    fn context(self, what: String) -> Failure {
+        Failure {
+            kind: self.kind,
+            message: format!("{what}: {}", self.message),
         }
     }
 }
@@ -125,11 +239,68 @@ fn list_dir(path: &str) -> std::io::Result<String> {
     Ok(names.join("\n"))
 }
 
+/// Looks `host` up (with `port`) through the resolver (`wasi:sockets/ip-name-lookup`).
+/// wasi-libc's getaddrinfo turns `name-unresolvable` into EAI_NONAME, which std reports
+/// as "failed to lookup address information: ..."; an access-denied lookup comes back as
+/// EAI_SYSTEM with errno EACCES, which std reports as PermissionDenied.
+fn lookup(host: &str, port: u16) -> Result<Vec<SocketAddr>, Failure> {
+    match (host, port).to_socket_addrs() {
+        Ok(addrs) => Ok(addrs.collect()),
+        Err(error) => {
+            let text = error.to_string().to_ascii_lowercase();
+            let kind = match Kind::of(&error) {
+                Kind::Io
+                    if text.contains("not known")
+                        || text.contains("does not resolve")
+                        || text.contains("no address")
+                        || text.contains("nonam") =>
+                {
+                    Kind::NameNotFound
+                }
+                kind => kind,
+            };
+            let failed = Failure::io("lookup".into(), error);
+            Err(Failure { kind, ..failed })
+        }
+    }
+}
+
+/// The addresses `addr` (HOST:PORT) stands for: an address literal as is, else the
+/// host's addresses from [`lookup`].
+fn addresses(addr: &str) -> Result<Vec<SocketAddr>, Failure> {
+    if let Ok(literal) = addr.parse::<SocketAddr>() {
+        return Ok(vec![literal]);
+    }
+    let (host, port) = addr.rsplit_once(':').ok_or(Failure {
+        kind: Kind::Io,
+        message: format!("{addr:?} is not HOST:PORT"),
+    })?;
+    let port = port.parse::<u16>().map_err(|_| Failure {
+        kind: Kind::Io,
+        message: format!("port {port:?} is not a number"),
+    })?;
+    lookup(host, port)
+}
+
+/// Binds a listener to `addr` and returns the address it listens on.
+fn listen(addr: &str) -> Result<String, Failure> {
+    let addrs = addresses(addr)?;
+    let listener = TcpListener::bind(&addrs[..]).map_err(|e| Failure::io("bind".into(), e))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| Failure::io("local address".into(), e))?;
+    Ok(format!("listening on {local}"))
+}
+
 /// Connects, sends `ping\n` and reads up to 64 bytes of reply (2 s read timeout where
 /// the platform supports one; a failed or timed-out read just leaves the reply empty).
-fn connect(addr: &str) -> std::io::Result<String> {
-    let mut stream = TcpStream::connect(addr)?;
-    stream.write_all(b"ping\n")?;
+fn connect(addr: &str) -> Result<String, Failure> {
+    let addrs = addresses(addr)?;
+    let mut stream =
+        TcpStream::connect(&addrs[..]).map_err(|e| Failure::io("connect".into(), e))?;
+    stream
+        .write_all(b"ping\n")
+        .map_err(|e| Failure::io("send".into(), e))?;
     let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
     let mut reply = [0u8; 64];
     let read = stream.read(&mut reply).unwrap_or(0);
