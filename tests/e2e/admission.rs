@@ -90,7 +90,7 @@ fn past_the_queue_a_call_gets_busy_naming_the_limits_and_the_queued_one_runs() {
     assert!(!first.is_error && first.text.contains(&marker), "{first:?}");
 }
 
-/// A component that instantiates `modules` core modules, each as built by `module`.
+/// A component that instantiates each of `modules` once.
 fn component_of(modules: &[Module]) -> Vec<u8> {
     let mut component = Component::new();
     for module in modules {
@@ -146,6 +146,11 @@ fn components_with_two_memories_or_oversized_tables_are_refused_at_load_with_the
     .unwrap();
     write("huge_table", component_of(&[module_with_table(10_001)])).unwrap();
     write(
+        "many_instances",
+        component_of(&(0..9).map(|_| Module::new()).collect::<Vec<_>>()),
+    )
+    .unwrap();
+    write(
         "many_tables",
         component_of(&(0..5).map(|_| module_with_table(1)).collect::<Vec<_>>()),
     )
@@ -171,6 +176,7 @@ fn components_with_two_memories_or_oversized_tables_are_refused_at_load_with_the
         ("two_memories", "2 Wasm linear memories"),
         ("huge_table", "minimum element size of 10001"),
         ("many_tables", "5 tables"),
+        ("many_instances", "9 core module instances"),
     ] {
         let reason = reason(name);
         assert!(

@@ -40,12 +40,14 @@ const LOAD_RESERVE: u32 = 32;
 pub const MAX_CALL_SLOTS: usize = (MAX_LIVE_INSTANCES - LOAD_RESERVE) as usize;
 /// Linear memories one component may define (all its core modules together).
 pub const MAX_MEMORIES_PER_COMPONENT: u32 = 1;
-/// Tables one component may define (all its core modules together).
+/// Tables one component may define (all its core modules together). A Rust
+/// `wasm32-wasip2` plugin has 2 (its own and the component shim's).
 pub const MAX_TABLES_PER_COMPONENT: u32 = 4;
 /// Elements one table may have, initially or after growing.
 pub const MAX_TABLE_ELEMENTS: usize = 10_000;
-/// Core module instances one component may create.
-pub const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 16;
+/// Core module instances one component may create. A Rust `wasm32-wasip2` plugin
+/// creates 3 (its module, the shim and the fixups).
+pub const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 8;
 /// Bytes of each reused memory, table and stack slot kept mapped between calls.
 const KEEP_RESIDENT_BYTES: usize = 64 << 10;
 /// The largest linear memory any plugin may have; per-plugin caps are lower.
