@@ -7,6 +7,10 @@
 //! call_timeout_ms = 900000      # the execute stage's timeout for any tool call (and cap)
 //! max_retries = 1               # retries of a failed idempotent tool (INTERNAL, TRAP, TIMEOUT)
 //! max_spill_bytes = 1073741824  # a foreground output's spill file stops growing here
+//! max_calls_in_flight = 64      # calls running at once (each holds one plugin instance);
+//!                               # at most 480, the instance pool less the load reserve
+//! max_queued_calls = 1024       # calls waiting their turn (fair across owners); one more
+//!                               # gets BUSY
 //!
 //! [pipeline]
 //! guards = ["deny_destructive"] # guard plugins every call passes, in this order
@@ -197,6 +201,15 @@ pub struct Limits {
     /// command keeps running, the rest of its output is not kept on disk, and the result
     /// says where the file was cut.
     pub max_spill_bytes: u64,
+    /// Calls running at once, from their guards to their last filter. Each holds one
+    /// plugin instance at a time (a guard's, then the tool's, then each filter's), so
+    /// this many calls can never exhaust the instance pool. Sized for a 2-core machine:
+    /// most calls wait on processes, not on a core. At most
+    /// [`crate::engine::MAX_CALL_SLOTS`].
+    pub max_calls_in_flight: usize,
+    /// Calls waiting for a turn when `max_calls_in_flight` are running; they are taken
+    /// round-robin between owners, each owner's in order. One more call gets `BUSY`.
+    pub max_queued_calls: usize,
 }
 
 impl Default for Limits {
@@ -206,7 +219,23 @@ impl Default for Limits {
             call_timeout_ms: 900_000,
             max_retries: 1,
             max_spill_bytes: 1 << 30,
+            max_calls_in_flight: 64,
+            max_queued_calls: 1024,
         }
+    }
+}
+
+impl Limits {
+    /// Checks the admission limits against the instance pool.
+    fn check(&self) -> Result<(), String> {
+        let most = crate::engine::MAX_CALL_SLOTS;
+        if !(1..=most).contains(&self.max_calls_in_flight) {
+            return Err(format!(
+                "limits.max_calls_in_flight must be between 1 and {most} (the plugin instance pool less its reserve for loads), not {}",
+                self.max_calls_in_flight
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -523,6 +552,7 @@ impl Config {
         }
         config.process.env.check()?;
         config.serve.check()?;
+        config.limits.check()?;
         for (name, plugin) in &config.plugins {
             plugin
                 .check()
@@ -675,5 +705,21 @@ mod tests {
         let config =
             Config::parse("[serve]\nhttp_allowed_origins = [\"https://app.example\"]\n").unwrap();
         assert_eq!(config.serve.http_allowed_origins, ["https://app.example"]);
+    }
+
+    #[test]
+    fn admission_limits_have_defaults_and_are_checked_against_the_pool() {
+        let config = Config::parse("").unwrap();
+        assert_eq!(config.limits.max_calls_in_flight, 64);
+        assert_eq!(config.limits.max_queued_calls, 1024);
+        for bad in ["0", "100000"] {
+            let error =
+                Config::parse(&format!("[limits]\nmax_calls_in_flight = {bad}\n")).unwrap_err();
+            assert!(error.contains("limits.max_calls_in_flight"), "{error}");
+        }
+        let config =
+            Config::parse("[limits]\nmax_calls_in_flight = 2\nmax_queued_calls = 0\n").unwrap();
+        assert_eq!(config.limits.max_calls_in_flight, 2);
+        assert_eq!(config.limits.max_queued_calls, 0);
     }
 }

@@ -22,6 +22,9 @@ pub enum ErrorCode {
     SessionClosing,
     LspUnavailable,
     LimitExceeded,
+    /// The host is at its concurrency limit and its admission queue is full: the call
+    /// never started; the same call may work a little later.
+    Busy,
     Internal,
 }
 
@@ -44,6 +47,7 @@ impl ErrorCode {
             ErrorCode::SessionClosing => "SESSION_CLOSING",
             ErrorCode::LspUnavailable => "LSP_UNAVAILABLE",
             ErrorCode::LimitExceeded => "LIMIT_EXCEEDED",
+            ErrorCode::Busy => "BUSY",
             ErrorCode::Internal => "INTERNAL",
         }
     }

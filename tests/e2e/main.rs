@@ -6,6 +6,7 @@ mod mcp_stdio;
 mod python_env;
 mod support;
 
+mod admission;
 mod bash_tool;
 mod containment;
 mod environment;

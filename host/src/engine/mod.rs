@@ -1,6 +1,15 @@
 //! The WebAssembly engine: one wasmtime `Engine` and one `Linker` for the process, the
 //! pooling allocator, epoch interruption for CPU bounds, and plugin loading
 //! ([`plugin`]). Nothing on the call path builds an engine, a linker or an instance-pre.
+//!
+//! The pool is bounded per component as well as in total: one linear memory, at most
+//! [`MAX_TABLES_PER_COMPONENT`] tables of at most [`MAX_TABLE_ELEMENTS`] elements, at most
+//! [`MAX_CORE_INSTANCES_PER_COMPONENT`] core instances. wasmtime checks a component
+//! against these when it is compiled or read from the cache, so one that declares more
+//! is refused at load ([`bounds_refusal`] says why), never at a call. The pool holds
+//! [`MAX_LIVE_INSTANCES`] instances: [`MAX_CALL_SLOTS`] for calls (a call holds one
+//! instance at a time, so admitting at most that many calls can never exhaust it) and the
+//! rest for loads (`describe()`).
 
 pub mod bindings;
 pub mod cache;
@@ -22,7 +31,23 @@ use store::CallState;
 /// How often the epoch advances: the granularity of CPU budgets and async yields.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// Plugin instances that may be alive at once.
-const MAX_LIVE_INSTANCES: u32 = 512;
+pub const MAX_LIVE_INSTANCES: u32 = 512;
+/// Instances kept for loading plugins (`describe()` runs one while calls are running).
+const LOAD_RESERVE: u32 = 32;
+/// The most calls that may be admitted at once (`[limits] max_calls_in_flight` is
+/// checked against it): each holds one instance at a time (a guard's, the tool's, a
+/// filter's), never two.
+pub const MAX_CALL_SLOTS: usize = (MAX_LIVE_INSTANCES - LOAD_RESERVE) as usize;
+/// Linear memories one component may define (all its core modules together).
+pub const MAX_MEMORIES_PER_COMPONENT: u32 = 1;
+/// Tables one component may define (all its core modules together). A Rust
+/// `wasm32-wasip2` plugin has 2 (its own and the component shim's).
+pub const MAX_TABLES_PER_COMPONENT: u32 = 4;
+/// Elements one table may have, initially or after growing.
+pub const MAX_TABLE_ELEMENTS: usize = 10_000;
+/// Core module instances one component may create. A Rust `wasm32-wasip2` plugin
+/// creates 3 (its module, the shim and the fixups).
+pub const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 8;
 /// Bytes of each reused memory, table and stack slot kept mapped between calls.
 const KEEP_RESIDENT_BYTES: usize = 64 << 10;
 /// The largest linear memory any plugin may have; per-plugin caps are lower.
@@ -32,6 +57,21 @@ const MAX_MEMORY_BYTES: usize = 1 << 30;
 #[derive(Debug, thiserror::Error)]
 #[error("cannot set up the WebAssembly engine: {0:#}")]
 pub struct EngineError(#[from] wasmtime::Error);
+
+/// Why a component does not fit the pool's per-component bounds, when that is why it
+/// could not be compiled or read: the bounds and what wasmtime found.
+pub fn bounds_refusal(error: &wasmtime::Error) -> Option<String> {
+    let text = format!("{error:#}");
+    // wasmtime's pooling allocator names itself in every per-component refusal
+    // (memories, tables, table elements, core instances, instance sizes).
+    text.contains("pooling allocator").then(|| {
+        format!(
+            "declares more than a plugin may have (one linear memory, at most \
+             {MAX_TABLES_PER_COMPONENT} tables of at most {MAX_TABLE_ELEMENTS} elements, at most \
+             {MAX_CORE_INSTANCES_PER_COMPONENT} core instances): {text}"
+        )
+    })
+}
 
 /// The engine, the linker with every host interface, and the host services.
 pub struct Runtime {
@@ -57,9 +97,15 @@ impl Runtime {
         config.concurrency_support(false);
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(MAX_LIVE_INSTANCES)
-            .total_core_instances(MAX_LIVE_INSTANCES * 4)
-            .total_memories(MAX_LIVE_INSTANCES * 2)
-            .total_tables(MAX_LIVE_INSTANCES * 4)
+            .total_core_instances(MAX_LIVE_INSTANCES * MAX_CORE_INSTANCES_PER_COMPONENT)
+            .total_memories(MAX_LIVE_INSTANCES * MAX_MEMORIES_PER_COMPONENT)
+            .total_tables(MAX_LIVE_INSTANCES * MAX_TABLES_PER_COMPONENT)
+            .total_stacks(MAX_LIVE_INSTANCES)
+            .max_core_instances_per_component(MAX_CORE_INSTANCES_PER_COMPONENT)
+            .max_memories_per_component(MAX_MEMORIES_PER_COMPONENT)
+            .max_tables_per_component(MAX_TABLES_PER_COMPONENT)
+            .max_memories_per_module(MAX_MEMORIES_PER_COMPONENT)
+            .table_elements(MAX_TABLE_ELEMENTS)
             .max_memory_size(MAX_MEMORY_BYTES)
             // Reused slots keep their first pages mapped: no page faults to re-touch
             // them on the next call.

@@ -43,6 +43,8 @@ impl std::fmt::Display for PluginSource {
 pub enum LoadError {
     #[error("not a WebAssembly component: {0:#}")]
     Compile(wasmtime::Error),
+    #[error("refused: it {0}")]
+    Bounds(String),
     #[error("cannot be linked (an import dsh does not provide): {0:#}")]
     Link(wasmtime::Error),
     #[error("exports none of the worlds dsh runs (`tool`, `guard`, `result-filter`)")]
@@ -175,7 +177,10 @@ impl Plugin {
             tokio::task::spawn_blocking(move || cache.load(&engine, &bytes, &key))
                 .await
                 .map_err(|e| LoadError::Join(e.to_string()))?
-                .map_err(LoadError::Compile)?;
+                .map_err(|error| match super::bounds_refusal(&error) {
+                    Some(why) => LoadError::Bounds(why),
+                    None => LoadError::Compile(error),
+                })?;
         match outcome {
             CacheOutcome::Hit => tracing::info!(plugin = name, "compile cache hit"),
             CacheOutcome::Miss => tracing::info!(plugin = name, "compile cache miss: compiled"),
@@ -481,6 +486,9 @@ impl From<ErrorCode> for wit::ErrorCode {
             ErrorCode::SessionClosing => W::SessionClosing,
             ErrorCode::LspUnavailable => W::LspUnavailable,
             ErrorCode::LimitExceeded => W::LimitExceeded,
+            // Plugins never see BUSY (it is given before any plugin runs); the WIT
+            // enum has no such code, and the nearest is a limit.
+            ErrorCode::Busy => W::LimitExceeded,
             ErrorCode::Internal => W::Internal,
         }
     }

@@ -48,6 +48,9 @@ pub struct CallState {
     bounds: Bounds,
     started: Instant,
     bound_hit: Option<BoundHit>,
+    /// Bytes of linear memory of every memory in the store together (the memory cap
+    /// bounds this sum, not each memory).
+    memory_total: usize,
 }
 
 impl CallState {
@@ -70,6 +73,7 @@ impl CallState {
             bounds,
             started: Instant::now(),
             bound_hit: None,
+            memory_total: 0,
         }
     }
 
@@ -129,16 +133,23 @@ pub fn new_store(engine: &wasmtime::Engine, state: CallState) -> Store<CallState
 }
 
 impl ResourceLimiter for CallState {
+    /// Called for every memory's creation (from 0) and growth: the store's total must
+    /// stay within the cap, however many memories it has.
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.bounds.memory_bytes {
+        let total = self
+            .memory_total
+            .saturating_sub(current)
+            .saturating_add(desired);
+        if total > self.bounds.memory_bytes {
             self.bound_hit = Some(BoundHit::Memory);
             return Err(BoundExceeded(BoundHit::Memory).into());
         }
+        self.memory_total = total;
         Ok(true)
     }
 
@@ -148,7 +159,7 @@ impl ResourceLimiter for CallState {
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= 1_000_000)
+        Ok(desired <= super::MAX_TABLE_ELEMENTS)
     }
 }
 

@@ -10,13 +10,16 @@
 //! 5. [`s5_finalize`]: the content cut to its budget, the full text spilled;
 //! 6. [`s6_observe`]: observers (the event log's `tool/result`, metrics).
 //!
-//! Before any of them, the tool is resolved in the caller's scope and the arguments are
-//! validated against its schema, and a `tool/call` event is written to the session log.
+//! Before any of them, a `tool/call` event is written to the session log, the call is
+//! admitted ([`admission`]: it may wait its turn, or get `BUSY`), the tool is resolved in
+//! the caller's scope and the arguments are validated against its schema. The call holds
+//! its admission slot through stage 4.
 //!
 //! The configured parts (gate, guard chain, filter chain, limits) are one [`Configured`]
 //! snapshot, swapped whole when `dsh.toml` changes ([`Pipeline::reconfigure`]); a call
 //! reads it once, with the registry's catalog, and finishes under both.
 
+pub mod admission;
 pub mod s1_gate;
 pub mod s2_guards;
 pub mod s3_execute;
@@ -79,6 +82,8 @@ pub struct Pipeline {
     /// configuration), so two loads of one plugin cannot land out of order.
     pub loads: tokio::sync::Mutex<()>,
     observers: s6_observe::Observers,
+    /// Who runs now and who waits ([`admission`]).
+    admission: admission::Admission,
 }
 
 /// A call's result and how many times its tool ran (0 when it never got that far, or
@@ -111,6 +116,7 @@ impl Pipeline {
             session,
             configured: RwLock::new(Arc::new(Configured::new(config))),
             loads: tokio::sync::Mutex::new(()),
+            admission: admission::Admission::new(),
         }
     }
 
@@ -148,8 +154,19 @@ impl Pipeline {
             },
         );
         let configured = self.configured();
+        let limits = admission::AdmissionLimits {
+            max_in_flight: configured.config.limits.max_calls_in_flight,
+            max_queued: configured.config.limits.max_queued_calls,
+        };
+        let admitted = async {
+            let _slot = match self.admission.admit(&request.owner, limits).await {
+                Ok(slot) => slot,
+                Err(busy) => return Outcome::from(busy),
+            };
+            self.run(&configured, &request, call_id.clone()).await
+        };
         let outcome = tokio::select! {
-            outcome = self.run(&configured, &request, call_id.clone()) => outcome,
+            outcome = admitted => outcome,
             _ = cancel.cancelled() => Outcome::from(ToolError::new(
                 ErrorCode::Cancelled,
                 format!(
