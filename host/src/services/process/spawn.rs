@@ -190,9 +190,17 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Child> {
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
         let arg = &mut args as *mut ChildArgs as *mut libc::c_void;
+        let plain_clone = |arg| {
+            libc::clone(
+                child_main,
+                top as *mut libc::c_void,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                arg,
+            ) as i64
+        };
         let mut pid = match into_cgroup {
             Some((cgroup_dir, _)) => clone_into_cgroup(cgroup_dir, &mut stack, arg),
-            None => -1,
+            None => plain_clone(arg),
         };
         let mut clone_error = io::Error::last_os_error();
         if into_cgroup.is_some() && pid < 0 {
@@ -205,20 +213,7 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Child> {
                 .collect();
             args.join = join.as_ptr();
             args.join_len = join.len();
-            pid = libc::clone(
-                child_main,
-                top as *mut libc::c_void,
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-                arg,
-            ) as i64;
-            clone_error = io::Error::last_os_error();
-        } else if into_cgroup.is_none() {
-            pid = libc::clone(
-                child_main,
-                top as *mut libc::c_void,
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-                arg,
-            ) as i64;
+            pid = plain_clone(arg);
             clone_error = io::Error::last_os_error();
         }
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
