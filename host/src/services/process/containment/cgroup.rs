@@ -105,6 +105,19 @@ impl CgroupRun {
     /// Waits (a little) for the run to be empty, then removes its directories.
     pub fn remove(self) {
         wait_unpopulated(&self.dir, Duration::from_secs(2));
+        self.remove_dirs();
+    }
+
+    /// Removes the run's directories when it is empty already; else gives it back.
+    pub fn try_remove(self) -> Option<CgroupRun> {
+        if !is_unpopulated(&self.dir) {
+            return Some(self);
+        }
+        self.remove_dirs();
+        None
+    }
+
+    fn remove_dirs(&self) {
         for dir in std::iter::once(&self.dir).chain(&self.v1_dirs) {
             if let Err(error) = std::fs::remove_dir(dir) {
                 tracing::debug!(%error, dir = %dir.display(), "cannot remove a run's cgroup");
@@ -453,18 +466,18 @@ pub fn remove_tree(dir: &Path) {
 /// for at most `limit`.
 pub fn wait_unpopulated(dir: &Path, limit: Duration) {
     let deadline = Instant::now() + limit;
-    let events = dir.join("cgroup.events");
-    loop {
-        let empty = match std::fs::read_to_string(&events) {
-            Ok(text) => text.lines().any(|l| l == "populated 0"),
-            Err(_) => std::fs::read_to_string(dir.join("cgroup.procs"))
-                .map(|t| t.trim().is_empty())
-                .unwrap_or(true),
-        };
-        if empty || Instant::now() > deadline {
-            return;
-        }
+    while !is_unpopulated(dir) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Whether no process is left in the cgroup `dir` (and those below it).
+fn is_unpopulated(dir: &Path) -> bool {
+    match std::fs::read_to_string(dir.join("cgroup.events")) {
+        Ok(text) => text.lines().any(|l| l == "populated 0"),
+        Err(_) => std::fs::read_to_string(dir.join("cgroup.procs"))
+            .map(|t| t.trim().is_empty())
+            .unwrap_or(true),
     }
 }
 

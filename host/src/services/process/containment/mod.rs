@@ -268,18 +268,36 @@ impl Drop for Run {
 
 /// The housekeeping thread: prepares cgroups ahead of calls, removes those of ended
 /// runs, sweeps the marked processes of ended runs. Ends with the host.
+///
+/// Preparing comes first, so calls find a prepared cgroup; an ended run whose processes
+/// are still dying (a KILL is not instant) is left for a later pass instead of being
+/// waited for.
 fn housekeeping(tree: Option<Arc<cgroup::CgroupTree>>, retired: mpsc::Receiver<Retired>) {
-    if let Some(tree) = &tree {
-        tree.refill();
-    }
-    while let Ok(work) = retired.recv() {
-        match work {
-            Retired::Cgroup(run) => run.remove(),
-            Retired::Marked(mark) => marks::sweep(&mark, marks::Scope::adopted()),
-        }
+    let mut dying: Vec<cgroup::CgroupRun> = Vec::new();
+    loop {
         if let Some(tree) = &tree {
             tree.refill();
         }
+        dying = dying
+            .into_iter()
+            .filter_map(|run| run.try_remove())
+            .collect();
+        let work = if dying.is_empty() {
+            retired
+                .recv()
+                .map_err(|_| mpsc::RecvTimeoutError::Disconnected)
+        } else {
+            retired.recv_timeout(std::time::Duration::from_millis(10))
+        };
+        match work {
+            Ok(Retired::Cgroup(run)) => dying.push(run),
+            Ok(Retired::Marked(mark)) => marks::sweep(&mark, marks::Scope::adopted()),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    for run in dying {
+        run.remove();
     }
 }
 
