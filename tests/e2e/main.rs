@@ -8,6 +8,7 @@ mod support;
 
 mod bash_tool;
 mod containment;
+mod cpu_budget;
 mod environment;
 mod event_log;
 mod guards;
