@@ -185,8 +185,112 @@ async fn main() {
         fuel_used as f64 / (ms(fueled))
     );
     println!(
-        "  thread CPU clock read: {:.0} ns (the bound reads it twice per host call or libcall)",
+        "  thread CPU clock read: {:.0} ns (the bound reads it twice per poll of a call and once per epoch tick)",
         thread_clock_read_ns()
     );
     host.shutdown();
+
+    accuracy_under_contention(scratch.path(), &fuel_pre, &context).await;
+}
+
+/// The budget of the accuracy runs.
+const ACCURACY_BUDGET_MS: u64 = 500;
+
+/// CPU this process has used so far (user + system, all threads).
+fn process_cpu() -> Duration {
+    // SAFETY: an all-zero rusage is valid; getrusage only writes it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+/// How exactly each bound stops calls that share the cores: `spin` under a
+/// `ACCURACY_BUDGET_MS` budget alone and 4 at once (dsh's bound; the figure it reports
+/// against the process CPU it took), and the same `burn` alone and 4 at once in the fuel
+/// engine (a fixed amount of fuel: how much CPU it stands for when the cores are shared).
+async fn accuracy_under_contention(
+    scratch: &std::path::Path,
+    fuel_pre: &ToolPre<Unbounded>,
+    context: &CallContext,
+) {
+    let config = dsh::config::Config::parse(&format!(
+        "[plugins.hostile]\ncpu_ms = {ACCURACY_BUDGET_MS}\n"
+    ))
+    .unwrap();
+    let plugins = support::plugin_dir(&scratch.join("accuracy"), &[("hostile", "hostile")]);
+    let host = support::start_host_with(&scratch.join("accuracy"), Some(plugins), config).await;
+    let spin = |host: &dsh::host::Host| {
+        let pipeline = host.pipeline.clone();
+        async move {
+            let result = pipeline
+                .call(
+                    CallRequest::new("spin", serde_json::json!({}), "bench", "default"),
+                    &CancellationToken::new(),
+                )
+                .await;
+            let text = result.text();
+            assert!(text.contains("PLUGIN_CPU_LIMIT"), "{text}");
+            text.split("used ")
+                .nth(1)
+                .and_then(|rest| rest.split(" ms").next())
+                .and_then(|ms| ms.parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("no CPU figure in {text}"))
+        }
+    };
+    spin(&host).await; // compile and warm
+    println!("accuracy, {ACCURACY_BUDGET_MS} ms budget, `spin` (dsh's bound):");
+    for concurrent in [1usize, 4] {
+        let (cpu_before, started) = (process_cpu(), Instant::now());
+        let tasks: Vec<_> = (0..concurrent).map(|_| tokio::spawn(spin(&host))).collect();
+        let mut reported = Vec::new();
+        for task in tasks {
+            reported.push(task.await.unwrap());
+        }
+        let (cpu, wall) = (process_cpu() - cpu_before, started.elapsed());
+        println!(
+            "  {concurrent} at once: reported guest CPU {reported:?} ms; process CPU {:.0} ms per call; wall {:.0} ms",
+            ms(cpu) / concurrent as f64,
+            ms(wall)
+        );
+    }
+    host.shutdown();
+
+    println!("accuracy, the same fuel (burn({ITERATIONS})) in the fuel engine:");
+    for concurrent in [1usize, 4] {
+        let (cpu_before, started) = (process_cpu(), Instant::now());
+        let tasks: Vec<_> = (0..concurrent)
+            .map(|_| {
+                let (pre, context) = (fuel_pre.clone(), context.clone());
+                tokio::spawn(async move {
+                    let mut store = Store::new(
+                        pre.engine(),
+                        Unbounded {
+                            wasi: WasiCtx::builder().build(),
+                            table: ResourceTable::new(),
+                        },
+                    );
+                    store.set_fuel(u64::MAX).unwrap();
+                    store.fuel_async_yield_interval(Some(FUEL_YIELD)).unwrap();
+                    let args = serde_json::json!({ "iterations": ITERATIONS }).to_string();
+                    let tool = pre.instantiate_async(&mut store).await.unwrap();
+                    tool.call_call(&mut store, &context, "burn", &args)
+                        .await
+                        .unwrap();
+                    u64::MAX - store.get_fuel().unwrap()
+                })
+            })
+            .collect();
+        let mut fuel = 0;
+        for task in tasks {
+            fuel = task.await.unwrap();
+        }
+        let (cpu, wall) = (process_cpu() - cpu_before, started.elapsed());
+        println!(
+            "  {concurrent} at once: {fuel} fuel each; process CPU {:.0} ms per call; wall {:.0} ms",
+            ms(cpu) / concurrent as f64,
+            ms(wall)
+        );
+    }
 }
