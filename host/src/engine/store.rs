@@ -61,8 +61,9 @@ pub type SharedGuestCpu = Arc<Mutex<GuestCpu>>;
 /// The guest CPU time of one call: for every poll of the call's future (one stretch on
 /// one thread: wasmtime runs the guest inside the poll), the thread CPU time of the poll
 /// minus the wall time the poll spent in host calls and libcalls. The thread CPU clock
-/// is a system call (1.1 to 1.9 µs measured on the 2-core VM), so it is read twice per poll and
-/// at epoch ticks; host call boundaries (many per call) read the monotonic clock (vDSO).
+/// is a system call (1.1 to 1.9 µs measured on the 2-core VM), so it is read twice per
+/// poll and at epoch ticks; host call boundaries (many per call) read the monotonic
+/// clock (vDSO).
 /// Preemption during a host call is subtracted with it, in the guest's favour.
 #[derive(Debug)]
 pub struct GuestCpu {
