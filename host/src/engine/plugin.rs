@@ -16,7 +16,7 @@ use super::bindings::result_filter::ResultFilterPre;
 use super::bindings::ToolPre;
 use super::cache::CacheOutcome;
 use super::grants::{GrantError, Grants};
-use super::store::{new_store, Bounds, CallState};
+use super::store::{metered, new_store, Bounds, CallState};
 use super::Runtime;
 use crate::call::{CallContext, CallResult};
 use crate::config::{PluginConfig, DEFAULT_CPU_MS, DEFAULT_GUARD_CPU_MS, DEFAULT_MEMORY_MB};
@@ -268,10 +268,11 @@ impl Plugin {
             spill_cap: 0,
         };
         let mut store = self.store(runtime, context);
-        let described = async {
+        let guest_cpu = store.data().guest_cpu.clone();
+        let described = metered(guest_cpu, async {
             let tool = pre.instantiate_async(&mut store).await?;
             tool.call_describe(&mut store).await
-        }
+        })
         .await;
         let specs = match described {
             Ok(specs) => specs,
@@ -323,11 +324,12 @@ impl Plugin {
         };
         let wit_context = self.wit_context(&context);
         let mut store = self.store(runtime, context);
-        let outcome = async {
+        let guest_cpu = store.data().guest_cpu.clone();
+        let outcome = metered(guest_cpu, async {
             let tool = pre.instantiate_async(&mut store).await?;
             tool.call_call(&mut store, &wit_context, name, args_json)
                 .await
-        }
+        })
         .await;
         match outcome {
             Ok(result) => result.into(),
@@ -348,10 +350,11 @@ impl Plugin {
         };
         let pending = self.wit_pending(&call);
         let mut store = self.store(runtime, call.context);
-        let outcome = async {
+        let guest_cpu = store.data().guest_cpu.clone();
+        let outcome = metered(guest_cpu, async {
             let guard = pre.instantiate_async(&mut store).await?;
             guard.call_check(&mut store, &pending).await
-        }
+        })
         .await;
         match outcome {
             Ok(WitVerdict::Allow) => Ok(Verdict::Allow),
@@ -383,10 +386,11 @@ impl Plugin {
                 .map(|p| p.display().to_string()),
         };
         let mut store = self.store(runtime, call.context);
-        let outcome = async {
+        let guest_cpu = store.data().guest_cpu.clone();
+        let outcome = metered(guest_cpu, async {
             let filter = pre.instantiate_async(&mut store).await?;
             filter.call_filter(&mut store, &pending, &outcome_in).await
-        }
+        })
         .await;
         match outcome {
             Ok(replaced) => Ok(replaced.map(Into::into)),

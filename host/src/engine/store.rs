@@ -1,12 +1,20 @@
 //! The per-call state of a plugin instance: a fresh [`CallState`] in a fresh `Store` for
 //! every call, holding the call's context, the WASI context of what the plugin was granted, the
 //! host services, and the CPU and memory accounting that enforces the plugin's bounds.
+//!
+//! The CPU budget counts guest CPU only ([`GuestCpu`]): the thread CPU clock
+//! (`CLOCK_THREAD_CPUTIME_ID`) is read when each poll of the call's future begins and
+//! ends ([`metered`]; the guest runs inside the poll, on the polling thread, so a call
+//! that moves between tokio workers is summed poll by poll), and the wall time of every
+//! host call and libcall within the poll (wasmtime's call hook) is taken off. Time in
+//! host calls, waiting and time spent without a core never count.
 
-use std::sync::Arc;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
-use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
+use wasmtime::{CallHook, ResourceLimiter, Store, StoreContextMut, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::call::CallContext;
@@ -34,15 +42,151 @@ pub struct Bounds {
     pub memory_bytes: usize,
 }
 
+/// CPU time the calling thread has used so far.
+fn thread_cpu_now() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable timespec; the clock id is a constant Linux knows.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    if status != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
+/// The guest CPU time of one call, shared by its store and the future that runs it
+/// ([`metered`]).
+pub type SharedGuestCpu = Arc<Mutex<GuestCpu>>;
+
+/// The guest CPU time of one call: for every poll of the call's future (one stretch on
+/// one thread: wasmtime runs the guest inside the poll), the thread CPU time of the poll
+/// minus the wall time the poll spent in host calls and libcalls. The thread CPU clock
+/// is a system call (1.1 to 1.9 µs measured on the 2-core VM), so it is read twice per
+/// poll and at epoch ticks; host call boundaries (many per call) read the monotonic
+/// clock (vDSO).
+/// Preemption during a host call is subtracted with it, in the guest's favour.
+#[derive(Debug)]
+pub struct GuestCpu {
+    /// Guest CPU of the polls that have ended.
+    used: Duration,
+    /// The thread CPU clock when the running poll began (`None`: not being polled).
+    poll_cpu: Option<Duration>,
+    /// Wall time the running poll has spent in finished host stretches.
+    poll_host: Duration,
+    /// In the host: when its current stretch in this poll began.
+    host_since: Option<Instant>,
+    /// Whether the host (not the guest) is running: before the first entry into the
+    /// guest, in host calls and libcalls, and after the guest returns.
+    in_host: bool,
+    /// When the call began: the fallback measure of a store polled without [`metered`].
+    started: Instant,
+    /// Whether a [`metered`] poll has begun.
+    metered: bool,
+}
+
+impl Default for GuestCpu {
+    fn default() -> Self {
+        GuestCpu {
+            used: Duration::ZERO,
+            poll_cpu: None,
+            poll_host: Duration::ZERO,
+            host_since: None,
+            in_host: true,
+            started: Instant::now(),
+            metered: false,
+        }
+    }
+}
+
+impl GuestCpu {
+    /// A poll of the call's future begins on this thread.
+    fn poll_started(&mut self) {
+        self.metered = true;
+        self.poll_cpu = Some(thread_cpu_now());
+        self.poll_host = Duration::ZERO;
+        if self.in_host {
+            self.host_since = Some(Instant::now());
+        }
+    }
+
+    /// The poll ends: the call finished or is suspended (in a host call).
+    fn poll_ended(&mut self) {
+        self.close_host_stretch();
+        if let Some(started) = self.poll_cpu.take() {
+            self.used += thread_cpu_now()
+                .saturating_sub(started)
+                .saturating_sub(self.poll_host);
+        }
+        self.poll_host = Duration::ZERO;
+    }
+
+    fn close_host_stretch(&mut self) {
+        if let Some(since) = self.host_since.take() {
+            self.poll_host += since.elapsed();
+        }
+    }
+
+    /// The guest calls the host or returns to it.
+    fn host_entered(&mut self) {
+        self.in_host = true;
+        self.host_since = Some(Instant::now());
+    }
+
+    /// The host calls the guest or returns to it.
+    fn guest_entered(&mut self) {
+        self.in_host = false;
+        self.close_host_stretch();
+    }
+
+    /// Guest CPU used so far, the running poll included. A store polled outside
+    /// [`metered`] has no thread CPU figures: then all the call's wall time counts.
+    pub fn used(&self) -> Duration {
+        if !self.metered {
+            return self.started.elapsed();
+        }
+        let Some(started) = self.poll_cpu else {
+            return self.used;
+        };
+        let host = self.poll_host + self.host_since.map_or(Duration::ZERO, |s| s.elapsed());
+        self.used
+            + thread_cpu_now()
+                .saturating_sub(started)
+                .saturating_sub(host)
+    }
+}
+
+/// Runs `future` (which drives a store whose state holds `cpu`) with its guest CPU
+/// metered: every poll reads the thread CPU clock when it begins and ends.
+pub async fn metered<F: Future>(cpu: SharedGuestCpu, future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(move |cx| {
+        lock(&cpu).poll_started();
+        let polled = future.as_mut().poll(cx);
+        lock(&cpu).poll_ended();
+        polled
+    })
+    .await
+}
+
+/// The meter, even if a panic poisoned its lock (its figures stay meaningful).
+fn lock(cpu: &Mutex<GuestCpu>) -> std::sync::MutexGuard<'_, GuestCpu> {
+    cpu.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Everything a plugin instance may reach during one call.
 pub struct CallState {
     pub call: CallContext,
     pub plugin: Arc<str>,
     pub services: Services,
-    /// Time spent inside host calls; it does not count against the CPU budget.
+    /// Wall time spent inside the dsh host services' calls (process, jobs, terminal),
+    /// reported in the CPU limit error; no host call counts against the CPU budget.
     pub host_time: Duration,
     /// The host names this call may look up (none until the plugin's grants set it).
     pub names: Arc<NamePolicy>,
+    /// Guest CPU used by this call, which the CPU budget bounds.
+    pub guest_cpu: SharedGuestCpu,
     wasi: WasiCtx,
     table: ResourceTable,
     bounds: Bounds,
@@ -68,6 +212,7 @@ impl CallState {
             services,
             host_time: Duration::ZERO,
             names: NamePolicy::none(),
+            guest_cpu: SharedGuestCpu::default(),
             wasi,
             table: ResourceTable::new(),
             bounds,
@@ -77,20 +222,19 @@ impl CallState {
         }
     }
 
-    /// Guest CPU time so far: wall time minus time spent in host calls.
-    fn guest_time(&self) -> Duration {
-        self.started.elapsed().saturating_sub(self.host_time)
-    }
-
     /// Turns a failed guest call into the structured error the model sees.
     pub fn classify(&self, error: wasmtime::Error) -> ToolError {
         match self.bound_hit {
             Some(BoundHit::Cpu) => ToolError::new(
                 ErrorCode::PluginCpuLimit,
                 format!(
-                    "plugin {} used more than its CPU budget of {} ms",
+                    "plugin {} used {} ms of guest CPU, past its CPU budget of {} ms \
+                     (the call ran {} ms, {} ms of them in dsh host calls, which do not count)",
                     self.plugin,
-                    self.bounds.cpu.as_millis()
+                    lock(&self.guest_cpu).used().as_millis(),
+                    self.bounds.cpu.as_millis(),
+                    self.started.elapsed().as_millis(),
+                    self.host_time.as_millis()
                 ),
             ),
             Some(BoundHit::Memory) => ToolError::new(
@@ -115,15 +259,30 @@ impl CallState {
     }
 }
 
+/// Tells the meter when the guest is entered and left. Libcalls (the epoch check among
+/// them) are host calls too, so the epoch callback and every async suspension happen
+/// with the host running.
+fn track_guest_cpu(ctx: StoreContextMut<'_, CallState>, hook: CallHook) -> wasmtime::Result<()> {
+    let mut cpu = lock(&ctx.data().guest_cpu);
+    match hook {
+        CallHook::CallingWasm | CallHook::ReturningFromHost => cpu.guest_entered(),
+        CallHook::ReturningFromWasm | CallHook::CallingHost => cpu.host_entered(),
+    }
+    Ok(())
+}
+
 /// A store for one call with the bounds armed: epoch ticks check guest CPU time and
-/// yield to the async runtime; memory growth past the cap traps.
+/// yield to the async runtime; memory growth past the cap traps. Drive it inside
+/// [`metered`] with its state's `guest_cpu`.
 pub fn new_store(engine: &wasmtime::Engine, state: CallState) -> Store<CallState> {
     let mut store = Store::new(engine, state);
     store.limiter(|state| state as &mut dyn ResourceLimiter);
+    store.call_hook(track_guest_cpu);
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|mut ctx| {
         let state = ctx.data_mut();
-        if state.guest_time() > state.bounds.cpu {
+        let used = lock(&state.guest_cpu).used();
+        if used > state.bounds.cpu {
             state.bound_hit = Some(BoundHit::Cpu);
             return Err(BoundExceeded(BoundHit::Cpu).into());
         }
@@ -182,5 +341,79 @@ impl WasiView for CallState {
             ctx: &mut self.wasi,
             table: &mut self.table,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Spins on this thread until its CPU clock has advanced by `amount`.
+    fn spin_for(amount: Duration) {
+        let start = thread_cpu_now();
+        while thread_cpu_now().saturating_sub(start) < amount {
+            std::hint::black_box(0u64);
+        }
+    }
+
+    #[test]
+    fn guest_cpu_sums_the_guest_stretches_of_each_poll() {
+        let mut cpu = GuestCpu::default();
+        cpu.poll_started();
+        cpu.guest_entered();
+        spin_for(Duration::from_millis(30));
+        cpu.host_entered(); // a host call that suspends
+        cpu.poll_ended();
+        let first = cpu.used();
+        assert!(first >= Duration::from_millis(30), "{first:?}");
+        cpu.poll_started(); // resumed, maybe on another thread
+        cpu.guest_entered();
+        spin_for(Duration::from_millis(30));
+        assert!(
+            cpu.used() >= first + Duration::from_millis(30),
+            "running poll counts"
+        );
+        cpu.host_entered();
+        cpu.poll_ended();
+        let both = cpu.used();
+        assert!(
+            (Duration::from_millis(60)..Duration::from_millis(70)).contains(&both),
+            "{both:?}"
+        );
+    }
+
+    #[test]
+    fn guest_cpu_does_not_count_the_host() {
+        let mut cpu = GuestCpu::default();
+        cpu.poll_started();
+        spin_for(Duration::from_millis(20)); // the host, before the guest is entered
+        cpu.guest_entered();
+        cpu.host_entered();
+        spin_for(Duration::from_millis(20)); // a host call
+        cpu.guest_entered();
+        cpu.host_entered();
+        cpu.poll_ended();
+        cpu.poll_started(); // the host, after the guest returned
+        spin_for(Duration::from_millis(20));
+        cpu.poll_ended();
+        assert!(cpu.used() < Duration::from_millis(3), "{:?}", cpu.used());
+    }
+
+    #[test]
+    fn guest_cpu_does_not_count_waiting_in_the_guest() {
+        let mut cpu = GuestCpu::default();
+        cpu.poll_started();
+        cpu.guest_entered();
+        std::thread::sleep(Duration::from_millis(50));
+        cpu.host_entered();
+        cpu.poll_ended();
+        assert!(cpu.used() < Duration::from_millis(5), "{:?}", cpu.used());
+    }
+
+    #[test]
+    fn an_unmetered_store_counts_all_its_wall_time() {
+        let cpu = GuestCpu::default();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(cpu.used() >= Duration::from_millis(20));
     }
 }

@@ -1,6 +1,6 @@
 //! Test plugin `hostile`: tools that misbehave on purpose (spin forever, burn CPU, grow
-//! memory without bound, overflow the stack, return huge output, panic), so the host's
-//! end-to-end tests can prove it bounds them. It imports no dsh host interface.
+//! memory without bound, overflow the stack, return huge output, panic, sleep on the WASI
+//! clock), so the host's end-to-end tests can prove it bounds them. It imports no dsh host interface.
 
 use std::hint::black_box;
 
@@ -35,6 +35,12 @@ impl Guest for Hostile {
                 r#""iterations":{"type":"integer","minimum":0}"#,
                 r#""iterations""#,
             ),
+            spec(
+                "sleep",
+                "sleep `ms` milliseconds on the WASI monotonic clock, then answer `slept`.",
+                r#""ms":{"type":"integer","minimum":0}"#,
+                r#""ms""#,
+            ),
             spec("grow_memory", "allocate memory without bound.", "", ""),
             spec(
                 "recurse",
@@ -68,6 +74,13 @@ impl Guest for Hostile {
                     ErrorCode::InvalidArguments,
                     "`iterations` must be an integer >= 0",
                 ),
+            },
+            "sleep" => match number("ms") {
+                Some(ms) => {
+                    std::thread::sleep(std::time::Duration::from_millis(ms));
+                    success("slept".into())
+                }
+                None => failure(ErrorCode::InvalidArguments, "`ms` must be an integer >= 0"),
             },
             "grow_memory" => grow_memory(),
             "recurse" => success(recurse(0).to_string()),
