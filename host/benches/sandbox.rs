@@ -196,16 +196,6 @@ async fn main() {
 /// The budget of the accuracy runs.
 const ACCURACY_BUDGET_MS: u64 = 500;
 
-/// CPU this process has used so far (user + system, all threads).
-fn process_cpu() -> Duration {
-    // SAFETY: an all-zero rusage is valid; getrusage only writes it.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `usage` is a valid, writable rusage.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    time(usage.ru_utime) + time(usage.ru_stime)
-}
-
 /// How exactly each bound stops calls that share the cores: `spin` under a
 /// `ACCURACY_BUDGET_MS` budget alone and 4 at once (dsh's bound; the figure it reports
 /// against the process CPU it took), and the same `burn` alone and 4 at once in the fuel
@@ -242,13 +232,13 @@ async fn accuracy_under_contention(
     spin(&host).await; // compile and warm
     println!("accuracy, {ACCURACY_BUDGET_MS} ms budget, `spin` (dsh's bound):");
     for concurrent in [1usize, 4] {
-        let (cpu_before, started) = (process_cpu(), Instant::now());
+        let (cpu_before, started) = (support::process_cpu(), Instant::now());
         let tasks: Vec<_> = (0..concurrent).map(|_| tokio::spawn(spin(&host))).collect();
         let mut reported = Vec::new();
         for task in tasks {
             reported.push(task.await.unwrap());
         }
-        let (cpu, wall) = (process_cpu() - cpu_before, started.elapsed());
+        let (cpu, wall) = (support::process_cpu() - cpu_before, started.elapsed());
         println!(
             "  {concurrent} at once: reported guest CPU {reported:?} ms; process CPU {:.0} ms per call; wall {:.0} ms",
             ms(cpu) / concurrent as f64,
@@ -259,7 +249,7 @@ async fn accuracy_under_contention(
 
     println!("accuracy, the same fuel (burn({ITERATIONS})) in the fuel engine:");
     for concurrent in [1usize, 4] {
-        let (cpu_before, started) = (process_cpu(), Instant::now());
+        let (cpu_before, started) = (support::process_cpu(), Instant::now());
         let tasks: Vec<_> = (0..concurrent)
             .map(|_| {
                 let (pre, context) = (fuel_pre.clone(), context.clone());
@@ -286,7 +276,7 @@ async fn accuracy_under_contention(
         for task in tasks {
             fuel = task.await.unwrap();
         }
-        let (cpu, wall) = (process_cpu() - cpu_before, started.elapsed());
+        let (cpu, wall) = (support::process_cpu() - cpu_before, started.elapsed());
         println!(
             "  {concurrent} at once: {fuel} fuel each; process CPU {:.0} ms per call; wall {:.0} ms",
             ms(cpu) / concurrent as f64,

@@ -225,15 +225,6 @@ async fn run() {
     host.shutdown();
 }
 
-/// The CPU time (user + system) this process has used.
-fn cpu_time() -> Duration {
-    // SAFETY: rusage is plain data filled by getrusage.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    time(usage.ru_utime) + time(usage.ru_stime)
-}
-
 /// Median CPU times of a pattern wait and of a quiet wait for a command printing 10 MB
 /// (100-byte lines) and then a marker.
 async fn big_output_waits(
@@ -252,14 +243,14 @@ async fn big_output_waits(
                 pattern: with_pattern.then(|| marker.clone()),
                 timeout: Duration::from_secs(120),
             };
-            let before = cpu_time();
+            let before = support::process_cpu();
             let sent = host
                 .services
                 .terminal
                 .send(owner, id, command, true, wait, false)
                 .await
                 .unwrap();
-            let used = cpu_time() - before;
+            let used = support::process_cpu() - before;
             let expected = if with_pattern { "pattern" } else { "quiet" };
             assert_eq!(
                 sent.settled,

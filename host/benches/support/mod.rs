@@ -57,3 +57,13 @@ pub async fn start_host_with(
     .await
     .expect("the host starts")
 }
+
+/// CPU this process has used so far (user + system, all threads).
+pub fn process_cpu() -> Duration {
+    // SAFETY: an all-zero rusage is valid; getrusage only writes it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
