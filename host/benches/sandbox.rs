@@ -20,9 +20,9 @@ use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use dsh::bindings::dsh::plugin::types::CallContext;
+use dsh::bindings::ToolPre;
 use dsh::call::CallRequest;
-use dsh::engine::bindings::dsh::plugin::types::CallContext;
-use dsh::engine::bindings::ToolPre;
 
 const ITERATIONS: u64 = 200_000_000;
 const ROUNDS: usize = 7;

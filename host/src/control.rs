@@ -65,15 +65,15 @@ impl ControlSocket {
             path: path.clone(),
             source,
         };
-        let private_dir = std::fs::Permissions::from_mode(crate::session::private::DIR_MODE);
-        crate::session::private::create_dir_all(&dir)
+        let private_dir = std::fs::Permissions::from_mode(crate::private::DIR_MODE);
+        crate::private::create_dir_all(&dir)
             .and_then(|()| std::fs::set_permissions(&dir, private_dir))
             .map_err(listen_error)?;
         // A file left by an earlier process with this pid is stale.
         let _ = std::fs::remove_file(&path);
         let listener = tokio::net::UnixListener::bind(&path).map_err(listen_error)?;
         // bind() applies the umask; the socket is this user's only.
-        let private_file = std::fs::Permissions::from_mode(crate::session::private::FILE_MODE);
+        let private_file = std::fs::Permissions::from_mode(crate::private::FILE_MODE);
         std::fs::set_permissions(&path, private_file).map_err(listen_error)?;
         let task = tokio::spawn(async move {
             loop {
@@ -189,7 +189,7 @@ mod tests {
             other => Err(format!("unknown request {other:?}")),
         });
         let socket = ControlSocket::listen(state.path(), answer).unwrap();
-        let mode = |path: &Path| crate::session::private::mode_of(path).unwrap();
+        let mode = |path: &Path| crate::private::mode_of(path).unwrap();
         assert_eq!(mode(&run_dir(state.path())), 0o700);
         assert_eq!(mode(&socket.path), 0o600);
         let servers = tokio::task::spawn_blocking({

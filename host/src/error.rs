@@ -4,54 +4,80 @@
 
 use std::fmt;
 
-/// A stable error code. The string form (`INVALID_ARGUMENTS`, ...) is what clients see.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorCode {
-    InvalidArguments,
-    UnknownTool,
-    Denied,
-    Timeout,
-    Cancelled,
-    PluginTrap,
-    PluginOutOfMemory,
-    PluginCpuLimit,
-    CapabilityDenied,
-    NotFound,
-    NotOwner,
-    SendActive,
-    SessionClosing,
-    LspUnavailable,
-    LimitExceeded,
-    /// The host is at its concurrency limit and its admission queue is full: the call
-    /// never started; the same call may work a little later.
-    Busy,
-    Internal,
+/// The error codes, defined once: the variant, its stable name, and its name in the WIT
+/// contract's `error-code` enum (`-` where the contract has none). The host enum, its
+/// names and the conversions to and from every contract version are generated from this
+/// list, so adding a code is a line here and a line in the WIT enum.
+///
+/// `for_each_error_code!(my_macro)` calls `my_macro!` with the whole list.
+#[macro_export]
+macro_rules! for_each_error_code {
+    ($callback:ident) => {
+        $callback! {
+            /// The arguments do not match the tool's schema, or make no sense.
+            InvalidArguments = "INVALID_ARGUMENTS", wit;
+            /// No tool of that name is registered in the caller's scope.
+            UnknownTool = "UNKNOWN_TOOL", wit;
+            /// The gate, a guard or an approval refused the call.
+            Denied = "DENIED", wit;
+            /// The call ran out of time.
+            Timeout = "TIMEOUT", wit;
+            /// The caller cancelled the call.
+            Cancelled = "CANCELLED", wit;
+            /// The plugin trapped.
+            PluginTrap = "PLUGIN_TRAP", wit;
+            /// The plugin tried to grow its memory past its cap.
+            PluginOutOfMemory = "PLUGIN_OUT_OF_MEMORY", wit;
+            /// The plugin used more guest CPU than its budget.
+            PluginCpuLimit = "PLUGIN_CPU_LIMIT", wit;
+            /// The plugin used a capability it was not granted.
+            CapabilityDenied = "CAPABILITY_DENIED", wit;
+            /// No such resource for this owner (the same for ids that never existed).
+            NotFound = "NOT_FOUND", wit;
+            /// The resource belongs to another owner.
+            NotOwner = "NOT_OWNER", wit;
+            /// A terminal already has a send that has not settled.
+            SendActive = "SEND_ACTIVE", wit;
+            /// The session is closing and takes no more input.
+            SessionClosing = "SESSION_CLOSING", wit;
+            /// No language server is available for the file.
+            LspUnavailable = "LSP_UNAVAILABLE", wit;
+            /// A configured limit (count, size) would be exceeded.
+            LimitExceeded = "LIMIT_EXCEEDED", wit;
+            /// The host is at its concurrency limit and its admission queue is full: the
+            /// call never started; the same call may work a little later. Plugins never
+            /// see it (it is given before any plugin runs).
+            Busy = "BUSY", -;
+            /// Something went wrong inside dsh itself.
+            Internal = "INTERNAL", wit;
+        }
+    };
 }
 
-impl ErrorCode {
-    /// The stable, upper-case name of the code.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::InvalidArguments => "INVALID_ARGUMENTS",
-            ErrorCode::UnknownTool => "UNKNOWN_TOOL",
-            ErrorCode::Denied => "DENIED",
-            ErrorCode::Timeout => "TIMEOUT",
-            ErrorCode::Cancelled => "CANCELLED",
-            ErrorCode::PluginTrap => "PLUGIN_TRAP",
-            ErrorCode::PluginOutOfMemory => "PLUGIN_OUT_OF_MEMORY",
-            ErrorCode::PluginCpuLimit => "PLUGIN_CPU_LIMIT",
-            ErrorCode::CapabilityDenied => "CAPABILITY_DENIED",
-            ErrorCode::NotFound => "NOT_FOUND",
-            ErrorCode::NotOwner => "NOT_OWNER",
-            ErrorCode::SendActive => "SEND_ACTIVE",
-            ErrorCode::SessionClosing => "SESSION_CLOSING",
-            ErrorCode::LspUnavailable => "LSP_UNAVAILABLE",
-            ErrorCode::LimitExceeded => "LIMIT_EXCEEDED",
-            ErrorCode::Busy => "BUSY",
-            ErrorCode::Internal => "INTERNAL",
+macro_rules! define_error_codes {
+    ($($(#[doc = $doc:literal])* $code:ident = $name:literal, $wit:tt;)*) => {
+        /// A stable error code. The string form (`INVALID_ARGUMENTS`, ...) is what
+        /// clients see.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ErrorCode {
+            $($(#[doc = $doc])* $code,)*
         }
-    }
+
+        impl ErrorCode {
+            /// Every code, in the order of the list.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$code,)*];
+
+            /// The stable, upper-case name of the code.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$code => $name,)*
+                }
+            }
+        }
+    };
 }
+
+for_each_error_code!(define_error_codes);
 
 impl fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

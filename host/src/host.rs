@@ -32,7 +32,7 @@ pub enum StartError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Containment(#[from] crate::services::process::containment::ContainmentError),
+    Capability(#[from] crate::services::CapabilityError),
 }
 
 /// What a host starts from.
@@ -77,7 +77,7 @@ impl Host {
                 source,
             }
         })?;
-        let services = Services::new(&config, session.spill_dir.clone())?;
+        let services = Services::new(&config.services(), session.spill_dir.clone())?;
         let runtime = Arc::new(Runtime::new(
             services.clone(),
             Some(options.state_dir.clone()),

@@ -5,17 +5,22 @@
 //! finalization, and tool plugins — WebAssembly components loaded by the [`engine`] —
 //! act through the host [`services`], which own every process. See `ARCHITECTURE.md`.
 
+pub mod bindings;
 pub mod call;
 pub mod config;
 pub mod config_watch;
 pub mod control;
 pub mod engine;
 pub mod error;
+pub mod glob;
 pub mod host;
 pub mod mcp;
 pub mod output;
 pub mod pipeline;
+pub mod private;
 pub mod registry;
 pub mod reload;
 pub mod services;
 pub mod session;
+#[cfg(test)]
+mod tidy;

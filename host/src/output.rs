@@ -148,9 +148,9 @@ impl BoundedCapture {
     /// and memory keeps only the head half (and from now on a tail).
     fn start_spill(&mut self) -> std::io::Result<()> {
         if let Some(dir) = self.spill_path.parent() {
-            crate::session::private::create_dir_all(dir)?;
+            crate::private::create_dir_all(dir)?;
         }
-        let file = crate::session::private::create_file(&self.spill_path)?;
+        let file = crate::private::create_file(&self.spill_path)?;
         let mut file = BufWriter::with_capacity(64 * 1024, file);
         write_capped(&mut file, &mut self.spilled, self.spill_cap, &self.head)?;
         let head_len = self.limit / 2;

@@ -16,7 +16,7 @@ use sha2::Sha256;
 use wasmtime::component::Component;
 use wasmtime::Engine;
 
-use crate::session::private;
+use crate::private;
 
 /// Bytes of the secret key.
 const KEY_BYTES: usize = 32;

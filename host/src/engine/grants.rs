@@ -35,7 +35,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx};
 pub const NAME_TTL: Duration = Duration::from_secs(5);
 
 use super::plugin::PluginSource;
-use crate::config::{FsMode, PluginConfig};
+use crate::config::plugin::{AddressPattern, FsMode, ParsedPattern, PluginConfig};
 
 /// The WIT package whose interfaces need grants (`types` holds only types and needs none).
 const HOST_PACKAGE: &str = "dsh:plugin/";
@@ -516,162 +516,12 @@ fn implicit_bind(addr: SocketAddr, used_for: SocketAddrUse) -> bool {
         && addr.port() == 0
 }
 
-/// One `HOST:PORT` network grant, host names resolved.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AddressPattern {
-    /// `None`: any address.
-    net: Option<(IpAddr, u8)>,
-    /// `None`: any port.
-    port: Option<u16>,
-}
-
-/// A parsed pattern whose host may still be a name.
-pub enum ParsedPattern {
-    Resolved(AddressPattern),
-    Name { host: String, port: Option<u16> },
-}
-
-impl AddressPattern {
-    /// Parses `HOST:PORT` (see `dsh.toml`'s documentation); names are not looked up.
-    pub fn parse(text: &str) -> Result<ParsedPattern, String> {
-        let (host, port) = text
-            .rsplit_once(':')
-            .ok_or("expected HOST:PORT (use `*` for any port)")?;
-        let port = match port {
-            "*" => None,
-            number => Some(
-                number
-                    .parse::<u16>()
-                    .map_err(|_| format!("port {number:?} is not a number or `*`"))?,
-            ),
-        };
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        if host == "*" {
-            return Ok(ParsedPattern::Resolved(AddressPattern { net: None, port }));
-        }
-        let (addr, prefix) = match host.split_once('/') {
-            Some((addr, bits)) => (
-                addr,
-                Some(
-                    bits.parse::<u8>()
-                        .map_err(|_| format!("prefix length {bits:?} is not a number"))?,
-                ),
-            ),
-            None => (host, None),
-        };
-        match addr.parse::<IpAddr>() {
-            Ok(ip) => {
-                let max = if ip.is_ipv4() { 32 } else { 128 };
-                let prefix = prefix.unwrap_or(max);
-                if prefix > max {
-                    return Err(format!("prefix length {prefix} is longer than {max}"));
-                }
-                Ok(ParsedPattern::Resolved(AddressPattern {
-                    net: Some((ip, prefix)),
-                    port,
-                }))
-            }
-            Err(_)
-                if prefix.is_none() && !host.is_empty() && !host.contains(char::is_whitespace) =>
-            {
-                Ok(ParsedPattern::Name {
-                    host: host.to_string(),
-                    port,
-                })
-            }
-            Err(_) => Err(format!(
-                "{host:?} is not an address, a CIDR block, `*` or a host name"
-            )),
-        }
-    }
-
-    /// True when `addr` is inside this pattern.
-    pub fn matches(&self, addr: SocketAddr) -> bool {
-        if self.port.is_some_and(|port| port != addr.port()) {
-            return false;
-        }
-        let Some((net, prefix)) = self.net else {
-            return true;
-        };
-        let ip = match (net, addr.ip()) {
-            // An IPv4 grant also covers the same address seen as IPv4-mapped IPv6.
-            (IpAddr::V4(_), IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
-                Some(v4) => IpAddr::V4(v4),
-                None => return false,
-            },
-            (_, ip) => ip,
-        };
-        match (net, ip) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                same_prefix(u32::from(net).into(), u32::from(ip).into(), prefix, 32)
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                same_prefix(u128::from(net), u128::from(ip), prefix, 128)
-            }
-            _ => false,
-        }
-    }
-}
-
-/// True when the first `prefix` of `width` bits of `a` and `b` agree.
-fn same_prefix(a: u128, b: u128, prefix: u8, width: u32) -> bool {
-    let shift = width - u32::from(prefix);
-    shift >= width || (a >> shift) == (b >> shift)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn pattern(text: &str) -> AddressPattern {
-        match AddressPattern::parse(text).unwrap() {
-            ParsedPattern::Resolved(pattern) => pattern,
-            ParsedPattern::Name { .. } => panic!("{text} parsed as a name"),
-        }
-    }
-
     fn addr(text: &str) -> SocketAddr {
         text.parse().unwrap()
-    }
-
-    #[test]
-    fn exact_addresses_and_ports() {
-        let exact = pattern("127.0.0.1:8080");
-        assert!(exact.matches(addr("127.0.0.1:8080")));
-        assert!(!exact.matches(addr("127.0.0.1:8081")));
-        assert!(!exact.matches(addr("127.0.0.2:8080")));
-        assert!(exact.matches(addr("[::ffff:127.0.0.1]:8080")));
-        assert!(pattern("127.0.0.1:*").matches(addr("127.0.0.1:1")));
-        assert!(pattern("*:443").matches(addr("[2001:db8::1]:443")));
-        assert!(!pattern("*:443").matches(addr("10.0.0.1:80")));
-        assert!(pattern("[::1]:22").matches(addr("[::1]:22")));
-    }
-
-    #[test]
-    fn cidr_blocks() {
-        let private = pattern("10.0.0.0/8:*");
-        assert!(private.matches(addr("10.200.3.4:99")));
-        assert!(!private.matches(addr("11.0.0.1:99")));
-        assert!(pattern("0.0.0.0/0:53").matches(addr("8.8.8.8:53")));
-        assert!(pattern("2001:db8::/32:*").matches(addr("[2001:db8:1::5]:1")));
-        assert!(!pattern("2001:db8::/32:*").matches(addr("[2001:db9::5]:1")));
-    }
-
-    #[test]
-    fn bad_patterns_say_why() {
-        for (text, why) in [
-            ("127.0.0.1", "HOST:PORT"),
-            ("127.0.0.1:http", "not a number"),
-            ("10.0.0.0/40:1", "longer than 32"),
-            (":80", "not an address"),
-        ] {
-            let error = AddressPattern::parse(text).err().unwrap();
-            assert!(error.contains(why), "{text}: {error}");
-        }
-        assert!(matches!(
-            AddressPattern::parse("example.com:443"),
-            Ok(ParsedPattern::Name { .. })
-        ));
     }
 
     #[test]

@@ -11,7 +11,6 @@
 //! instance at a time, so admitting at most that many calls can never exhaust it) and the
 //! rest for loads (`describe()`).
 
-pub mod bindings;
 pub mod cache;
 pub mod embedded;
 pub mod grants;
@@ -30,14 +29,7 @@ use store::CallState;
 
 /// How often the epoch advances: the granularity of CPU budgets and async yields.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
-/// Plugin instances that may be alive at once.
-pub const MAX_LIVE_INSTANCES: u32 = 512;
-/// Instances kept for loading plugins (`describe()` runs one while calls are running).
-const LOAD_RESERVE: u32 = 32;
-/// The most calls that may be admitted at once (`[limits] max_calls_in_flight` is
-/// checked against it): each holds one instance at a time (a guard's, the tool's, a
-/// filter's), never two.
-pub const MAX_CALL_SLOTS: usize = (MAX_LIVE_INSTANCES - LOAD_RESERVE) as usize;
+pub use crate::config::{MAX_CALL_SLOTS, MAX_LIVE_INSTANCES};
 /// Linear memories one component may define (all its core modules together).
 pub const MAX_MEMORIES_PER_COMPONENT: u32 = 1;
 /// Tables one component may define (all its core modules together). A Rust
@@ -123,7 +115,7 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         grants::add_name_lookup_to_linker(&mut linker, CallState::name_lookup)?;
-        services::add_to_linker(&mut linker)?;
+        services::wit::add_to_linker(&mut linker)?;
 
         let ticker_stop = Arc::new(AtomicBool::new(false));
         let (weak_engine, stop) = (engine.weak(), ticker_stop.clone());

@@ -10,14 +10,14 @@ use std::time::{Duration, SystemTime};
 
 use sha2::{Digest, Sha256};
 
-use super::bindings::dsh::plugin::types as wit;
-use super::bindings::guard::{GuardPre, Verdict as WitVerdict};
-use super::bindings::result_filter::ResultFilterPre;
-use super::bindings::ToolPre;
 use super::cache::CacheOutcome;
 use super::grants::{GrantError, Grants};
 use super::store::{metered, new_store, Bounds, CallState};
 use super::Runtime;
+use crate::bindings::dsh::plugin::types as wit;
+use crate::bindings::guard::{GuardPre, Verdict as WitVerdict};
+use crate::bindings::result_filter::ResultFilterPre;
+use crate::bindings::ToolPre;
 use crate::call::{CallContext, CallResult};
 use crate::config::{PluginConfig, DEFAULT_CPU_MS, DEFAULT_GUARD_CPU_MS, DEFAULT_MEMORY_MB};
 use crate::error::{ErrorCode, ToolError};
@@ -434,66 +434,6 @@ impl From<wit::ToolResult> for CallResult {
                 .error
                 .map(|e| ToolError::new(e.code.into(), e.message)),
             full_output_path: result.full_output_path.map(PathBuf::from),
-        }
-    }
-}
-
-impl From<wit::ErrorCode> for ErrorCode {
-    fn from(code: wit::ErrorCode) -> Self {
-        use wit::ErrorCode as W;
-        match code {
-            W::InvalidArguments => ErrorCode::InvalidArguments,
-            W::UnknownTool => ErrorCode::UnknownTool,
-            W::Denied => ErrorCode::Denied,
-            W::Timeout => ErrorCode::Timeout,
-            W::Cancelled => ErrorCode::Cancelled,
-            W::PluginTrap => ErrorCode::PluginTrap,
-            W::PluginOutOfMemory => ErrorCode::PluginOutOfMemory,
-            W::PluginCpuLimit => ErrorCode::PluginCpuLimit,
-            W::CapabilityDenied => ErrorCode::CapabilityDenied,
-            W::NotFound => ErrorCode::NotFound,
-            W::NotOwner => ErrorCode::NotOwner,
-            W::SendActive => ErrorCode::SendActive,
-            W::SessionClosing => ErrorCode::SessionClosing,
-            W::LspUnavailable => ErrorCode::LspUnavailable,
-            W::LimitExceeded => ErrorCode::LimitExceeded,
-            W::Internal => ErrorCode::Internal,
-        }
-    }
-}
-
-impl From<ToolError> for wit::ToolError {
-    fn from(error: ToolError) -> Self {
-        wit::ToolError {
-            code: error.code.into(),
-            message: error.message,
-        }
-    }
-}
-
-impl From<ErrorCode> for wit::ErrorCode {
-    fn from(code: ErrorCode) -> Self {
-        use wit::ErrorCode as W;
-        match code {
-            ErrorCode::InvalidArguments => W::InvalidArguments,
-            ErrorCode::UnknownTool => W::UnknownTool,
-            ErrorCode::Denied => W::Denied,
-            ErrorCode::Timeout => W::Timeout,
-            ErrorCode::Cancelled => W::Cancelled,
-            ErrorCode::PluginTrap => W::PluginTrap,
-            ErrorCode::PluginOutOfMemory => W::PluginOutOfMemory,
-            ErrorCode::PluginCpuLimit => W::PluginCpuLimit,
-            ErrorCode::CapabilityDenied => W::CapabilityDenied,
-            ErrorCode::NotFound => W::NotFound,
-            ErrorCode::NotOwner => W::NotOwner,
-            ErrorCode::SendActive => W::SendActive,
-            ErrorCode::SessionClosing => W::SessionClosing,
-            ErrorCode::LspUnavailable => W::LspUnavailable,
-            ErrorCode::LimitExceeded => W::LimitExceeded,
-            // Plugins never see BUSY (it is given before any plugin runs); the WIT
-            // enum has no such code, and the nearest is a limit.
-            ErrorCode::Busy => W::LimitExceeded,
-            ErrorCode::Internal => W::Internal,
         }
     }
 }

@@ -19,7 +19,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::call::CallContext;
 use crate::error::{ErrorCode, ToolError};
-use crate::services::Services;
+use crate::services::{CallCtx, CallView, Services};
 
 use super::grants::{GuardedNameLookup, NamePolicy};
 
@@ -331,6 +331,17 @@ impl CallState {
                 table: &mut self.table,
             },
             names: &self.names,
+        }
+    }
+}
+
+impl CallView for CallState {
+    fn call_ctx(&mut self) -> CallCtx<'_> {
+        CallCtx {
+            call: &self.call,
+            plugin: &self.plugin,
+            services: &self.services,
+            host_time: &mut self.host_time,
         }
     }
 }

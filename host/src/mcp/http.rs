@@ -8,7 +8,6 @@
 //! in [`connections`], sessions and their idleness in [`sessions`].
 
 pub mod connections;
-pub mod origin;
 pub mod sessions;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,9 +24,9 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use self::connections::ConnectionLimits;
-use self::origin::OriginPolicy;
 use self::sessions::Sessions;
 use super::{McpConnection, McpServer, ServeError};
+use crate::config::origin::OriginPolicy;
 
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";

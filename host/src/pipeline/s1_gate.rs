@@ -6,8 +6,9 @@ use regex::Regex;
 use serde_json::Value;
 
 use crate::call::CallContext;
-use crate::config::{glob_match, GateAction, GateConfig};
+use crate::config::{GateAction, GateConfig};
 use crate::error::{ErrorCode, ToolError};
+use crate::glob::glob_match;
 
 struct Rule {
     action: GateAction,

@@ -11,10 +11,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::SystemTime;
 
-use crate::config::glob_match;
 use crate::engine::grants::GrantsView;
 use crate::engine::plugin::{Plugin, PluginKind, PluginSource, ToolSpec};
 use crate::error::{ErrorCode, ToolError};
+use crate::glob::glob_match;
 
 /// Why a plugin's tools could not be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,73 +1,185 @@
-//! Host services: the native state that outlives any plugin, each in its own folder with
-//! its WIT binding beside it. Adding a capability adds a folder here, a WIT interface,
-//! and a line in [`add_to_linker`].
+//! Host capabilities: the native state that outlives any plugin (process trees, jobs,
+//! terminal sessions), one folder each, and the one list that names them.
+//!
+//! A capability is a folder `services/NAME/`: its native service (`mod.rs` and what it
+//! needs; no wasmtime), what the host sees of it (`capability.rs`: its [`Capability`]
+//! impl), its `dsh.toml` section (`config.rs`, `[NAME]`), and its binding
+//! (`wit.rs`: the `dsh:plugin/NAME` interface implemented for [`CallCtx`], whatever the
+//! store's state type, through [`CallView`]). [`for_each_capability!`] is the list: the
+//! [`Services`] struct, the grantable interface names ([`capabilities::NAMES`]), the
+//! configuration sections (`crate::config::Config`) and the linker (`services::wit`) are
+//! all generated from it, so adding a capability is its folder, its WIT interface and
+//! one line there.
 
 pub mod jobs;
 pub mod log;
 pub mod process;
 pub mod terminal;
+pub mod wit;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmtime::component::{HasSelf, Linker};
+use crate::call::CallContext;
+use crate::error::ErrorCode;
 
-use crate::config::Config;
-use crate::engine::bindings::dsh::plugin;
-use crate::engine::store::CallState;
+/// The host's capabilities, one line each: `NAME: TYPE`. NAME is the grant (`interfaces =
+/// ["NAME"]`), the WIT interface (`dsh:plugin/NAME`), the `dsh.toml` section (`[NAME]`)
+/// and the field of [`Services`]; TYPE implements [`Capability`]. An owner's resources
+/// are released, and everything is shut down, in this order.
+///
+/// `for_each_capability!(my_macro)` calls `my_macro! { NAME: TYPE, ... }`.
+#[macro_export]
+macro_rules! for_each_capability {
+    ($callback:ident) => {
+        $callback! {
+            terminal: Arc<terminal::TerminalService>,
+            process: process::ProcessService,
+            jobs: Arc<jobs::JobRegistry>,
+            log: log::LogCapability,
+        }
+    };
+}
 
-/// Every host service, shared by all calls.
+/// What a capability says of itself, for grants, `dsh plugins --grants` and the docs.
+#[derive(Debug, Clone, Copy)]
+pub struct CapabilityInfo {
+    /// The grant, WIT interface and `dsh.toml` section name.
+    pub name: &'static str,
+    /// One line on what a plugin granted it can do.
+    pub summary: &'static str,
+    /// The error codes its calls may give besides `INTERNAL`.
+    pub errors: &'static [ErrorCode],
+}
+
+/// Why a capability could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum CapabilityError {
+    #[error(transparent)]
+    Containment(#[from] process::containment::ContainmentError),
+}
+
+/// What every capability is built on: the launcher every process starts through
+/// (containment and the environment policy) and the registry of background jobs, which
+/// commands and terminals both start.
 #[derive(Debug, Clone)]
-pub struct Services {
-    pub process: process::ProcessService,
+pub struct Foundation {
+    pub launch: Arc<process::Launch>,
     pub jobs: Arc<jobs::JobRegistry>,
-    pub terminal: Arc<terminal::TerminalService>,
+}
+
+/// The native part of a capability: built once per host from its `dsh.toml` section,
+/// shared by every call.
+pub trait Capability: Sized + Clone + std::fmt::Debug + Send + Sync + 'static {
+    /// Its `[NAME]` section of `dsh.toml`.
+    type Config: Clone + Default + std::fmt::Debug + serde::de::DeserializeOwned;
+    const INFO: CapabilityInfo;
+
+    fn start(config: &Self::Config, foundation: &Foundation) -> Result<Self, CapabilityError>;
+
+    /// Releases what `owner` holds (its connection ended); returns how many things.
+    fn release_owner(&self, owner: &str) -> usize;
+
+    /// Stops everything it owns (host shutdown).
+    fn shutdown(&self);
+}
+
+/// What a capability's binding gets for one host call: the call's context (owner,
+/// workdir, ...), the plugin making it, every service, and the call's clock of time spent
+/// in host calls.
+pub struct CallCtx<'a> {
+    pub call: &'a CallContext,
+    pub plugin: &'a str,
+    pub services: &'a Services,
+    /// Wall time spent in dsh's host calls; a binding adds what a slow call took.
+    pub host_time: &'a mut Duration,
+}
+
+impl CallCtx<'_> {
+    /// Runs `work`, counting its wall time as host time.
+    pub async fn timed<T>(&mut self, work: impl std::future::Future<Output = T>) -> T {
+        let started = std::time::Instant::now();
+        let result = work.await;
+        *self.host_time += started.elapsed();
+        result
+    }
+}
+
+/// A store state the capabilities' bindings can serve: it gives a [`CallCtx`].
+pub trait CallView: Send {
+    fn call_ctx(&mut self) -> CallCtx<'_>;
+}
+
+macro_rules! define_services {
+    ($($name:ident: $ty:ty,)*) => {
+        /// Every capability's native part, shared by all calls.
+        #[derive(Debug, Clone)]
+        pub struct Services {
+            $(pub $name: $ty,)*
+        }
+
+        /// Every capability's `dsh.toml` section.
+        #[derive(Debug, Clone, Default)]
+        pub struct ServicesConfig {
+            $(pub $name: <$ty as Capability>::Config,)*
+        }
+
+        /// The capabilities, in list order.
+        pub mod capabilities {
+            use super::*;
+
+            /// What each says of itself.
+            pub const ALL: &[CapabilityInfo] = &[$(<$ty as Capability>::INFO,)*];
+            /// Their names: the interfaces a plugin can be granted.
+            pub const NAMES: &[&str] = &[$(<$ty as Capability>::INFO.name,)*];
+        }
+
+        impl Services {
+            /// Starts every capability. `spill_dir` holds the background jobs' output
+            /// files. Fails when the configured containment cannot be set up.
+            pub fn new(config: &ServicesConfig, spill_dir: PathBuf) -> Result<Self, CapabilityError> {
+                let foundation = Foundation::new(config, spill_dir)?;
+                Ok(Services {
+                    $($name: <$ty as Capability>::start(&config.$name, &foundation)?,)*
+                })
+            }
+
+            /// Stops everything the capabilities own (host shutdown): no process is
+            /// left behind.
+            pub fn shutdown(&self) {
+                $(self.$name.shutdown();)*
+            }
+
+            /// Releases everything `owner` holds (its connection ended).
+            pub fn release_owner(&self, owner: &str) {
+                $(let $name = self.$name.release_owner(owner);)*
+                tracing::info!(
+                    owner,
+                    $($name,)*
+                    "released the resources of an owner that went away"
+                );
+            }
+        }
+    };
+}
+
+for_each_capability!(define_services);
+
+impl Foundation {
+    fn new(config: &ServicesConfig, spill_dir: PathBuf) -> Result<Self, CapabilityError> {
+        Ok(Foundation {
+            launch: Arc::new(process::Launch::new(&config.process)?),
+            jobs: Arc::new(jobs::JobRegistry::new(
+                config.jobs.clone(),
+                Duration::from_millis(config.process.kill_grace_ms),
+                spill_dir,
+            )),
+        })
+    }
 }
 
 impl Services {
-    /// `spill_dir` holds the jobs' output files. Fails when the configured containment
-    /// cannot be set up.
-    pub fn new(
-        config: &Config,
-        spill_dir: std::path::PathBuf,
-    ) -> Result<Self, process::containment::ContainmentError> {
-        let jobs = Arc::new(jobs::JobRegistry::new(
-            config.jobs.clone(),
-            Duration::from_millis(config.process.kill_grace_ms),
-            spill_dir,
-        ));
-        let launch = Arc::new(process::Launch::new(&config.process)?);
-        Ok(Services {
-            process: process::ProcessService::new(config.process.clone(), launch.clone()),
-            terminal: Arc::new(terminal::TerminalService::new(
-                config.terminal.clone(),
-                launch,
-                jobs.clone(),
-            )),
-            jobs,
-        })
-    }
-
-    /// Stops everything the services own (host shutdown): no process is left behind.
-    pub fn shutdown(&self) {
-        self.terminal.close_all();
-        self.process.kill_all();
-    }
-
-    /// Releases everything `owner` holds (its connection ended).
-    pub fn release_owner(&self, owner: &str) {
-        let terminals = self.terminal.close_owner(owner);
-        let processes = self.process.kill_owner(owner);
-        let jobs = self.jobs.forget_owner(owner);
-        tracing::info!(
-            owner,
-            terminals,
-            processes,
-            jobs,
-            "released the resources of an owner that went away"
-        );
-    }
-
     /// Releases everything `owner` holds after `grace` (from a tokio context).
     pub fn release_owner_after(&self, owner: Arc<str>, grace: Duration) {
         let services = self.clone();
@@ -76,13 +188,4 @@ impl Services {
             services.release_owner(&owner);
         });
     }
-}
-
-/// Adds every host interface to the linker.
-pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
-    plugin::process::add_to_linker::<CallState, HasSelf<CallState>>(linker, |state| state)?;
-    plugin::terminal::add_to_linker::<CallState, HasSelf<CallState>>(linker, |state| state)?;
-    plugin::jobs::add_to_linker::<CallState, HasSelf<CallState>>(linker, |state| state)?;
-    plugin::log::add_to_linker::<CallState, HasSelf<CallState>>(linker, |state| state)?;
-    Ok(())
 }

@@ -27,9 +27,9 @@ impl EventLog {
 
     fn open(&self) -> std::io::Result<File> {
         if let Some(dir) = self.path.parent() {
-            super::private::create_dir_all(dir)?;
+            crate::private::create_dir_all(dir)?;
         }
-        super::private::open_file(&self.path, OpenOptions::new().create(true).append(true))
+        crate::private::open_file(&self.path, OpenOptions::new().create(true).append(true))
     }
 
     pub fn path(&self) -> &Path {

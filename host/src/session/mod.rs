@@ -3,7 +3,7 @@
 //! private) with the event log and the spill files, and the call id sequence.
 
 pub mod event_log;
-pub mod private;
+use crate::private;
 pub mod retention;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};

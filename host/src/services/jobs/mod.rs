@@ -23,6 +23,8 @@
 //!
 //! Native only: nothing here knows wasmtime. The WIT binding is in [`wit`].
 
+pub mod capability;
+pub mod config;
 pub mod wit;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -34,9 +36,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::Notify;
 
-use crate::config::JobsConfig;
 use crate::error::{ErrorCode, ToolError};
 use crate::services::process::signal_group;
+pub use config::JobsConfig;
 
 /// Where a job is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -463,8 +465,8 @@ impl JobRegistry {
         };
         let id = format!("{kind}-{n}");
         let spill_path = self.spill_dir.join(format!("job-{id}.txt"));
-        let file = crate::session::private::create_dir_all(&self.spill_dir)
-            .and_then(|_| crate::session::private::create_file(&spill_path));
+        let file = crate::private::create_dir_all(&self.spill_dir)
+            .and_then(|_| crate::private::create_file(&spill_path));
         let (file, write_error) = match file {
             Ok(file) => (Some(file), None),
             Err(error) => (None, Some(error.to_string())),

@@ -3,12 +3,15 @@
 
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use crate::engine::bindings::dsh::plugin::jobs::{
-    Host, JobInfo as WitJobInfo, JobOutput, JobState as WitJobState, KillReport as WitKillReport,
-    OutputRequest,
+use wasmtime::component::Linker;
+
+use crate::bindings::dsh::plugin::jobs::{
+    self as interface, Host, JobInfo as WitJobInfo, JobOutput, JobState as WitJobState,
+    KillReport as WitKillReport, OutputRequest,
 };
-use crate::engine::bindings::dsh::plugin::types::ToolError as WitToolError;
-use crate::engine::store::CallState;
+use crate::bindings::dsh::plugin::types::ToolError as WitToolError;
+use crate::services::wit::HasCall;
+use crate::services::{CallCtx, CallView};
 
 use super::{JobInfo, JobState};
 
@@ -40,7 +43,12 @@ fn to_wit(info: JobInfo) -> WitJobInfo {
     }
 }
 
-impl Host for CallState {
+/// Adds `dsh:plugin/jobs` to `linker`.
+pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    interface::add_to_linker::<T, HasCall>(linker, T::call_ctx)
+}
+
+impl Host for CallCtx<'_> {
     async fn list(&mut self) -> Vec<WitJobInfo> {
         self.services
             .jobs
@@ -67,7 +75,7 @@ impl Host for CallState {
                 Duration::from_millis(request.wait_ms.unwrap_or(0).into()),
             )
             .await;
-        self.host_time += started.elapsed();
+        *self.host_time += started.elapsed();
         let read = read?;
         Ok(JobOutput {
             info: to_wit(read.info),
@@ -89,7 +97,7 @@ impl Host for CallState {
             .jobs
             .kill(&self.call.owner, &id, signal.as_deref().unwrap_or("TERM"))
             .await;
-        self.host_time += started.elapsed();
+        *self.host_time += started.elapsed();
         let report = report?;
         Ok(WitKillReport {
             info: to_wit(report.info),

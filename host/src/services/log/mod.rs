@@ -1,19 +1,36 @@
-//! The `dsh:plugin/log` binding: a plugin's log lines go into the host's `tracing`,
-//! attributed to the plugin and the call.
+//! The log capability: a plugin's log lines go into the host's `tracing`, attributed to
+//! the plugin and the call. No state and no `dsh.toml` settings.
 
-use crate::engine::bindings::dsh::plugin::log::{Host, Level};
-use crate::engine::store::CallState;
+pub mod wit;
 
-impl Host for CallState {
-    async fn write(&mut self, level: Level, message: String) {
-        let plugin = &*self.plugin;
-        let call = self.call.call_id.as_str();
-        match level {
-            Level::Trace => tracing::trace!(target: "dsh::plugin", plugin, call, "{message}"),
-            Level::Debug => tracing::debug!(target: "dsh::plugin", plugin, call, "{message}"),
-            Level::Info => tracing::info!(target: "dsh::plugin", plugin, call, "{message}"),
-            Level::Warn => tracing::warn!(target: "dsh::plugin", plugin, call, "{message}"),
-            Level::Error => tracing::error!(target: "dsh::plugin", plugin, call, "{message}"),
-        }
+use serde::Deserialize;
+
+use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation};
+
+/// The log capability (stateless).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LogCapability;
+
+/// `[log]` in `dsh.toml`: nothing to set yet.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {}
+
+impl Capability for LogCapability {
+    type Config = LogConfig;
+    const INFO: CapabilityInfo = CapabilityInfo {
+        name: "log",
+        summary: "write log lines into the host's log, attributed to the plugin and call",
+        errors: &[],
+    };
+
+    fn start(_config: &LogConfig, _foundation: &Foundation) -> Result<Self, CapabilityError> {
+        Ok(LogCapability)
     }
+
+    fn release_owner(&self, _owner: &str) -> usize {
+        0
+    }
+
+    fn shutdown(&self) {}
 }

@@ -14,7 +14,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use serde::Deserialize;
 
-use crate::config::glob_match;
+use crate::glob::glob_match;
 
 /// Names that look secret (case-insensitive globs): dropped unless `include` names them.
 /// `DSH_*` keeps dsh's own settings (the HTTP bearer token `DSH_HTTP_TOKEN` first) from

@@ -13,6 +13,8 @@
 //!
 //! Native only: nothing here knows wasmtime. The WIT binding is in [`wit`].
 
+pub mod capability;
+pub mod config;
 pub mod containment;
 pub mod environment;
 pub(crate) mod spawn;
@@ -31,10 +33,10 @@ use tokio::io::AsyncReadExt;
 
 use std::os::unix::process::ExitStatusExt;
 
-use crate::config::ProcessConfig;
 use crate::error::{ErrorCode, ToolError};
 use crate::output::BoundedCapture;
 use crate::services::jobs::{JobRegistry, JobState};
+pub use config::{ContainmentMode, ProcessConfig};
 
 /// Why a command could not be run at all.
 #[derive(Debug, thiserror::Error)]
@@ -493,10 +495,10 @@ mod tests {
     use super::*;
 
     fn service() -> ProcessService {
-        service_with(crate::config::ContainmentMode::Auto)
+        service_with(crate::services::process::ContainmentMode::Auto)
     }
 
-    fn service_with(containment: crate::config::ContainmentMode) -> ProcessService {
+    fn service_with(containment: crate::services::process::ContainmentMode) -> ProcessService {
         let config = ProcessConfig {
             containment,
             ..ProcessConfig::default()
@@ -531,7 +533,7 @@ mod tests {
         }
     }
 
-    async fn escapees_die_with_their_run(containment: crate::config::ContainmentMode) {
+    async fn escapees_die_with_their_run(containment: crate::services::process::ContainmentMode) {
         let dir = tempfile::tempdir().unwrap();
         let service = service_with(containment);
         let nanos = std::time::SystemTime::now()
@@ -549,12 +551,12 @@ mod tests {
 
     #[tokio::test]
     async fn in_a_cgroup_processes_that_leave_the_group_die_with_their_run() {
-        escapees_die_with_their_run(crate::config::ContainmentMode::Cgroup).await;
+        escapees_die_with_their_run(crate::services::process::ContainmentMode::Cgroup).await;
     }
 
     #[tokio::test]
     async fn marked_processes_that_leave_the_group_die_with_their_run() {
-        escapees_die_with_their_run(crate::config::ContainmentMode::Subreaper).await;
+        escapees_die_with_their_run(crate::services::process::ContainmentMode::Subreaper).await;
     }
 
     fn spec(command: &str, dir: &std::path::Path) -> RunSpec {

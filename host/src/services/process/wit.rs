@@ -1,22 +1,28 @@
 //! The `dsh:plugin/process` binding: turns a plugin's `run` request into a
 //! [`RunSpec`](super::RunSpec) for the call's owner and workdir, and its outcome back.
 
-use std::time::Instant;
+use wasmtime::component::Linker;
 
-use crate::engine::bindings::dsh::plugin::process::{
-    BackgroundRequest, Host, RunOutcome, RunRequest,
+use crate::bindings::dsh::plugin::process::{
+    self as interface, BackgroundRequest, Host, RunOutcome, RunRequest,
 };
-use crate::engine::bindings::dsh::plugin::types::ToolError as WitToolError;
-use crate::engine::store::CallState;
+use crate::bindings::dsh::plugin::types::ToolError as WitToolError;
 use crate::error::{ErrorCode, ToolError};
+use crate::services::wit::HasCall;
+use crate::services::{CallCtx, CallView};
 
 use super::RunSpec;
 
-impl Host for CallState {
+/// Adds `dsh:plugin/process` to `linker`.
+pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    interface::add_to_linker::<T, HasCall>(linker, T::call_ctx)
+}
+
+impl Host for CallCtx<'_> {
     async fn run(&mut self, request: RunRequest) -> Result<RunOutcome, WitToolError> {
-        let started = Instant::now();
+        let started = std::time::Instant::now();
         let result = self.run_process(request).await;
-        self.host_time += started.elapsed();
+        *self.host_time += started.elapsed();
         result.map_err(|e| e.into())
     }
 
@@ -40,7 +46,7 @@ impl Host for CallState {
     }
 }
 
-impl CallState {
+impl CallCtx<'_> {
     async fn run_process(&mut self, request: RunRequest) -> Result<RunOutcome, ToolError> {
         let cwd = match request.workdir.as_deref() {
             None => self.call.workdir.clone(),

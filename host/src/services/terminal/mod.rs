@@ -30,6 +30,8 @@
 //!
 //! Native only: nothing here knows wasmtime. The WIT binding is in [`wit`].
 
+pub mod capability;
+pub mod config;
 pub mod text;
 pub mod waiting;
 pub mod wit;
@@ -46,10 +48,10 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
 
-use crate::config::TerminalConfig;
 use crate::error::{ErrorCode, ToolError};
 use crate::services::jobs::{JobRegistry, JobState};
 use crate::services::process::{containment, find_program, signal_group, spawn, Launch};
+pub use config::TerminalConfig;
 
 /// What to open.
 #[derive(Debug, Clone)]
@@ -1011,13 +1013,13 @@ mod tests {
 
     fn service() -> TerminalService {
         let jobs = Arc::new(JobRegistry::new(
-            crate::config::JobsConfig::default(),
+            crate::services::jobs::JobsConfig::default(),
             Duration::from_millis(100),
             std::env::temp_dir(),
         ));
         TerminalService::new(
             TerminalConfig::default(),
-            Arc::new(Launch::new(&crate::config::ProcessConfig::default()).unwrap()),
+            Arc::new(Launch::new(&crate::services::process::ProcessConfig::default()).unwrap()),
             jobs,
         )
     }

@@ -3,13 +3,16 @@
 
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use crate::engine::bindings::dsh::plugin::terminal::{
-    Host, OpenRequest, ReadRequest, ReadResult, SendRequest, SendResult,
+use wasmtime::component::Linker;
+
+use crate::bindings::dsh::plugin::terminal::{
+    self as interface, Host, OpenRequest, ReadRequest, ReadResult, SendRequest, SendResult,
     SessionInfo as WitSessionInfo, View as WitView,
 };
-use crate::engine::bindings::dsh::plugin::types::ToolError as WitToolError;
-use crate::engine::store::CallState;
+use crate::bindings::dsh::plugin::types::ToolError as WitToolError;
 use crate::error::{ErrorCode, ToolError};
+use crate::services::wit::HasCall;
+use crate::services::{CallCtx, CallView};
 
 use super::{OpenSpec, SendWait, SessionInfo, View};
 
@@ -35,7 +38,12 @@ fn to_wit(info: SessionInfo) -> WitSessionInfo {
     }
 }
 
-impl Host for CallState {
+/// Adds `dsh:plugin/terminal` to `linker`.
+pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    interface::add_to_linker::<T, HasCall>(linker, T::call_ctx)
+}
+
+impl Host for CallCtx<'_> {
     async fn open(&mut self, request: OpenRequest) -> Result<WitSessionInfo, WitToolError> {
         let cwd = match request.cwd.as_deref() {
             None => self.call.workdir.clone(),
@@ -80,7 +88,7 @@ impl Host for CallState {
                 request.background,
             )
             .await;
-        self.host_time += started.elapsed();
+        *self.host_time += started.elapsed();
         let outcome = outcome?;
         Ok(SendResult {
             output: outcome.output,

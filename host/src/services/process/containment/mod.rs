@@ -25,7 +25,7 @@ pub mod marks;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
-use crate::config::{ContainmentMode, ProcessConfig};
+use crate::services::process::{ContainmentMode, ProcessConfig};
 
 /// Why containment could not be set up.
 #[derive(Debug, thiserror::Error)]

@@ -110,8 +110,27 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Deserialize;
+
+use crate::services::{jobs, log, process, terminal, Capability, ServicesConfig};
+
+pub mod origin;
+pub mod plugin;
+
+/// Plugin instances that may be alive at once (the engine's instance pool).
+pub const MAX_LIVE_INSTANCES: u32 = 512;
+/// Instances kept for loading plugins (`describe()` runs one while calls are running).
+const LOAD_RESERVE: u32 = 32;
+/// The most calls that may be admitted at once (`[limits] max_calls_in_flight` is
+/// checked against it): each holds one instance at a time (a guard's, the tool's, a
+/// filter's), never two.
+pub const MAX_CALL_SLOTS: usize = (MAX_LIVE_INSTANCES - LOAD_RESERVE) as usize;
+
+pub use plugin::{
+    FsGrant, FsMode, PluginConfig, DEFAULT_CPU_MS, DEFAULT_GUARD_CPU_MS, DEFAULT_MEMORY_MB,
+};
 
 /// Why a configuration could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -125,33 +144,48 @@ pub enum ConfigError {
     Invalid { path: String, message: String },
 }
 
-/// The whole of `dsh.toml`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Config {
-    #[serde(default)]
-    pub limits: Limits,
-    #[serde(default)]
-    pub process: ProcessConfig,
-    #[serde(default)]
-    pub gate: GateConfig,
-    #[serde(default)]
-    pub serve: ServeConfig,
-    #[serde(default)]
-    pub jobs: JobsConfig,
-    #[serde(default)]
-    pub terminal: TerminalConfig,
-    /// Scope name → tool name patterns the scope may see.
-    #[serde(default)]
-    pub scopes: BTreeMap<String, Vec<String>>,
-    /// Plugin name → its bounds and settings.
-    #[serde(default)]
-    pub plugins: BTreeMap<String, PluginConfig>,
-    #[serde(default)]
-    pub pipeline: PipelineConfig,
-    #[serde(default)]
-    pub state: StateConfig,
+macro_rules! define_config {
+    ($($name:ident: $ty:ty,)*) => {
+        /// The whole of `dsh.toml`: the host's own sections, and one section per
+        /// capability (`[process]`, `[jobs]`, `[terminal]`, ...: see
+        /// [`crate::services::for_each_capability`]).
+        #[derive(Debug, Clone, Default, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct Config {
+            #[serde(default)]
+            pub limits: Limits,
+            #[serde(default)]
+            pub gate: GateConfig,
+            #[serde(default)]
+            pub serve: ServeConfig,
+            /// Scope name → tool name patterns the scope may see.
+            #[serde(default)]
+            pub scopes: BTreeMap<String, Vec<String>>,
+            /// Plugin name → its bounds, settings and grants.
+            #[serde(default)]
+            pub plugins: BTreeMap<String, PluginConfig>,
+            #[serde(default)]
+            pub pipeline: PipelineConfig,
+            #[serde(default)]
+            pub state: StateConfig,
+            $(
+                #[serde(default)]
+                pub $name: <$ty as Capability>::Config,
+            )*
+        }
+
+        impl Config {
+            /// The capabilities' sections, to start the services with.
+            pub fn services(&self) -> ServicesConfig {
+                ServicesConfig {
+                    $($name: self.$name.clone(),)*
+                }
+            }
+        }
+    };
 }
+
+crate::for_each_capability!(define_config);
 
 /// How much of past sessions the state directory keeps (`[state]`).
 #[derive(Debug, Clone, Deserialize)]
@@ -205,7 +239,7 @@ pub struct Limits {
     /// plugin instance at a time (a guard's, then the tool's, then each filter's), so
     /// this many calls can never exhaust the instance pool. Sized for a 2-core machine:
     /// most calls wait on processes, not on a core. At most
-    /// [`crate::engine::MAX_CALL_SLOTS`].
+    /// [`MAX_CALL_SLOTS`].
     pub max_calls_in_flight: usize,
     /// Calls waiting for a turn when `max_calls_in_flight` are running; they are taken
     /// round-robin between owners, each owner's in order. One more call gets `BUSY`.
@@ -228,7 +262,7 @@ impl Default for Limits {
 impl Limits {
     /// Checks the admission limits against the instance pool.
     fn check(&self) -> Result<(), String> {
-        let most = crate::engine::MAX_CALL_SLOTS;
+        let most = MAX_CALL_SLOTS;
         if !(1..=most).contains(&self.max_calls_in_flight) {
             return Err(format!(
                 "limits.max_calls_in_flight must be between 1 and {most} (the plugin instance pool less its reserve for loads), not {}",
@@ -236,115 +270,6 @@ impl Limits {
             ));
         }
         Ok(())
-    }
-}
-
-/// How the process service treats process trees.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ProcessConfig {
-    /// Time between TERM and KILL when a process group is stopped.
-    pub kill_grace_ms: u64,
-    /// How long output is still read after the shell exits (a process that left the
-    /// group may hold the pipe open; it is not waited for longer than this).
-    pub drain_ms: u64,
-    /// How runs are contained: `auto` (a cgroup per run where one can be created, else
-    /// the subreaper fallback), `cgroup` (required: dsh refuses to start without it) or
-    /// `subreaper` (the fallback, forced).
-    pub containment: ContainmentMode,
-    /// Most processes and threads one run may have (cgroup `pids.max`); 0 = no limit.
-    pub pids_max: u64,
-    /// Most memory one run may use, in MiB (cgroup `memory.max`); 0 = no limit.
-    pub memory_max_mb: u64,
-    /// The environment commands get (bash, background jobs, terminals).
-    pub env: crate::services::process::environment::EnvPolicy,
-}
-
-impl Default for ProcessConfig {
-    fn default() -> Self {
-        ProcessConfig {
-            kill_grace_ms: 2_000,
-            drain_ms: 200,
-            containment: ContainmentMode::Auto,
-            pids_max: 4096,
-            memory_max_mb: 0,
-            env: Default::default(),
-        }
-    }
-}
-
-/// How runs are contained (`[process] containment`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ContainmentMode {
-    /// A cgroup per run where dsh can create one, else the subreaper fallback.
-    #[default]
-    Auto,
-    /// A cgroup per run, or dsh does not start.
-    Cgroup,
-    /// The fallback: dsh is the subreaper of everything it starts and follows runs by a
-    /// mark in their environment.
-    Subreaper,
-}
-
-/// Background jobs.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct JobsConfig {
-    /// Running jobs one owner may have; the next start gets `LIMIT_EXCEEDED`.
-    pub max_running_per_owner: usize,
-    /// A job whose output passes this many bytes is killed (its spill file's size cap).
-    pub max_output_bytes: u64,
-    /// The newest bytes of each job's output kept in memory.
-    pub tail_bytes: usize,
-    /// The longest `job_output` may wait for news.
-    pub max_wait_ms: u64,
-    /// Finished jobs kept per owner (their state and their spill file); past this, the
-    /// oldest finished are retired: forgotten, their spill file deleted.
-    pub max_finished_per_owner: usize,
-    /// A job that finished this long ago is retired.
-    pub finished_retention_ms: u64,
-}
-
-impl Default for JobsConfig {
-    fn default() -> Self {
-        JobsConfig {
-            max_running_per_owner: 64,
-            max_output_bytes: 1 << 30,
-            tail_bytes: 1 << 20,
-            max_wait_ms: 60_000,
-            max_finished_per_owner: 256,
-            finished_retention_ms: 3_600_000,
-        }
-    }
-}
-
-/// Terminal sessions.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TerminalConfig {
-    /// Open sessions one owner may have.
-    pub max_sessions_per_owner: usize,
-    /// Open sessions in all.
-    pub max_sessions: usize,
-    /// Bytes of output kept per session (the scrollback).
-    pub scrollback_bytes: usize,
-    /// Lines the `plain` view returns at most.
-    pub scrollback_lines: usize,
-    /// The shell a session runs when none is asked for (bash starts as
-    /// `bash --noprofile --norc -i` with the prompt `$ `).
-    pub shell: String,
-}
-
-impl Default for TerminalConfig {
-    fn default() -> Self {
-        TerminalConfig {
-            max_sessions_per_owner: 16,
-            max_sessions: 64,
-            scrollback_bytes: 4 << 20,
-            scrollback_lines: 10_000,
-            shell: "bash".into(),
-        }
     }
 }
 
@@ -415,7 +340,7 @@ impl ServeConfig {
             }
         }
         for entry in &self.http_allowed_origins {
-            crate::mcp::http::origin::AllowedOrigin::parse(entry)
+            origin::AllowedOrigin::parse(entry)
                 .map_err(|e| format!("serve.http_allowed_origins: {e}"))?;
         }
         Ok(())
@@ -458,70 +383,6 @@ pub struct GateRule {
     /// Shown to the model when the rule denies.
     pub reason: Option<String>,
 }
-
-/// One plugin's bounds and settings.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PluginConfig {
-    /// Guest CPU time per call, in milliseconds (time spent in host calls is not counted).
-    pub cpu_ms: Option<u64>,
-    /// Linear memory cap in MiB.
-    pub memory_mb: Option<u64>,
-    /// The execute stage's timeout for this plugin's tools.
-    pub timeout_ms: Option<u64>,
-    /// Free-form settings handed to the plugin as JSON in its call context.
-    #[serde(default)]
-    pub settings: toml::Table,
-    /// Host interfaces the plugin may import; `None` takes the embedded plugin's
-    /// defaults (none for any other plugin).
-    pub interfaces: Option<Vec<String>>,
-    /// Environment variables the plugin sees, by key, with the host's values.
-    #[serde(default)]
-    pub env: Vec<String>,
-    /// `HOST:PORT` patterns the plugin may connect (and send datagrams) to.
-    #[serde(default, alias = "connect")]
-    pub network: Vec<String>,
-    /// `HOST:PORT` patterns the plugin may bind and listen on.
-    #[serde(default)]
-    pub bind: Vec<String>,
-    /// Any host name may be looked up (else only those the patterns name).
-    #[serde(default)]
-    pub dns: bool,
-    /// Directories mapped into the plugin.
-    #[serde(default)]
-    pub fs: Vec<FsGrant>,
-}
-
-/// A directory granted to a plugin.
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct FsGrant {
-    /// The host directory (absolute).
-    pub path: std::path::PathBuf,
-    /// Where the plugin sees it; the same path by default.
-    pub guest: Option<String>,
-    pub mode: FsMode,
-}
-
-/// Read-only or read-write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-pub enum FsMode {
-    #[serde(rename = "ro")]
-    ReadOnly,
-    #[serde(rename = "rw")]
-    ReadWrite,
-}
-
-/// The host interfaces a plugin can be granted.
-pub const GRANTABLE_INTERFACES: &[&str] = &["process", "terminal", "jobs", "log"];
-
-/// Default guest CPU budget per call.
-pub const DEFAULT_CPU_MS: u64 = 10_000;
-/// Default guest CPU budget per call of a guard or result filter: they decide, they do
-/// not work.
-pub const DEFAULT_GUARD_CPU_MS: u64 = 1_000;
-/// Default linear memory cap per plugin instance.
-pub const DEFAULT_MEMORY_MB: u64 = 64;
 
 impl Config {
     /// Reads `path`.
@@ -572,58 +433,6 @@ impl Config {
     }
 }
 
-impl PluginConfig {
-    /// Checks what can be checked without loading the plugin.
-    fn check(&self) -> Result<(), String> {
-        for interface in self.interfaces.iter().flatten() {
-            if !GRANTABLE_INTERFACES.contains(&interface.as_str()) {
-                return Err(format!(
-                    "unknown interface {interface:?} in `interfaces` (grantable: {})",
-                    GRANTABLE_INTERFACES.join(", ")
-                ));
-            }
-        }
-        for (key, patterns) in [("network", &self.network), ("bind", &self.bind)] {
-            for pattern in patterns {
-                crate::engine::grants::AddressPattern::parse(pattern)
-                    .map_err(|e| format!("{key} pattern {pattern:?}: {e}"))?;
-            }
-        }
-        for grant in &self.fs {
-            if !grant.path.is_absolute() {
-                return Err(format!("fs path {} must be absolute", grant.path.display()));
-            }
-            if grant.guest.as_deref().is_some_and(|g| !g.starts_with('/')) {
-                return Err(format!(
-                    "fs guest path {:?} must be absolute",
-                    grant.guest.as_deref().unwrap_or_default()
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Glob match where `*` matches any run of characters.
-pub fn glob_match(pattern: &str, text: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == text;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
-        return false;
-    }
-    let mut rest = &text[first.len()..text.len() - last.len()];
-    for middle in &parts[1..parts.len() - 1] {
-        match rest.find(middle) {
-            Some(at) => rest = &rest[at + middle.len()..],
-            None => return false,
-        }
-    }
-    true
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -640,18 +449,6 @@ mod tests {
         assert!(plugin.dns);
         let error = Config::parse("[plugins.a]\nbind = [\"127.0.0.1\"]\n").unwrap_err();
         assert!(error.contains("bind pattern"), "{error}");
-    }
-
-    #[test]
-    fn glob_matches_stars_anywhere() {
-        assert!(glob_match("*", "bash"));
-        assert!(glob_match("lsp_*", "lsp_hover"));
-        assert!(!glob_match("lsp_*", "bash"));
-        assert!(glob_match("*_list", "job_list"));
-        assert!(glob_match("a*b*c", "axxbyyc"));
-        assert!(!glob_match("a*b*c", "axxcyyb"));
-        assert!(!glob_match("ab*ba", "aba"));
-        assert!(glob_match("bash", "bash"));
     }
 
     #[test]
@@ -672,7 +469,7 @@ mod tests {
 
     #[test]
     fn the_example_config_parses() {
-        let config = Config::parse(include_str!("../../examples/dsh.toml")).unwrap();
+        let config = Config::parse(include_str!("../../../examples/dsh.toml")).unwrap();
         assert_eq!(config.gate.rules.len(), 1);
         assert_eq!(config.jobs.max_running_per_owner, 64);
         assert_eq!(config.jobs.max_finished_per_owner, 256);
