@@ -12,14 +12,13 @@ use tokio_util::sync::CancellationToken;
 
 use std::io::IsTerminal;
 
-use dsh::call::{Approval, ApprovalFuture, ApprovalRequest, Approver, CallRequest};
+use dsh::call::{describe_args, Approval, ApprovalFuture, ApprovalRequest, Approver, CallRequest};
 use dsh::config::Config;
 use dsh::config_watch::{ConfigStatus, LiveConfig};
 use dsh::control::{ask, running_servers, Answer, ControlSocket, RunningServer};
 use dsh::host::{Host, HostOptions};
 use dsh::mcp::http::{generate_token, serve_http, MCP_PATH};
 use dsh::mcp::{serve_stdio, McpServer};
-use dsh::pipeline::s2_guards::describe_args;
 use dsh::pipeline::s6_observe::{Metrics, ToolStats, LATENCY_BUCKETS_MS};
 use dsh::registry::{PluginStatus, DEFAULT_SCOPE};
 use dsh::services::process::containment::keeper;
