@@ -368,8 +368,13 @@ impl Registry {
         }
         let mut plugins = guard.plugins.clone();
         let entry = plugins.entry(plugin.name.to_string()).or_default();
-        if entry.serving.is_none() {
-            // A refusal of a plugin that never served is answered by this version.
+        // A new version answers the refusal of the one before it; the same version
+        // linked again (its grants changed) leaves the refusal of a newer file standing.
+        if entry
+            .serving
+            .as_ref()
+            .is_none_or(|serving| serving.digest != plugin.digest)
+        {
             entry.refused = None;
         }
         entry.serving = Some(plugin.clone());
@@ -646,6 +651,29 @@ mod tests {
         assert!(registry.remove("jobs"));
         assert!(registry.plugins().is_empty());
         assert!(registry.snapshot().resolve("job_list", &scope).is_err());
+    }
+
+    /// `jobs` under another digest: a new version of it as far as the registry can tell.
+    async fn another_version_of(plugin: &Plugin) -> Arc<Plugin> {
+        let mut other = jobs_plugin().await;
+        Arc::get_mut(&mut other).unwrap().digest = format!("not-{}", plugin.digest);
+        other
+    }
+
+    #[tokio::test]
+    async fn a_new_version_serving_after_a_refused_one_clears_the_refusal() {
+        let registry = Registry::new(BTreeMap::new());
+        let first = jobs_plugin().await;
+        registry.register(first.clone()).unwrap();
+        registry.record_refusal("jobs", refusal("bad", "broken"));
+        let second = another_version_of(&first).await;
+        registry.register(second.clone()).unwrap();
+        let rows = registry.plugins();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(rows[0].status, PluginState::Serving);
+        assert_eq!(rows[0].digest, second.digest);
+        // The refused bytes written again are loaded (and refused) again, not skipped.
+        assert!(!registry.has_version("jobs", "bad"));
     }
 
     #[tokio::test]
