@@ -1,6 +1,7 @@
 //! The registry: the declaration layer. Owns the catalog of tools (every tool's manual,
 //! its compiled argument validator and the plugin that serves it), the guards and
-//! result filters by name, and the status of every plugin, loaded or refused.
+//! result filters by name, and of every plugin the version serving and the version last
+//! refused beside it.
 //!
 //! Rules kept here: tool names are 1–128 characters of `[A-Za-z0-9_-]` and unique
 //! across plugins; every input schema is a valid JSON Schema describing an object;
@@ -457,8 +458,8 @@ impl Registry {
             .collect()
     }
 
-    /// Every plugin's status, sorted by name, with the calls in flight on its serving
-    /// version and on the versions it replaced.
+    /// Every plugin's rows, sorted by name: the version serving (with the calls in
+    /// flight on it and on the versions it replaced), then the version refused, if any.
     pub fn plugins(&self) -> Vec<PluginStatus> {
         let catalog = self.snapshot();
         let mut retired = self.retired.lock().unwrap();
