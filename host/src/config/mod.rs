@@ -114,7 +114,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::services::{capabilities, jobs, log, process, terminal, Capability, ServicesConfig};
+use crate::services::{jobs, log, process, terminal, Capability, ServicesConfig};
 
 pub mod origin;
 pub mod plugin;
@@ -501,7 +501,7 @@ mod tests {
             names.sort();
             names
         };
-        let mut expected: Vec<String> = capabilities::NAMES.iter().map(|n| n.to_string()).collect();
+        let mut expected: Vec<String> = crate::services::capabilities::NAMES.iter().map(|n| n.to_string()).collect();
         expected.sort();
         assert_eq!(
             names(include_str!("../../../README.md")),
