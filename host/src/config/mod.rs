@@ -501,7 +501,10 @@ mod tests {
             names.sort();
             names
         };
-        let mut expected: Vec<String> = crate::services::capabilities::NAMES.iter().map(|n| n.to_string()).collect();
+        let mut expected: Vec<String> = crate::services::capabilities::NAMES
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
         expected.sort();
         assert_eq!(
             names(include_str!("../../../README.md")),

@@ -602,7 +602,8 @@ mod tests {
     async fn jobs_plugin() -> Arc<Plugin> {
         let config = crate::config::Config::default();
         let spill = tempfile::tempdir().unwrap();
-        let services = crate::services::Services::new(&config, spill.path().into()).unwrap();
+        let services =
+            crate::services::Services::new(&config.services(), spill.path().into()).unwrap();
         let runtime = Arc::new(crate::engine::Runtime::new(services, None).unwrap());
         let (_, bytes) = crate::engine::embedded::PLUGINS
             .iter()
