@@ -1,3 +1,8 @@
+//! Settling: when a send is over. `Session::settle` wakes each time the session's output
+//! changes (and at the quiet or timeout instant) and settles the send `exited` (the
+//! shell exited), `pattern` (its wait pattern appeared), `quiet` (no pattern, and no
+//! output for `wait.quiet`), `timeout` or `cancelled` (a background send killed).
+//!
 //! Pattern waits: when a send's `wait.pattern` has appeared in what the command printed.
 //!
 //! A terminal echoes what is typed (the kernel in canonical mode, readline and REPLs by
@@ -22,10 +27,13 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Instant;
 
 use regex::Regex;
 
+use super::sessions::Session;
 use super::text::PlainStream;
+use super::SendWait;
 
 /// How far before the output new to a look a match may begin.
 pub const OVERLAP: usize = 4096;
@@ -240,6 +248,75 @@ impl PatternWait {
             self.searched = self.text.len();
         }
         found
+    }
+}
+
+impl Session {
+    /// Waits until the send that began at `start` (when the output was `from` bytes
+    /// long) settles. `on_output` runs each time new output arrived. A pattern is
+    /// looked for in the output after `echo` (see [`PatternWait`]), each wake-up searching
+    /// only what is new.
+    pub(super) async fn settle(
+        &self,
+        from: u64,
+        start: Instant,
+        wait: &SendWait,
+        echo: Echo,
+        cancel: Option<&tokio_util::sync::CancellationToken>,
+        mut on_output: impl FnMut(),
+    ) -> &'static str {
+        let deadline = start + wait.timeout;
+        let mut pattern = wait
+            .pattern
+            .clone()
+            .map(|regex| PatternWait::new(regex, echo));
+        let mut looked = from;
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (last_output, exited, total) = {
+                let output = self.output.lock().unwrap();
+                (output.last_output, output.exited, output.total)
+            };
+            on_output();
+            if exited {
+                return "exited";
+            }
+            if let Some(pattern) = &mut pattern {
+                if total > looked {
+                    let (bytes, _, upto) = self.raw_since(looked);
+                    looked = upto;
+                    if pattern.feed(&bytes) {
+                        return "pattern";
+                    }
+                }
+            }
+            let quiet_at = last_output.max(start) + wait.quiet;
+            let now = Instant::now();
+            if wait.pattern.is_none() && now >= quiet_at {
+                return "quiet";
+            }
+            if now >= deadline {
+                return "timeout";
+            }
+            let wake = if wait.pattern.is_none() {
+                quiet_at.min(deadline)
+            } else {
+                deadline
+            };
+            let cancelled = async {
+                match cancel {
+                    Some(token) => token.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep_until(wake.into()) => {}
+                _ = cancelled => return "cancelled",
+            }
+        }
     }
 }
 
