@@ -46,8 +46,8 @@ const KEEP: usize = 64 * 1024;
 enum Typed {
     /// Printable text: its echo is a line ending with it.
     Text {
-        chars: Vec<char>,
-        /// The KMP prefix function of `chars`.
+        text: String,
+        /// The KMP prefix function of `text`'s bytes.
         prefix: Vec<usize>,
     },
     /// Text with control characters: the next line is its echo.
@@ -59,50 +59,56 @@ impl Typed {
         if line.chars().any(char::is_control) {
             return Typed::Any;
         }
-        let chars: Vec<char> = line.chars().collect();
-        let mut prefix = vec![0; chars.len()];
+        let bytes = line.as_bytes();
+        let mut prefix = vec![0; bytes.len()];
         let mut k = 0;
-        for i in 1..chars.len() {
-            while k > 0 && chars[i] != chars[k] {
+        for i in 1..bytes.len() {
+            while k > 0 && bytes[i] != bytes[k] {
                 k = prefix[k - 1];
             }
-            if chars[i] == chars[k] {
+            if bytes[i] == bytes[k] {
                 k += 1;
             }
             prefix[i] = k;
         }
-        Typed::Text { chars, prefix }
+        Typed::Text {
+            text: line.to_string(),
+            prefix,
+        }
     }
 
     /// Whether `line`, complete, is this line's echo.
-    fn is_echo(&self, line: &[char]) -> bool {
+    fn is_echo(&self, line: &str) -> bool {
         match self {
-            Typed::Text { chars, .. } => line.ends_with(chars),
+            Typed::Text { text, .. } => line.ends_with(text.as_str()),
             Typed::Any => true,
         }
     }
 
     /// Whether `line`, still being written, may be (the start of) this line's echo: it
     /// ends with a non-empty beginning of the typed line.
-    fn may_be_echo(&self, line: &[char]) -> bool {
-        let (chars, prefix) = match self {
+    fn may_be_echo(&self, line: &str) -> bool {
+        let (typed, prefix) = match self {
             Typed::Any => return true,
-            Typed::Text { chars, prefix } => (chars, prefix),
+            Typed::Text { text, prefix } => (text.as_bytes(), prefix),
         };
-        if chars.is_empty() || line.is_empty() {
+        if typed.is_empty() || line.is_empty() {
             return false;
         }
-        // The longest suffix of `line` that is a prefix of `chars` (KMP over the last
-        // `chars.len()` characters of the line, where any such suffix begins).
+        // The longest suffix of `line` that is a prefix of the typed line (KMP over the
+        // last `typed.len()` bytes of the line, where any such suffix begins). Bytes,
+        // not characters: a match begins with the typed line's first byte, which starts
+        // a character, so it begins at a character boundary of the line.
+        let line = line.as_bytes();
         let mut k = 0;
-        for &c in &line[line.len().saturating_sub(chars.len())..] {
-            if k == chars.len() {
+        for &c in &line[line.len().saturating_sub(typed.len())..] {
+            if k == typed.len() {
                 k = prefix[k - 1];
             }
-            while k > 0 && c != chars[k] {
+            while k > 0 && c != typed[k] {
                 k = prefix[k - 1];
             }
-            if c == chars[k] {
+            if c == typed[k] {
                 k += 1;
             }
         }
@@ -126,7 +132,7 @@ impl Echo {
             return Echo::default();
         }
         let mut pending: VecDeque<Typed> = typed.split(['\r', '\n']).map(Typed::new).collect();
-        if matches!(pending.back(), Some(Typed::Text { chars, .. }) if chars.is_empty()) {
+        if matches!(pending.back(), Some(Typed::Text { text, .. }) if text.is_empty()) {
             pending.pop_back();
         }
         Echo { pending }
@@ -134,7 +140,7 @@ impl Echo {
 
     /// Whether a completed `line` is the echo of the next typed line (then that line's
     /// echo has been seen).
-    fn take(&mut self, line: &[char]) -> bool {
+    fn take(&mut self, line: &str) -> bool {
         match self.pending.front() {
             Some(typed) if typed.is_echo(line) => {
                 self.pending.pop_front();
@@ -145,7 +151,7 @@ impl Echo {
     }
 
     /// Whether the line being written may be an echo still.
-    fn hides(&self, line: &[char]) -> bool {
+    fn hides(&self, line: &str) -> bool {
         self.pending
             .front()
             .is_some_and(|typed| typed.may_be_echo(line))
@@ -186,7 +192,7 @@ impl PatternWait {
         let (echo, text) = (&mut self.echo, &mut self.text);
         self.stream.feed(raw, |line| {
             if !echo.take(line) {
-                text.extend(line);
+                text.push_str(line);
                 text.push('\n');
             }
         });
@@ -205,7 +211,10 @@ impl PatternWait {
         }
         let mut haystack = String::new();
         let start;
-        let line_from = dirty.saturating_sub(OVERLAP);
+        let mut line_from = dirty.saturating_sub(OVERLAP);
+        while !line.is_char_boundary(line_from) {
+            line_from -= 1;
+        }
         if text_new || line_from == 0 {
             // The tail of the text (from the overlap before what is new), then the line.
             let mut from = if text_new {
@@ -225,14 +234,17 @@ impl PatternWait {
             haystack.push_str(&self.text[from - context..]);
             start = context;
             if line_counts {
-                haystack.extend(line);
+                haystack.push_str(line);
             }
         } else {
-            // Only the line changed, far into it: its tail from the overlap on.
-            let context = line[line_from - 1];
-            haystack.push(context);
-            haystack.extend(&line[line_from..]);
-            start = context.len_utf8();
+            // Only the line changed, far into it: its tail from the overlap on, with one
+            // character before it as context.
+            let context = line[..line_from]
+                .chars()
+                .next_back()
+                .map_or(0, char::len_utf8);
+            haystack.push_str(&line[line_from - context..]);
+            start = context;
         }
         let found = self.regex.is_match_at(&haystack, start);
         self.searched = self.text.len();
