@@ -90,10 +90,8 @@ pub(super) fn start_shell(
     drop(slave);
     // SAFETY: registering our own descriptor, owned by the AsyncFd from here on.
     let master = unsafe {
-        AsyncFd::register_with_interest(
-            master,
-            tokio::io::Interest::READABLE | tokio::io::Interest::WRITABLE,
-        )
+        // Reading only: see `Session::write_all`.
+        AsyncFd::register_with_interest(master, tokio::io::Interest::READABLE)
     }
     .map_err(|e| internal("cannot watch the PTY", e.into()))?;
     Ok(Shell { master, child, run })
@@ -108,23 +106,40 @@ impl Session {
         (pgid > 0).then_some(pgid)
     }
 
+    /// Writes `bytes` to the terminal. The master is registered for reading only: were
+    /// it registered for writing too, every byte the shell reads from its side (readline
+    /// reads one at a time) would wake the event loop with an edge of writability. So
+    /// writes go straight to the descriptor, and only a write the terminal's input queue
+    /// cannot take (a long paste) waits, on a duplicate registered for writing just then.
     pub(super) async fn write_all(&self, mut bytes: &[u8]) -> Result<(), ToolError> {
+        let fd = self.master.get_ref();
+        let mut writable: Option<AsyncFd<OwnedFd>> = None;
         while !bytes.is_empty() {
-            let mut ready = self.master.writable().await.map_err(write_error)?;
             // SAFETY: writing from a valid slice to our own descriptor.
-            match ready.try_io(|fd| {
-                let n = unsafe {
-                    libc::write(fd.get_ref().as_raw_fd(), bytes.as_ptr().cast(), bytes.len())
-                };
-                if n < 0 {
-                    Err(std::io::Error::last_os_error())
-                } else {
-                    Ok(n as usize)
-                }
-            }) {
-                Ok(Ok(n)) => bytes = &bytes[n..],
-                Ok(Err(error)) => return Err(write_error(error)),
-                Err(_would_block) => continue,
+            let n = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
+            if n >= 0 {
+                bytes = &bytes[n as usize..];
+                continue;
+            }
+            let error = std::io::Error::last_os_error();
+            match error.kind() {
+                std::io::ErrorKind::Interrupted => continue,
+                std::io::ErrorKind::WouldBlock => {}
+                _ => return Err(write_error(error)),
+            }
+            if writable.is_none() {
+                let dup = fd.try_clone().map_err(write_error)?;
+                // SAFETY: the duplicate is fresh and owned by the AsyncFd from here on.
+                let registered =
+                    unsafe { AsyncFd::register_with_interest(dup, tokio::io::Interest::WRITABLE) };
+                writable = Some(registered.map_err(|e| write_error(e.into()))?);
+            }
+            if let Some(writable) = &writable {
+                writable
+                    .writable()
+                    .await
+                    .map_err(write_error)?
+                    .clear_ready();
             }
         }
         Ok(())

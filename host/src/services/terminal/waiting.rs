@@ -283,6 +283,11 @@ impl Session {
             .clone()
             .map(|regex| PatternWait::new(regex, echo));
         let mut looked = from;
+        // One timer for the whole wait, moved only when the instant to wake at moves (a
+        // pattern wait's never does): not a timer registered and dropped per wake-up.
+        let mut wake_at = deadline;
+        let sleep = tokio::time::sleep_until(wake_at.into());
+        tokio::pin!(sleep);
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
@@ -317,6 +322,10 @@ impl Session {
             } else {
                 deadline
             };
+            if wake != wake_at {
+                wake_at = wake;
+                sleep.as_mut().reset(wake.into());
+            }
             let cancelled = async {
                 match cancel {
                     Some(token) => token.cancelled().await,
@@ -325,7 +334,7 @@ impl Session {
             };
             tokio::select! {
                 _ = notified => {}
-                _ = tokio::time::sleep_until(wake.into()) => {}
+                _ = sleep.as_mut() => {}
                 _ = cancelled => return "cancelled",
             }
         }
