@@ -24,10 +24,17 @@ use crate::services::process::{containment, find_program};
 use super::pty::{read_loop, start_shell, watch_shell};
 use super::{OpenSpec, SessionInfo, TerminalService, EXITED_KEPT_PER_OWNER};
 
+/// How much output the screen may lag behind: it is parsed when a `screen` view is read,
+/// or once this much is pending (at most half the scrollback, so pending output is
+/// always still in it). An echo's few bytes then cost no parsing on its way back.
+const SCREEN_BATCH: usize = 64 * 1024;
+
 pub(super) struct Output {
     pub(super) scrollback: VecDeque<u8>,
     pub(super) total: u64,
-    pub(super) screen: vt100::Parser,
+    /// The terminal emulator; it has seen the output up to `screen_seen`.
+    screen: vt100::Parser,
+    screen_seen: u64,
     pub(super) last_output: Instant,
     /// The session is over: its shell was reaped and its output drained (or it was
     /// closed).
@@ -63,6 +70,54 @@ pub struct Session {
 /// Marks the session's one active send; released on drop.
 pub(super) struct SendSlot(pub(super) Arc<Session>);
 
+impl Output {
+    pub(super) fn new(rows: u16, cols: u16) -> Output {
+        Output {
+            scrollback: VecDeque::new(),
+            total: 0,
+            screen: vt100::Parser::new(rows, cols, 0),
+            screen_seen: 0,
+            last_output: Instant::now(),
+            exited: false,
+            exit_code: None,
+            exited_at: None,
+        }
+    }
+
+    /// Appends output to a scrollback of `keep` bytes.
+    fn push(&mut self, bytes: &[u8], keep: usize) {
+        let pending = (self.total - self.screen_seen) as usize + bytes.len();
+        if pending > SCREEN_BATCH.min(keep / 2) {
+            // Before the scrollback may drop what the screen has not seen.
+            self.catch_up_screen();
+            self.screen.process(bytes);
+            self.screen_seen += bytes.len() as u64;
+        }
+        self.total += bytes.len() as u64;
+        crate::output::push_tail(&mut self.scrollback, bytes, keep);
+    }
+
+    /// The screen, with all the output parsed.
+    pub(super) fn screen(&mut self) -> &vt100::Screen {
+        self.catch_up_screen();
+        self.screen.screen()
+    }
+
+    /// Parses the output the screen has not seen (the scrollback's last bytes).
+    fn catch_up_screen(&mut self) {
+        let pending = (self.total - self.screen_seen) as usize;
+        let (front, back) = self.scrollback.as_slices();
+        if pending > back.len() {
+            self.screen
+                .process(&front[front.len() - (pending - back.len())..]);
+            self.screen.process(back);
+        } else {
+            self.screen.process(&back[back.len() - pending..]);
+        }
+        self.screen_seen = self.total;
+    }
+}
+
 impl Drop for SendSlot {
     fn drop(&mut self) {
         self.0.sending.store(false, Ordering::Release);
@@ -72,9 +127,7 @@ impl Drop for SendSlot {
 impl Session {
     pub(super) fn push(&self, bytes: &[u8]) {
         let mut output = self.output.lock().unwrap();
-        output.total += bytes.len() as u64;
-        crate::output::push_tail(&mut output.scrollback, bytes, self.scrollback_bytes);
-        output.screen.process(bytes);
+        output.push(bytes, self.scrollback_bytes);
         output.last_output = Instant::now();
         drop(output);
         self.changed.notify_waiters();
@@ -253,15 +306,7 @@ impl TerminalService {
             leader: child.pid(),
             reaped: AtomicBool::new(false),
             master,
-            output: Mutex::new(Output {
-                scrollback: VecDeque::new(),
-                total: 0,
-                screen: vt100::Parser::new(spec.rows, spec.cols, 0),
-                last_output: Instant::now(),
-                exited: false,
-                exit_code: None,
-                exited_at: None,
-            }),
+            output: Mutex::new(Output::new(spec.rows, spec.cols)),
             changed: Notify::new(),
             closing: AtomicBool::new(false),
             sending: AtomicBool::new(false),
@@ -366,6 +411,41 @@ fn retire_exited(table: &mut Table, owner: &str) {
     for (_, id) in &exited[..exited.len() - EXITED_KEPT_PER_OWNER] {
         if let Some(session) = table.sessions.remove(id) {
             tracing::debug!(id = %session.id, "exited terminal session retired");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Output;
+
+    #[test]
+    fn the_screen_parsed_late_and_in_batches_is_the_screen_parsed_at_once() {
+        // A scrollback of 1024 bytes: pending output is parsed before it would leave it.
+        for chunk in [7, 100, 511, 600, 3000] {
+            let mut output = Output::new(5, 20);
+            let mut direct = vt100::Parser::new(5, 20, 0);
+            let mut raw = Vec::new();
+            for n in 0..400 {
+                raw.extend_from_slice(format!("\x1b[1mline {n}\x1b[0m\r\n").as_bytes());
+                if n % 37 == 0 {
+                    raw.extend_from_slice(b"\x1b[2J\x1b[Htop\r\n");
+                }
+            }
+            for piece in raw.chunks(chunk) {
+                output.push(piece, 1024);
+                direct.process(piece);
+                assert!(output.total - output.screen_seen <= 512);
+                if piece.len() % 3 == 0 {
+                    assert_eq!(output.screen().contents(), direct.screen().contents());
+                }
+            }
+            assert_eq!(
+                output.screen().contents(),
+                direct.screen().contents(),
+                "chunks of {chunk}"
+            );
+            assert!(output.screen().contents().contains("line 399"));
         }
     }
 }

@@ -38,8 +38,8 @@ impl TerminalService {
     ) -> Result<ReadOutcome, ToolError> {
         let session = self.get(owner, id)?;
         if view == View::Screen {
-            let output = session.output.lock().unwrap();
-            let contents = output.screen.screen().contents();
+            let mut output = session.output.lock().unwrap();
+            let contents = output.screen().contents();
             let text = contents.trim_end_matches('\n').to_string();
             return Ok(ReadOutcome {
                 text,
