@@ -48,13 +48,6 @@ enum Escape {
     Charset,
 }
 
-/// Whether `byte` may be part of a run of text copied whole: not a C0 control other
-/// than Tab, not DEL, and not 0xC2 (the first byte of the C1 controls, which are
-/// dropped, and of other characters, which then go one by one).
-fn in_run(byte: u8) -> bool {
-    (byte >= 0x20 || byte == b'\t') && byte != 0x7f && byte != 0xc2
-}
-
 /// An incremental plain renderer: feed it raw output in chunks; it hands over each
 /// completed line and keeps the line being written (which `\r` and backspace may still
 /// change).
@@ -85,9 +78,17 @@ impl PlainStream {
         let mut at = 0;
         while at < bytes.len() {
             if self.escape == Escape::None {
-                // A run of text, validated and put whole.
-                let mut end = at;
-                while end < bytes.len() && in_run(bytes[end]) {
+                // A run of text, validated and put whole: up to a C0 control other than
+                // Tab, DEL, or 0xC2 (the first byte of the C1 controls, which are
+                // dropped, and of other characters, which then go one by one). The test
+                // is written out here, not called: this loop runs for every byte of
+                // output, in the unoptimised profile too.
+                let (len, mut end) = (bytes.len(), at);
+                while end < len {
+                    let byte = bytes[end];
+                    if (byte < 0x20 && byte != b'\t') || byte == 0x7f || byte == 0xc2 {
+                        break;
+                    }
                     end += 1;
                 }
                 if end > at {
