@@ -182,12 +182,16 @@ impl TerminalService {
     ) -> Result<SendOutcome, ToolError> {
         let slot = self.gate(owner, id)?;
         let session = slot.0.clone();
-        let from = session.total();
         let mut bytes = input.as_bytes().to_vec();
         if enter {
             bytes.push(b'\r');
         }
         let echo = waiting::Echo::of(&String::from_utf8_lossy(&bytes), session.echoes());
+        let pattern = wait
+            .pattern
+            .clone()
+            .map(|regex| waiting::PatternWait::new(regex, echo));
+        let from = session.begin_wait(waiting::Watch::new(pattern, background));
         let started = Instant::now();
         session.write_all(&bytes).await?;
         if background {
@@ -205,7 +209,7 @@ impl TerminalService {
                 // a job_kill, with the cap as its reason.
                 let mut capped: Option<String> = None;
                 let settled = session
-                    .settle(from, started, &wait, echo, Some(&job.cancel), || {
+                    .settle(started, &wait, Some(&job.cancel), || {
                         let (bytes, _, total) = session.raw_since(forwarded);
                         if !bytes.is_empty() {
                             if let Err(reason) = job.push_output(text::plain(&bytes).as_bytes()) {
@@ -252,9 +256,7 @@ impl TerminalService {
                 exit_code: None,
             });
         }
-        let settled = session
-            .settle(from, started, &wait, echo, None, || {})
-            .await;
+        let settled = session.settle(started, &wait, None, || {}).await;
         drop(slot);
         let (bytes, _, total) = session.raw_since(from);
         Ok(SendOutcome {

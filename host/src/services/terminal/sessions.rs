@@ -22,6 +22,7 @@ use crate::error::{ErrorCode, ToolError};
 use crate::services::process::{containment, find_program};
 
 use super::pty::{read_loop, start_shell, watch_shell};
+use super::waiting::Watch;
 use super::{OpenSpec, SessionInfo, TerminalService, EXITED_KEPT_PER_OWNER};
 
 /// How much output the screen may lag behind: it is parsed when a `screen` view is read,
@@ -43,6 +44,8 @@ pub(super) struct Output {
     pub(super) exit_code: Option<i32>,
     /// When the session became exited (the order of retirement).
     pub(super) exited_at: Option<Instant>,
+    /// The active send's wait, fed as output arrives.
+    pub(super) watch: Option<Watch>,
 }
 
 /// One terminal session.
@@ -81,6 +84,7 @@ impl Output {
             exited: false,
             exit_code: None,
             exited_at: None,
+            watch: None,
         }
     }
 
@@ -120,6 +124,7 @@ impl Output {
 
 impl Drop for SendSlot {
     fn drop(&mut self) {
+        self.0.output.lock().unwrap().watch = None;
         self.0.sending.store(false, Ordering::Release);
     }
 }
@@ -129,8 +134,22 @@ impl Session {
         let mut output = self.output.lock().unwrap();
         output.push(bytes, self.scrollback_bytes);
         output.last_output = Instant::now();
+        let wake = output
+            .watch
+            .as_mut()
+            .is_none_or(|watch| watch.output(bytes));
         drop(output);
-        self.changed.notify_waiters();
+        if wake {
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// Puts the wait of the send about to write its input in place; returns the length
+    /// of the output so far (where the send's output begins).
+    pub(super) fn begin_wait(&self, watch: Watch) -> u64 {
+        let mut output = self.output.lock().unwrap();
+        output.watch = Some(watch);
+        output.total
     }
 
     pub(super) fn mark_exited(&self) {
@@ -159,10 +178,6 @@ impl Session {
     /// The shell's pid while it is ours (not reaped yet).
     pub(super) fn leader(&self) -> Option<i32> {
         (!self.reaped.load(Ordering::Acquire)).then_some(self.leader)
-    }
-
-    pub(super) fn total(&self) -> u64 {
-        self.output.lock().unwrap().total
     }
 
     /// Raw bytes from `since` on (from the start of the scrollback when `since` is older);

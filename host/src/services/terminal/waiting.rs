@@ -1,7 +1,8 @@
-//! Settling: when a send is over. `Session::settle` wakes each time the session's output
-//! changes (and at the quiet or timeout instant) and settles the send `exited` (the
-//! shell exited), `pattern` (its wait pattern appeared), `quiet` (no pattern, and no
-//! output for `wait.quiet`), `timeout` or `cancelled` (a background send killed).
+//! Settling: when a send is over. `Session::settle` wakes when its [`Watch`] (fed by
+//! the reader as output arrives) says so, when the shell exits, and at the quiet or
+//! timeout instant, and settles the send `exited` (the shell exited), `pattern` (its
+//! wait pattern appeared), `quiet` (no pattern, and no output for `wait.quiet`),
+//! `timeout` or `cancelled` (a background send killed).
 //!
 //! Pattern waits: when a send's `wait.pattern` has appeared in what the command printed.
 //!
@@ -263,26 +264,56 @@ impl PatternWait {
     }
 }
 
+/// The active send's wait as the reader sees it: each chunk of output is fed to its
+/// pattern wait as it arrives (under the output lock, so no chunk is missed or fed
+/// twice), and the send is woken only when that matters: the pattern matched, or every
+/// chunk for a background send (which forwards the output to its job). A quiet wait
+/// wakes on its own timer; the shell's exit always wakes. An echo's intermediate chunks
+/// (the typed line, the prompt's escapes) then cost no wake-up of the send.
+#[derive(Debug)]
+pub(super) struct Watch {
+    pattern: Option<PatternWait>,
+    every_output: bool,
+    matched: bool,
+}
+
+impl Watch {
+    pub(super) fn new(pattern: Option<PatternWait>, every_output: bool) -> Watch {
+        Watch {
+            pattern,
+            every_output,
+            matched: false,
+        }
+    }
+
+    /// New output: whether the send is to be woken.
+    pub(super) fn output(&mut self, bytes: &[u8]) -> bool {
+        if let Some(pattern) = &mut self.pattern {
+            if !self.matched && pattern.feed(bytes) {
+                self.matched = true;
+                return true;
+            }
+        }
+        self.every_output
+    }
+
+    /// Whether the pattern has matched.
+    pub(super) fn matched(&self) -> bool {
+        self.matched
+    }
+}
+
 impl Session {
-    /// Waits until the send that began at `start` (when the output was `from` bytes
-    /// long) settles. `on_output` runs each time new output arrived. A pattern is
-    /// looked for in the output after `echo` (see [`PatternWait`]), each wake-up searching
-    /// only what is new.
+    /// Waits until the send that began at `start` settles; its [`Watch`] is already in
+    /// place (from before its input was written). `on_output` runs at each wake-up.
     pub(super) async fn settle(
         &self,
-        from: u64,
         start: Instant,
         wait: &SendWait,
-        echo: Echo,
         cancel: Option<&tokio_util::sync::CancellationToken>,
         mut on_output: impl FnMut(),
     ) -> &'static str {
         let deadline = start + wait.timeout;
-        let mut pattern = wait
-            .pattern
-            .clone()
-            .map(|regex| PatternWait::new(regex, echo));
-        let mut looked = from;
         // One timer for the whole wait, moved only when the instant to wake at moves (a
         // pattern wait's never does): not a timer registered and dropped per wake-up.
         let mut wake_at = deadline;
@@ -292,22 +323,17 @@ impl Session {
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let (last_output, exited, total) = {
+            let (last_output, exited, matched) = {
                 let output = self.output.lock().unwrap();
-                (output.last_output, output.exited, output.total)
+                let matched = output.watch.as_ref().is_some_and(Watch::matched);
+                (output.last_output, output.exited, matched)
             };
             on_output();
             if exited {
                 return "exited";
             }
-            if let Some(pattern) = &mut pattern {
-                if total > looked {
-                    let (bytes, _, upto) = self.raw_since(looked);
-                    looked = upto;
-                    if pattern.feed(&bytes) {
-                        return "pattern";
-                    }
-                }
+            if matched {
+                return "pattern";
             }
             let quiet_at = last_output.max(start) + wait.quiet;
             let now = Instant::now();
