@@ -334,4 +334,47 @@ mod tests {
         );
         assert!(terminals.wait_pattern("(").is_err());
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn input_longer_than_the_terminal_queue_is_written_whole() {
+        // 64 KB typed: more than the terminal's input queue holds, so the write waits
+        // for the shell to read (the master is registered for reading only).
+        let terminals = service();
+        let owner: Arc<str> = Arc::from("test");
+        let spec = OpenSpec {
+            cwd: std::env::temp_dir(),
+            env: Vec::new(),
+            shell: Some("bash".into()),
+            cols: 120,
+            rows: 40,
+        };
+        let id = terminals.open(owner.clone(), spec).unwrap().id;
+        let wait = SendWait {
+            quiet: Duration::from_millis(300),
+            pattern: Some(terminals.wait_pattern(r"\$ $").unwrap()),
+            timeout: Duration::from_secs(20),
+        };
+        terminals
+            .send(&owner, &id, "", true, wait.clone(), false)
+            .await
+            .unwrap();
+        let long = "x".repeat(64 * 1024);
+        let wait = SendWait {
+            pattern: Some(terminals.wait_pattern("length-65536").unwrap()),
+            timeout: Duration::from_secs(60),
+            ..wait
+        };
+        let input = format!("v={long}; echo length-${{#v}}");
+        let sent = terminals
+            .send(&owner, &id, &input, true, wait, false)
+            .await
+            .unwrap();
+        assert_eq!(
+            sent.settled,
+            "pattern",
+            "{}",
+            &sent.output[sent.output.len().saturating_sub(300)..]
+        );
+        terminals.close(&owner, &id).unwrap();
+    }
 }
