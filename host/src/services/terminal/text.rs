@@ -10,13 +10,14 @@
 //!
 //! Why our own renderer rather than `vt100` or `vte`: `vt100` keeps a grid (lines wrap
 //! at its width, and what scrolled off is gone), while the plain view is the scrollback
-//! as lines of any length; `vte` (under `vt100`) is a parser generic over its
-//! callbacks, so it would be compiled with this crate's (unoptimised, in tests and
-//! benches) profile and call back once per character, which measured slower than the
-//! bulk runs here, and it resolves invalid UTF-8 and C1 bytes differently from a lossy
-//! decode, which the plain view promises. The escape grammar kept here is small: CSI
-//! up to its final byte, OSC/DCS/APC/PM strings up to BEL or ST, charset designators,
-//! and two-character escapes.
+//! as lines of any length. `vte` (under `vt100`) is a parser generic over its callbacks,
+//! so with our callbacks it would be compiled in this crate's profile (unoptimised in
+//! tests and benches) and call back once per printable character, where the runs here
+//! are copied whole; and it resolves invalid UTF-8 and lone C1 bytes differently from
+//! the lossy decode the plain view promises (it executes 0x80-0x9F as controls, and
+//! skips what follows an invalid sequence in a run). Not measured against this one.
+//! The escape grammar kept here is small: CSI up to its final byte, OSC/DCS/APC/PM
+//! strings up to BEL or ST, charset designators, and two-character escapes.
 
 /// Renders raw terminal output as plain lines.
 pub fn plain(raw: &[u8]) -> String {
