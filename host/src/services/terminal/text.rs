@@ -13,9 +13,9 @@
 //! as lines of any length. `vte` (under `vt100`) is a parser generic over its callbacks,
 //! so with our callbacks it would be compiled in this crate's profile (unoptimised in
 //! tests and benches) and call back once per printable character, where the runs here
-//! are copied whole; and its output differs from this view's in edge cases the tests
-//! pin: it executes a lone byte 0x80-0x9F as a C1 control where the lossy decode the
-//! plain view promises gives U+FFFD. Not measured against this one.
+//! are copied whole; and its output differs from this view's in an edge case: it
+//! executes a lone byte 0x80-0x9F as a C1 control where the lossy decode the plain view
+//! promises gives U+FFFD. Not measured against this one.
 //! The escape grammar kept here is small: CSI up to its final byte, OSC/DCS/APC/PM
 //! strings up to BEL or ST, charset designators, and two-character escapes.
 
