@@ -3,7 +3,11 @@
 //! in the same run: both run `echo hi` in an interactive bash and wait for `hi`. The
 //! samples are interleaved (a raw echo, one through the pipeline, one through the
 //! terminal service alone), so load from elsewhere on the machine moves both sides
-//! alike, and the dsh calls run on a runtime worker as under `dsh serve`.
+//! alike, and the dsh calls run on a runtime worker as under `dsh serve`. The raw PTY
+//! is driven from a thread of its own, not through `block_in_place`: that hands the
+//! worker's scheduler to another thread, and a worker thread that later retires takes
+//! the dsh shell it spawned with it (the shell's parent-death signal follows the thread
+//! that spawned it), which killed the session mid-run.
 //!
 //! Then a pattern wait over 10 MB of output against a quiet wait over the same output:
 //! the CPU time of this process (the host's reading, screen and scrollback work, plus
@@ -92,6 +96,21 @@ impl RawPty {
     }
 }
 
+/// The raw PTY on a thread of its own: each request is one echo, answered with its time.
+fn raw_pty_thread() -> (
+    std::sync::mpsc::Sender<tokio::sync::oneshot::Sender<Duration>>,
+    std::thread::JoinHandle<()>,
+) {
+    let (requests, incoming) = std::sync::mpsc::channel::<tokio::sync::oneshot::Sender<Duration>>();
+    let thread = std::thread::spawn(move || {
+        let mut pty = RawPty::start();
+        for reply in incoming {
+            let _ = reply.send(pty.echo());
+        }
+    });
+    (requests, thread)
+}
+
 impl Drop for RawPty {
     fn drop(&mut self) {
         let _ = self.file.write_all(b"exit\r");
@@ -109,7 +128,7 @@ async fn main() {
 
 async fn run() {
     let n = 500;
-    let mut raw_pty = RawPty::start();
+    let (raw_pty, raw_thread) = raw_pty_thread();
 
     let scratch = tempfile::tempdir().unwrap();
     let host = support::start_host(scratch.path(), None).await;
@@ -138,7 +157,9 @@ async fn run() {
         Vec::with_capacity(n),
     );
     for i in 0..n + 50 {
-        let took = tokio::task::block_in_place(|| raw_pty.echo());
+        let (reply, took) = tokio::sync::oneshot::channel();
+        raw_pty.send(reply).unwrap();
+        let took = took.await.unwrap();
         if i >= 50 {
             raw.push(took);
         }
@@ -173,6 +194,7 @@ async fn run() {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     drop(raw_pty);
+    raw_thread.join().unwrap();
     // For scale: a terminal_list through the pipeline (the plugin call without I/O).
     let mut listing = Vec::with_capacity(n);
     for _ in 0..n {

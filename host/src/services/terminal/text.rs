@@ -4,18 +4,31 @@
 //!
 //! [`PlainStream`] does it incrementally, chunk by chunk as the PTY delivers output (an
 //! escape sequence or a UTF-8 character split between chunks is carried over), so a
-//! pattern wait renders each byte once; [`plain`] renders a whole buffer with it.
+//! pattern wait renders each byte once; [`plain`] renders a whole buffer with it. A run
+//! of text without control bytes is validated and copied into the line whole; only
+//! control characters, escape sequences and the characters around them go one by one.
+//!
+//! Why our own renderer rather than `vt100` or `vte`: `vt100` keeps a grid (lines wrap
+//! at its width, and what scrolled off is gone), while the plain view is the scrollback
+//! as lines of any length. `vte` (under `vt100`) is a parser generic over its callbacks,
+//! so with our callbacks it would be compiled in this crate's profile (unoptimised in
+//! tests and benches) and call back once per printable character, where the runs here
+//! are copied whole; and its output differs from this view's in an edge case: it
+//! executes a lone byte 0x80-0x9F as a C1 control where the lossy decode the plain view
+//! promises gives U+FFFD. Not measured against this one.
+//! The escape grammar kept here is small: CSI up to its final byte, OSC/DCS/APC/PM
+//! strings up to BEL or ST, charset designators, and two-character escapes.
 
 /// Renders raw terminal output as plain lines.
 pub fn plain(raw: &[u8]) -> String {
     let mut stream = PlainStream::default();
     let mut out = String::with_capacity(raw.len());
     stream.feed(raw, |line| {
-        out.extend(line);
+        out.push_str(line);
         out.push('\n');
     });
     stream.finish();
-    out.extend(stream.line());
+    out.push_str(stream.line());
     out
 }
 
@@ -44,16 +57,17 @@ pub struct PlainStream {
     /// The bytes of a UTF-8 character cut at the end of the last chunk.
     partial: Vec<u8>,
     escape: Escape,
-    /// The current line as characters, and the cursor within it.
-    line: Vec<char>,
+    /// The current line, and the cursor within it (a byte offset at a character
+    /// boundary).
+    line: String,
     cursor: usize,
-    /// The lowest index of `line` written since [`PlainStream::mark_seen`].
+    /// The lowest byte offset of `line` written since [`PlainStream::mark_seen`].
     dirty: usize,
 }
 
 impl PlainStream {
     /// Renders `raw`; `done` gets each line completed by it (without its newline).
-    pub fn feed(&mut self, raw: &[u8], mut done: impl FnMut(&[char])) {
+    pub fn feed(&mut self, raw: &[u8], mut done: impl FnMut(&str)) {
         let joined;
         let mut bytes = raw;
         if !self.partial.is_empty() {
@@ -62,26 +76,66 @@ impl PlainStream {
             joined = carried;
             bytes = &joined;
         }
-        loop {
-            match std::str::from_utf8(bytes) {
-                Ok(text) => {
-                    self.chars(text, &mut done);
-                    return;
+        let mut at = 0;
+        while at < bytes.len() {
+            if self.escape == Escape::None {
+                // A run of text, validated and put whole: up to a C0 control other than
+                // Tab, DEL, or 0xC2 (the first byte of the C1 controls, which are
+                // dropped, and of other characters, which then go one by one). The test
+                // is written out here, not called: this loop runs for every byte of
+                // output, in the unoptimised profile too.
+                let (len, mut end) = (bytes.len(), at);
+                while end < len {
+                    let byte = bytes[end];
+                    if (byte < 0x20 && byte != b'\t') || byte == 0x7f || byte == 0xc2 {
+                        break;
+                    }
+                    end += 1;
                 }
-                Err(error) => {
-                    let (valid, rest) = bytes.split_at(error.valid_up_to());
-                    self.chars(std::str::from_utf8(valid).unwrap_or_default(), &mut done);
-                    match error.error_len() {
-                        Some(bad) => {
-                            self.char('\u{FFFD}', &mut done);
-                            bytes = &rest[bad..];
+                if end > at {
+                    match std::str::from_utf8(&bytes[at..end]) {
+                        Ok(text) => {
+                            self.put_str(text);
+                            at = end;
+                            continue;
                         }
-                        None => {
-                            self.partial = rest.to_vec();
-                            return;
+                        Err(error) if error.valid_up_to() > 0 => {
+                            let valid = &bytes[at..at + error.valid_up_to()];
+                            // SAFETY: from_utf8 validated these bytes.
+                            self.put_str(unsafe { std::str::from_utf8_unchecked(valid) });
+                            at += valid.len();
                         }
+                        Err(_) => {}
                     }
                 }
+            }
+            // One character (or one invalid sequence, or the start of a character cut
+            // at the end of the chunk), one by one.
+            let window = &bytes[at..bytes.len().min(at + 4)];
+            match std::str::from_utf8(window) {
+                Ok(text) => {
+                    let c = text.chars().next().unwrap_or('\u{FFFD}');
+                    self.char(c, &mut done);
+                    at += c.len_utf8();
+                }
+                Err(error) if error.valid_up_to() > 0 => {
+                    // SAFETY: from_utf8 validated these bytes.
+                    let text =
+                        unsafe { std::str::from_utf8_unchecked(&window[..error.valid_up_to()]) };
+                    let c = text.chars().next().unwrap_or('\u{FFFD}');
+                    self.char(c, &mut done);
+                    at += c.len_utf8();
+                }
+                Err(error) => match error.error_len() {
+                    Some(bad) => {
+                        self.char('\u{FFFD}', &mut done);
+                        at += bad;
+                    }
+                    None => {
+                        self.partial = bytes[at..].to_vec();
+                        return;
+                    }
+                },
             }
         }
     }
@@ -94,11 +148,11 @@ impl PlainStream {
     }
 
     /// The line being written.
-    pub fn line(&self) -> &[char] {
+    pub fn line(&self) -> &str {
         &self.line
     }
 
-    /// The lowest index of the current line written since the last
+    /// The lowest byte offset of the current line written since the last
     /// [`PlainStream::mark_seen`] (the line's length when none was).
     pub fn dirty_from(&self) -> usize {
         self.dirty.min(self.line.len())
@@ -109,13 +163,7 @@ impl PlainStream {
         self.dirty = self.line.len();
     }
 
-    fn chars(&mut self, text: &str, done: &mut impl FnMut(&[char])) {
-        for c in text.chars() {
-            self.char(c, done);
-        }
-    }
-
-    fn char(&mut self, c: char, done: &mut impl FnMut(&[char])) {
+    fn char(&mut self, c: char, done: &mut impl FnMut(&str)) {
         self.escape = match self.escape {
             Escape::None => match c {
                 '\u{1b}' => Escape::Start,
@@ -131,12 +179,15 @@ impl PlainStream {
                     Escape::None
                 }
                 '\u{8}' => {
-                    self.cursor = self.cursor.saturating_sub(1);
+                    self.cursor = self.line[..self.cursor]
+                        .chars()
+                        .next_back()
+                        .map_or(0, |c| self.cursor - c.len_utf8());
                     Escape::None
                 }
                 c if c.is_control() && c != '\t' => Escape::None,
                 c => {
-                    self.put(c);
+                    self.put_str(c.encode_utf8(&mut [0; 4]));
                     Escape::None
                 }
             },
@@ -157,14 +208,21 @@ impl PlainStream {
         };
     }
 
-    fn put(&mut self, c: char) {
-        if self.cursor < self.line.len() {
-            self.line[self.cursor] = c;
-        } else {
-            self.line.push(c);
-        }
+    /// Writes `text` at the cursor: over the characters there (as many as `text` has),
+    /// past the end of the line appended.
+    fn put_str(&mut self, text: &str) {
         self.dirty = self.dirty.min(self.cursor);
-        self.cursor += 1;
+        if self.cursor == self.line.len() {
+            self.line.push_str(text);
+        } else {
+            let over = text.chars().count();
+            let end = self.line[self.cursor..]
+                .char_indices()
+                .nth(over)
+                .map_or(self.line.len(), |(at, _)| self.cursor + at);
+            self.line.replace_range(self.cursor..end, text);
+        }
+        self.cursor += text.len();
     }
 }
 
@@ -211,12 +269,12 @@ mod tests {
                 let mut out = String::new();
                 for chunk in [&raw[..cut], &raw[cut..second], &raw[second..]] {
                     stream.feed(chunk, |line| {
-                        out.extend(line);
+                        out.push_str(line);
                         out.push('\n');
                     });
                 }
                 stream.finish();
-                out.extend(stream.line());
+                out.push_str(stream.line());
                 assert_eq!(out, whole, "cut at {cut} and {second}");
             }
         }
@@ -237,5 +295,126 @@ mod tests {
         stream.mark_seen();
         stream.feed(b"\r\n", |_| {});
         assert_eq!(stream.dirty_from(), 0);
+    }
+
+    /// The renderer as it was before runs were copied whole: character by character,
+    /// over a lossy decode.
+    fn plain_by_character(raw: &[u8]) -> String {
+        let (mut out, mut line, mut cursor) = (String::new(), Vec::<char>::new(), 0);
+        let mut escape = super::Escape::None;
+        for c in String::from_utf8_lossy(raw).chars() {
+            use super::Escape::*;
+            escape = match escape {
+                None => match c {
+                    '\u{1b}' => Start,
+                    '\r' => {
+                        cursor = 0;
+                        None
+                    }
+                    '\n' => {
+                        out.extend(&line);
+                        out.push('\n');
+                        line.clear();
+                        cursor = 0;
+                        None
+                    }
+                    '\u{8}' => {
+                        cursor = usize::saturating_sub(cursor, 1);
+                        None
+                    }
+                    c if c.is_control() && c != '\t' => None,
+                    c => {
+                        if cursor < line.len() {
+                            line[cursor] = c;
+                        } else {
+                            line.push(c);
+                        }
+                        cursor += 1;
+                        None
+                    }
+                },
+                Start => match c {
+                    '[' => Csi,
+                    ']' | 'P' | '_' | '^' => Str,
+                    '(' | ')' | '*' | '+' => Charset,
+                    _ => None,
+                },
+                Csi if ('@'..='~').contains(&c) => None,
+                Csi => Csi,
+                Str | StrEsc if c == '\u{7}' => None,
+                Str | StrEsc if c == '\u{1b}' => StrEsc,
+                StrEsc if c == '\\' => None,
+                Str | StrEsc => Str,
+                Charset => None,
+            };
+        }
+        out.extend(&line);
+        out
+    }
+
+    #[test]
+    fn runs_copied_whole_render_as_character_by_character() {
+        // Random mixes of text, multi-byte and invalid UTF-8, C0 and C1 controls,
+        // escapes, overwrites and backspaces, each cut into random chunks.
+        let pieces: &[&[u8]] = &[
+            b"abc",
+            b"hello world ",
+            b"\t",
+            b"\r",
+            b"\n",
+            b"\r\n",
+            b"\x08",
+            b"\x08\x08",
+            b"\x1b[1;32m",
+            b"\x1b[0m",
+            b"\x1b]0;title\x07",
+            b"\x1b]0;t\x1b\\",
+            b"\x1b(B",
+            b"\x1b7",
+            b"\x1b",
+            b"[",
+            "\u{e9}".as_bytes(),
+            "\u{20ac}".as_bytes(),
+            "\u{1f600}".as_bytes(),
+            "\u{a9}".as_bytes(),
+            "\u{85}".as_bytes(),
+            b"\xc2",
+            b"\xff",
+            b"\xe2\x82",
+            b"\xf0\x9f",
+            b"\x7f",
+            b"\x00",
+            b"\x07",
+            b"xyz\rA",
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move |bound: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % bound as u64) as usize
+        };
+        for _ in 0..2000 {
+            let mut raw = Vec::new();
+            for _ in 0..next(30) {
+                raw.extend_from_slice(pieces[next(pieces.len())]);
+            }
+            let expected = plain_by_character(&raw);
+            assert_eq!(plain(&raw), expected, "{raw:?}");
+            let mut stream = PlainStream::default();
+            let mut out = String::new();
+            let mut rest = &raw[..];
+            while !rest.is_empty() {
+                let (chunk, tail) = rest.split_at(1 + next(rest.len()));
+                stream.feed(chunk, |line| {
+                    out.push_str(line);
+                    out.push('\n');
+                });
+                rest = tail;
+            }
+            stream.finish();
+            out.push_str(stream.line());
+            assert_eq!(out, expected, "{raw:?} in chunks");
+        }
     }
 }

@@ -1,3 +1,9 @@
+//! Settling: when a send is over. `Session::settle` wakes when its [`Watch`] (fed by
+//! the reader as output arrives) says so, when the shell exits, and at the quiet or
+//! timeout instant, and settles the send `exited` (the shell exited), `pattern` (its
+//! wait pattern appeared), `quiet` (no pattern, and no output for `wait.quiet`),
+//! `timeout` or `cancelled` (a background send killed).
+//!
 //! Pattern waits: when a send's `wait.pattern` has appeared in what the command printed.
 //!
 //! A terminal echoes what is typed (the kernel in canonical mode, readline and REPLs by
@@ -22,10 +28,13 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Instant;
 
 use regex::Regex;
 
+use super::sessions::Session;
 use super::text::PlainStream;
+use super::SendWait;
 
 /// How far before the output new to a look a match may begin.
 pub const OVERLAP: usize = 4096;
@@ -38,8 +47,8 @@ const KEEP: usize = 64 * 1024;
 enum Typed {
     /// Printable text: its echo is a line ending with it.
     Text {
-        chars: Vec<char>,
-        /// The KMP prefix function of `chars`.
+        text: String,
+        /// The KMP prefix function of `text`'s bytes.
         prefix: Vec<usize>,
     },
     /// Text with control characters: the next line is its echo.
@@ -51,50 +60,56 @@ impl Typed {
         if line.chars().any(char::is_control) {
             return Typed::Any;
         }
-        let chars: Vec<char> = line.chars().collect();
-        let mut prefix = vec![0; chars.len()];
+        let bytes = line.as_bytes();
+        let mut prefix = vec![0; bytes.len()];
         let mut k = 0;
-        for i in 1..chars.len() {
-            while k > 0 && chars[i] != chars[k] {
+        for i in 1..bytes.len() {
+            while k > 0 && bytes[i] != bytes[k] {
                 k = prefix[k - 1];
             }
-            if chars[i] == chars[k] {
+            if bytes[i] == bytes[k] {
                 k += 1;
             }
             prefix[i] = k;
         }
-        Typed::Text { chars, prefix }
+        Typed::Text {
+            text: line.to_string(),
+            prefix,
+        }
     }
 
     /// Whether `line`, complete, is this line's echo.
-    fn is_echo(&self, line: &[char]) -> bool {
+    fn is_echo(&self, line: &str) -> bool {
         match self {
-            Typed::Text { chars, .. } => line.ends_with(chars),
+            Typed::Text { text, .. } => line.ends_with(text.as_str()),
             Typed::Any => true,
         }
     }
 
     /// Whether `line`, still being written, may be (the start of) this line's echo: it
     /// ends with a non-empty beginning of the typed line.
-    fn may_be_echo(&self, line: &[char]) -> bool {
-        let (chars, prefix) = match self {
+    fn may_be_echo(&self, line: &str) -> bool {
+        let (typed, prefix) = match self {
             Typed::Any => return true,
-            Typed::Text { chars, prefix } => (chars, prefix),
+            Typed::Text { text, prefix } => (text.as_bytes(), prefix),
         };
-        if chars.is_empty() || line.is_empty() {
+        if typed.is_empty() || line.is_empty() {
             return false;
         }
-        // The longest suffix of `line` that is a prefix of `chars` (KMP over the last
-        // `chars.len()` characters of the line, where any such suffix begins).
+        // The longest suffix of `line` that is a prefix of the typed line (KMP over the
+        // last `typed.len()` bytes of the line, where any such suffix begins). Bytes,
+        // not characters: a match begins with the typed line's first byte, which starts
+        // a character, so it begins at a character boundary of the line.
+        let line = line.as_bytes();
         let mut k = 0;
-        for &c in &line[line.len().saturating_sub(chars.len())..] {
-            if k == chars.len() {
+        for &c in &line[line.len().saturating_sub(typed.len())..] {
+            if k == typed.len() {
                 k = prefix[k - 1];
             }
-            while k > 0 && c != chars[k] {
+            while k > 0 && c != typed[k] {
                 k = prefix[k - 1];
             }
-            if c == chars[k] {
+            if c == typed[k] {
                 k += 1;
             }
         }
@@ -118,7 +133,7 @@ impl Echo {
             return Echo::default();
         }
         let mut pending: VecDeque<Typed> = typed.split(['\r', '\n']).map(Typed::new).collect();
-        if matches!(pending.back(), Some(Typed::Text { chars, .. }) if chars.is_empty()) {
+        if matches!(pending.back(), Some(Typed::Text { text, .. }) if text.is_empty()) {
             pending.pop_back();
         }
         Echo { pending }
@@ -126,7 +141,7 @@ impl Echo {
 
     /// Whether a completed `line` is the echo of the next typed line (then that line's
     /// echo has been seen).
-    fn take(&mut self, line: &[char]) -> bool {
+    fn take(&mut self, line: &str) -> bool {
         match self.pending.front() {
             Some(typed) if typed.is_echo(line) => {
                 self.pending.pop_front();
@@ -137,7 +152,7 @@ impl Echo {
     }
 
     /// Whether the line being written may be an echo still.
-    fn hides(&self, line: &[char]) -> bool {
+    fn hides(&self, line: &str) -> bool {
         self.pending
             .front()
             .is_some_and(|typed| typed.may_be_echo(line))
@@ -178,7 +193,7 @@ impl PatternWait {
         let (echo, text) = (&mut self.echo, &mut self.text);
         self.stream.feed(raw, |line| {
             if !echo.take(line) {
-                text.extend(line);
+                text.push_str(line);
                 text.push('\n');
             }
         });
@@ -197,7 +212,10 @@ impl PatternWait {
         }
         let mut haystack = String::new();
         let start;
-        let line_from = dirty.saturating_sub(OVERLAP);
+        let mut line_from = dirty.saturating_sub(OVERLAP);
+        while !line.is_char_boundary(line_from) {
+            line_from -= 1;
+        }
         if text_new || line_from == 0 {
             // The tail of the text (from the overlap before what is new), then the line.
             let mut from = if text_new {
@@ -217,14 +235,17 @@ impl PatternWait {
             haystack.push_str(&self.text[from - context..]);
             start = context;
             if line_counts {
-                haystack.extend(line);
+                haystack.push_str(line);
             }
         } else {
-            // Only the line changed, far into it: its tail from the overlap on.
-            let context = line[line_from - 1];
-            haystack.push(context);
-            haystack.extend(&line[line_from..]);
-            start = context.len_utf8();
+            // Only the line changed, far into it: its tail from the overlap on, with one
+            // character before it as context.
+            let context = line[..line_from]
+                .chars()
+                .next_back()
+                .map_or(0, char::len_utf8);
+            haystack.push_str(&line[line_from - context..]);
+            start = context;
         }
         let found = self.regex.is_match_at(&haystack, start);
         self.searched = self.text.len();
@@ -240,6 +261,109 @@ impl PatternWait {
             self.searched = self.text.len();
         }
         found
+    }
+}
+
+/// The active send's wait as the reader sees it: each chunk of output is fed to its
+/// pattern wait as it arrives (under the output lock, so no chunk is missed or fed
+/// twice), and the send is woken only when that matters: the pattern matched, or every
+/// chunk for a background send (which forwards the output to its job). A quiet wait
+/// wakes on its own timer; the shell's exit always wakes. An echo's intermediate chunks
+/// (the typed line, the prompt's escapes) then cost no wake-up of the send.
+#[derive(Debug)]
+pub(super) struct Watch {
+    pattern: Option<PatternWait>,
+    every_output: bool,
+    matched: bool,
+}
+
+impl Watch {
+    pub(super) fn new(pattern: Option<PatternWait>, every_output: bool) -> Watch {
+        Watch {
+            pattern,
+            every_output,
+            matched: false,
+        }
+    }
+
+    /// New output: whether the send is to be woken.
+    pub(super) fn output(&mut self, bytes: &[u8]) -> bool {
+        if let Some(pattern) = &mut self.pattern {
+            if !self.matched && pattern.feed(bytes) {
+                self.matched = true;
+                return true;
+            }
+        }
+        self.every_output
+    }
+
+    /// Whether the pattern has matched.
+    pub(super) fn matched(&self) -> bool {
+        self.matched
+    }
+}
+
+impl Session {
+    /// Waits until the send that began at `start` settles; its [`Watch`] is already in
+    /// place (from before its input was written). `on_output` runs at each wake-up.
+    pub(super) async fn settle(
+        &self,
+        start: Instant,
+        wait: &SendWait,
+        cancel: Option<&tokio_util::sync::CancellationToken>,
+        mut on_output: impl FnMut(),
+    ) -> &'static str {
+        let deadline = start + wait.timeout;
+        // One timer for the whole wait, moved only when the instant to wake at moves (a
+        // pattern wait's never does): not a timer registered and dropped per wake-up.
+        let mut wake_at = deadline;
+        let sleep = tokio::time::sleep_until(wake_at.into());
+        tokio::pin!(sleep);
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (last_output, exited, matched) = {
+                let output = self.output.lock().unwrap();
+                let matched = output.watch.as_ref().is_some_and(Watch::matched);
+                (output.last_output, output.exited, matched)
+            };
+            on_output();
+            if exited {
+                return "exited";
+            }
+            if matched {
+                return "pattern";
+            }
+            let quiet_at = last_output.max(start) + wait.quiet;
+            let now = Instant::now();
+            if wait.pattern.is_none() && now >= quiet_at {
+                return "quiet";
+            }
+            if now >= deadline {
+                return "timeout";
+            }
+            let wake = if wait.pattern.is_none() {
+                quiet_at.min(deadline)
+            } else {
+                deadline
+            };
+            if wake != wake_at {
+                wake_at = wake;
+                sleep.as_mut().reset(wake.into());
+            }
+            let cancelled = async {
+                match cancel {
+                    Some(token) => token.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = notified => {}
+                _ = sleep.as_mut() => {}
+                _ = cancelled => return "cancelled",
+            }
+        }
     }
 }
 

@@ -1,0 +1,296 @@
+//! The PTY and the shell on it: the pair opened with `openpty`, the shell started on it
+//! by the process service's spawner (clone with CLONE_VFORK, a parent-death signal, the
+//! PTY as controlling terminal) in its own container, the read loop that feeds the
+//! session everything the shell side writes, the watcher that reaps the shell through
+//! its pidfd, and the terminal-level questions asked of the master (foreground group,
+//! echo mode), writes to it and kills of the terminal's session.
+//!
+//! `openpty` and our spawner rather than `portable-pty`, whose fork-based spawn costs
+//! milliseconds in a host this size, sets no parent-death signal, and reads with a
+//! blocking thread per session.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tokio::io::unix::AsyncFd;
+
+use crate::error::{ErrorCode, ToolError};
+use crate::services::process::{containment, spawn, Launch};
+
+use super::sessions::Session;
+use super::{OpenSpec, DRAIN_TIMEOUT};
+
+/// A shell started on a new PTY: the master side (registered with the event loop), the
+/// shell's process and its container.
+pub(super) struct Shell {
+    pub master: AsyncFd<OwnedFd>,
+    pub child: spawn::Child,
+    pub run: containment::Run,
+}
+
+/// Starts `program` (named `shell_name`; bash gets `--noprofile --norc -i` and a `$ `
+/// prompt) on a new PTY sized and placed as `spec` says, in a new container.
+pub(super) fn start_shell(
+    launch: &Launch,
+    spec: &OpenSpec,
+    shell_name: &str,
+    program: &Path,
+    is_bash: bool,
+) -> Result<Shell, ToolError> {
+    let invalid = |message: String| ToolError::new(ErrorCode::InvalidArguments, message);
+    let internal = |what: &str, error: std::io::Error| {
+        ToolError::new(ErrorCode::Internal, format!("{what}: {error}"))
+    };
+    let (master, slave) =
+        open_pty(spec.cols, spec.rows).map_err(|e| internal("cannot open a PTY", e))?;
+    let mut argv =
+        vec![CString::new(shell_name.as_bytes()).map_err(|_| invalid("NUL byte in shell".into()))?];
+    if is_bash {
+        argv.extend([
+            c"--noprofile".to_owned(),
+            c"--norc".to_owned(),
+            c"-i".to_owned(),
+        ]);
+    }
+    let mut env = vec![("TERM".to_string(), "xterm-256color".to_string())];
+    if is_bash {
+        env.push(("PS1".to_string(), "$ ".to_string()));
+    }
+    env.extend(spec.env.iter().cloned());
+    let run = launch
+        .containment
+        .new_run()
+        .map_err(|e| internal("cannot contain the session", std::io::Error::other(e)))?;
+    let placement = run.placement();
+    let envp = launch
+        .envp(&env, &placement)
+        .map_err(|e| invalid(e.to_string()))?;
+    let program_c = CString::new(program.as_os_str().as_bytes())
+        .map_err(|_| invalid("NUL byte in shell path".into()))?;
+    let cwd = CString::new(spec.cwd.as_os_str().as_bytes())
+        .map_err(|_| invalid("NUL byte in cwd".into()))?;
+    let child = spawn::spawn(&spawn::SpawnSpec {
+        program: &program_c,
+        argv: &argv,
+        envp: &envp,
+        cwd: &cwd,
+        output: slave.as_raw_fd(),
+        input: slave.as_raw_fd(),
+        terminal: true,
+        cgroup: placement.cgroup,
+        join: &placement.join,
+        die_with_parent: true,
+    })
+    .map_err(|e| internal("cannot start the shell", e))?;
+    run.set_leader(child.pid());
+    drop(slave);
+    // SAFETY: registering our own descriptor, owned by the AsyncFd from here on.
+    let master = unsafe {
+        // Reading only: see `Session::write_all`.
+        AsyncFd::register_with_interest(master, tokio::io::Interest::READABLE)
+    }
+    .map_err(|e| internal("cannot watch the PTY", e.into()))?;
+    Ok(Shell { master, child, run })
+}
+
+impl Session {
+    /// The terminal's foreground process group.
+    pub(super) fn foreground_group(&self) -> Option<i32> {
+        self.leader()?;
+        // SAFETY: tcgetpgrp on our own open master descriptor.
+        let pgid = unsafe { libc::tcgetpgrp(self.master.get_ref().as_raw_fd()) };
+        (pgid > 0).then_some(pgid)
+    }
+
+    /// Writes `bytes` to the terminal. The master is registered for reading only: were
+    /// it registered for writing too, every byte the shell reads from its side (readline
+    /// reads one at a time) would wake the event loop with an edge of writability. So
+    /// writes go straight to the descriptor, and only a write the terminal's input queue
+    /// cannot take (a long paste) waits, on a duplicate registered for writing just then.
+    pub(super) async fn write_all(&self, mut bytes: &[u8]) -> Result<(), ToolError> {
+        let fd = self.master.get_ref();
+        let mut writable: Option<AsyncFd<OwnedFd>> = None;
+        while !bytes.is_empty() {
+            // SAFETY: writing from a valid slice to our own descriptor.
+            let n = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
+            if n >= 0 {
+                bytes = &bytes[n as usize..];
+                continue;
+            }
+            let error = std::io::Error::last_os_error();
+            match error.kind() {
+                std::io::ErrorKind::Interrupted => continue,
+                std::io::ErrorKind::WouldBlock => {}
+                _ => return Err(write_error(error)),
+            }
+            if writable.is_none() {
+                let dup = fd.try_clone().map_err(write_error)?;
+                // SAFETY: the duplicate is fresh and owned by the AsyncFd from here on.
+                let registered =
+                    unsafe { AsyncFd::register_with_interest(dup, tokio::io::Interest::WRITABLE) };
+                writable = Some(registered.map_err(|e| write_error(e.into()))?);
+            }
+            if let Some(writable) = &writable {
+                writable
+                    .writable()
+                    .await
+                    .map_err(write_error)?
+                    .clear_ready();
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether input typed now is echoed by the terminal, as far as the terminal's
+    /// modes tell: not in canonical mode with echo off (a password prompt). A program
+    /// in non-canonical mode (readline, a REPL, a full-screen program) echoes by itself,
+    /// or not: [`Echo`](super::waiting::Echo) copes with both.
+    pub(super) fn echoes(&self) -> bool {
+        // SAFETY: termios is plain data; tcgetattr on the master reads the terminal's
+        // (the slave's) modes.
+        let mut modes: libc::termios = unsafe { std::mem::zeroed() };
+        if unsafe { libc::tcgetattr(self.master.get_ref().as_raw_fd(), &mut modes) } != 0 {
+            return true;
+        }
+        modes.c_lflag & libc::ICANON == 0 || modes.c_lflag & libc::ECHO != 0
+    }
+
+    /// Kills every process of the session: its container, which holds those that
+    /// left the terminal's session too. Returns how many were in the terminal session.
+    pub(super) fn kill_all(&self) -> usize {
+        let members = self.leader().map(session_members).unwrap_or_default();
+        self.run.kill();
+        for pid in &members {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+        members.len()
+    }
+}
+
+fn write_error(error: std::io::Error) -> ToolError {
+    ToolError::new(
+        ErrorCode::Internal,
+        format!("cannot write to the terminal: {error}"),
+    )
+}
+
+/// Pids whose session id is `sid`.
+pub(super) fn session_members(sid: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+                    fields.get(3)?.parse::<i32>().ok()
+                })
+                .is_some_and(|session| session == sid)
+        })
+        .collect()
+}
+
+/// Waits for the session's shell (its pidfd) and reaps it the moment it exits; then
+/// kills what is left of its session, lets the reader drain the output the shell left,
+/// and marks the session exited with the shell's code.
+pub(super) async fn watch_shell(session: Arc<Session>, mut child: spawn::Child) {
+    let status = child.wait().await;
+    let code = status.ok().and_then(|status| {
+        use std::os::unix::process::ExitStatusExt;
+        status.code().or_else(|| status.signal().map(|n| 128 + n))
+    });
+    // The pid is still the session's id (and group id) for whatever is left in it, so
+    // it cannot have been reused yet: kill them, then forget the pid.
+    let members = session_members(session.leader);
+    session.run.kill();
+    for pid in &members {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(*pid, libc::SIGKILL) };
+    }
+    session.run.set_leader(0);
+    session.reaped.store(true, Ordering::Release);
+    session.output.lock().unwrap().exit_code = code;
+    tracing::debug!(id = %session.id, ?code, left = members.len(), "terminal shell exited");
+    let reader = session.reader.lock().unwrap().take();
+    if let Some(mut reader) = reader {
+        if tokio::time::timeout(DRAIN_TIMEOUT, &mut reader)
+            .await
+            .is_err()
+        {
+            reader.abort();
+        }
+    }
+    session.mark_exited();
+}
+
+/// Reads the PTY until the shell side is gone (every process holding the terminal has
+/// closed it).
+pub(super) async fn read_loop(session: Arc<Session>) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let mut ready = match session.master.readable().await {
+            Ok(ready) => ready,
+            Err(_) => break,
+        };
+        // SAFETY: reading into a valid buffer from our own descriptor.
+        let read = ready.try_io(|fd| {
+            let n =
+                unsafe { libc::read(fd.get_ref().as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(n as usize)
+            }
+        });
+        match read {
+            Ok(Ok(0)) => break,
+            Ok(Ok(n)) => session.push(&buf[..n]),
+            // EIO: every process holding the terminal is gone.
+            Ok(Err(_)) => break,
+            Err(_would_block) => continue,
+        }
+    }
+}
+
+/// A new PTY pair sized `cols` x `rows`; the master is non-blocking, both close on exec.
+fn open_pty(cols: u16, rows: u16) -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let (mut master, mut slave) = (-1, -1);
+    let size = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two descriptors; the name and termios pointers may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors are fresh and ours.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    // SAFETY: fcntl on our own descriptors.
+    unsafe {
+        libc::fcntl(master.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC);
+        libc::fcntl(slave.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC);
+        let flags = libc::fcntl(master.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(master.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
+    Ok((master, slave))
+}
