@@ -37,7 +37,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::Notify;
 
 use crate::error::{ErrorCode, ToolError};
-use crate::services::process::signal_group;
+use crate::services::process::{signal_group, signal_named};
 pub use config::JobsConfig;
 
 /// Where a job is in its life.
@@ -322,16 +322,7 @@ fn internal(path: &std::path::Path, error: std::io::Error) -> ToolError {
 }
 
 /// The signals a job may be sent.
-pub fn parse_signal(name: &str) -> Option<(i32, &'static str)> {
-    match name.trim_start_matches("SIG").to_ascii_uppercase().as_str() {
-        "TERM" => Some((libc::SIGTERM, "TERM")),
-        "INT" => Some((libc::SIGINT, "INT")),
-        "HUP" => Some((libc::SIGHUP, "HUP")),
-        "QUIT" => Some((libc::SIGQUIT, "QUIT")),
-        "KILL" => Some((libc::SIGKILL, "KILL")),
-        _ => None,
-    }
-}
+const JOB_SIGNALS: &[&str] = &["TERM", "INT", "HUP", "QUIT", "KILL"];
 
 #[derive(Default)]
 struct Table {
@@ -576,10 +567,10 @@ impl JobRegistry {
     /// Signals the job's whole process group; after a catchable signal, a group still
     /// alive after the grace period gets KILL.
     pub async fn kill(&self, owner: &str, id: &str, signal: &str) -> Result<KillReport, ToolError> {
-        let (number, name) = parse_signal(signal).ok_or_else(|| {
+        let (number, name) = signal_named(signal, JOB_SIGNALS).ok_or_else(|| {
             ToolError::new(
                 ErrorCode::InvalidArguments,
-                format!("unknown signal {signal:?}: use TERM, INT, HUP, QUIT or KILL"),
+                format!("unknown signal {signal:?}: use {}", JOB_SIGNALS.join(", ")),
             )
         })?;
         let job = self.get(owner, id)?;

@@ -440,6 +440,26 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
     }
 }
 
+/// A signal by name, with or without `SIG`, in any case, among `allowed` (names
+/// without `SIG`): its number and its name.
+pub fn signal_named(name: &str, allowed: &[&'static str]) -> Option<(i32, &'static str)> {
+    const SIGNALS: &[(&str, i32)] = &[
+        ("TERM", libc::SIGTERM),
+        ("INT", libc::SIGINT),
+        ("HUP", libc::SIGHUP),
+        ("QUIT", libc::SIGQUIT),
+        ("KILL", libc::SIGKILL),
+        ("TSTP", libc::SIGTSTP),
+        ("CONT", libc::SIGCONT),
+    ];
+    let wanted = name.trim_start_matches("SIG").to_ascii_uppercase();
+    let name = allowed.iter().find(|allowed| **allowed == wanted)?;
+    SIGNALS
+        .iter()
+        .find(|(known, _)| known == name)
+        .map(|(_, number)| (*number, *name))
+}
+
 /// Sends `signal` to process group `pgid` (nothing for a pgid of 0).
 pub fn signal_group(pgid: i32, signal: i32) {
     if pgid > 0 {

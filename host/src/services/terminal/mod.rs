@@ -40,7 +40,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::{ErrorCode, ToolError};
 use crate::services::jobs::{JobRegistry, JobState};
-use crate::services::process::{signal_group, Launch};
+use crate::services::process::{signal_group, signal_named, Launch};
 pub use config::TerminalConfig;
 
 pub use sessions::Session;
@@ -102,18 +102,7 @@ pub struct SendOutcome {
 }
 
 /// The signals a terminal's foreground may be sent.
-pub fn parse_signal(name: &str) -> Option<i32> {
-    match name.trim_start_matches("SIG").to_ascii_uppercase().as_str() {
-        "INT" => Some(libc::SIGINT),
-        "TERM" => Some(libc::SIGTERM),
-        "KILL" => Some(libc::SIGKILL),
-        "HUP" => Some(libc::SIGHUP),
-        "QUIT" => Some(libc::SIGQUIT),
-        "TSTP" => Some(libc::SIGTSTP),
-        "CONT" => Some(libc::SIGCONT),
-        _ => None,
-    }
-}
+const TERMINAL_SIGNALS: &[&str] = &["INT", "TERM", "KILL", "HUP", "QUIT", "TSTP", "CONT"];
 
 /// Every terminal session of the host.
 pub struct TerminalService {
@@ -273,10 +262,13 @@ impl TerminalService {
 
     /// Sends `signal` to the terminal's foreground process group.
     pub fn signal(&self, owner: &str, id: &str, signal: &str) -> Result<String, ToolError> {
-        let number = parse_signal(signal).ok_or_else(|| {
+        let (number, _) = signal_named(signal, TERMINAL_SIGNALS).ok_or_else(|| {
             ToolError::new(
                 ErrorCode::InvalidArguments,
-                format!("unknown signal {signal:?}: use INT, TERM, KILL, HUP, QUIT, TSTP or CONT"),
+                format!(
+                    "unknown signal {signal:?}: use {}",
+                    TERMINAL_SIGNALS.join(", ")
+                ),
             )
         })?;
         let session = self.get(owner, id)?;
