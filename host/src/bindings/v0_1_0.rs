@@ -610,3 +610,60 @@ pub async fn filter<T: Send + 'static>(
         .await?;
     Ok(replaced.map(Into::into))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use old::types::ErrorCode as O;
+
+    const ALL: &[O] = &[
+        O::InvalidArguments,
+        O::UnknownTool,
+        O::Denied,
+        O::Timeout,
+        O::Cancelled,
+        O::PluginTrap,
+        O::PluginOutOfMemory,
+        O::PluginCpuLimit,
+        O::CapabilityDenied,
+        O::NotFound,
+        O::NotOwner,
+        O::SendActive,
+        O::SessionClosing,
+        O::LspUnavailable,
+        O::LimitExceeded,
+        O::Internal,
+    ];
+
+    #[test]
+    fn every_0_1_0_code_is_the_host_code_of_its_name_and_comes_back_as_itself() {
+        for code in ALL {
+            let host = HostCode::from(*code);
+            let name = format!("{code:?}");
+            let name = name.rsplit("::").next().unwrap().to_lowercase();
+            assert_eq!(name, host.as_str().replace('_', "").to_lowercase());
+            assert_eq!(O::from(host), *code);
+        }
+    }
+
+    #[test]
+    fn a_0_1_0_result_is_one_text_item_and_a_latest_one_is_its_text() {
+        let result = new::types::ToolResult::from(old::types::ToolResult {
+            content: "out".into(),
+            error: Some(old::types::ToolError {
+                code: O::NotOwner,
+                message: "m".into(),
+            }),
+            full_output_path: Some("/f".into()),
+        });
+        assert!(matches!(
+            result.content.as_slice(),
+            [new::types::ContentItem::Text(text)] if text == "out"
+        ));
+        let error = result.error.clone().unwrap();
+        assert_eq!(error.code, new::types::ErrorCode::NotFound);
+        let back = old::types::ToolResult::from(result);
+        assert_eq!(back.content, "out");
+        assert_eq!(back.full_output_path.as_deref(), Some("/f"));
+    }
+}

@@ -109,9 +109,7 @@ impl Guest for Bash {
         };
         let outcome = match process::run(&request) {
             Ok(outcome) => outcome,
-            Err(error) => {
-                return failed(error)
-            }
+            Err(error) => return failed(error),
         };
 
         let mut content = outcome.output;
