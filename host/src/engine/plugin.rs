@@ -215,8 +215,14 @@ impl Plugin {
             .exports(&runtime.engine)
             .map(|(export, _)| export.to_string())
             .collect();
+        // A component naming no `dsh:plugin` interface targets none of the worlds.
         let version =
-            ContractVersion::of_component(imports.iter().chain(&exports).map(String::as_str))?;
+            match ContractVersion::of_component(imports.iter().chain(&exports).map(String::as_str))
+            {
+                Ok(version) => version,
+                Err(VersionError::None) => return Err(LoadError::NoWorld),
+                Err(other) => return Err(other.into()),
+            };
         let grants = Grants::resolve(name, &source, &config, runtime.state_dir.as_deref()).await?;
         grants
             .check_imports(name, &imports)
