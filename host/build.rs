@@ -1,23 +1,23 @@
-//! Builds the guest components in `plugins/` for `wasm32-wasip2` (adding the target
-//! with rustup when it is missing) and embeds the default set in the binary.
+//! Builds the embedded plugin set (named in `src/engine/embedded/set.rs`) from
+//! `plugins/` for `wasm32-wasip2` and embeds it in the binary. Only those crates build
+//! here: the test plugins are built by the tests and benches that use them
+//! (`guest_build.rs`). A missing `wasm32-wasip2` target stops the build with the command
+//! that adds it; the build never changes the toolchain itself.
 //!
 //! The components build in their own target directory (`target/wasm-plugins`) with the
-//! plugins' release profile. `DSH_PLUGIN_WASM_DIR` (set for the tests and benches)
-//! points at every built component, the test-only ones included.
+//! plugins' release profile. `DSH_PLUGIN_WASM_DIR` (set for the tests and benches) is
+//! where that build puts components; the tests' own build adds the test-only ones there.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-/// Tool plugins embedded in `dsh` and loaded with no configuration.
-const EMBEDDED_TOOLS: &[&str] = &["bash", "jobs", "terminal"];
-/// Guards and result filters embedded in `dsh`, loaded only when `[pipeline]` in
-/// dsh.toml names them.
-const EMBEDDED_STAGES: &[&str] = &[
-    "deny_destructive",
-    "workspace_only",
-    "ask_git_push",
-    "redact_secrets",
-];
+#[path = "src/engine/embedded/set.rs"]
+#[allow(dead_code)]
+mod embedded_set;
+#[path = "guest_build.rs"]
+#[allow(dead_code)]
+mod guest_build;
+
+use embedded_set::EMBEDDED;
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -30,103 +30,78 @@ fn main() {
         .nth(4)
         .expect("OUT_DIR is inside the target directory");
     let wasm_target_dir = target_dir.join("wasm-plugins");
+    let built = guest_build::built_dir(&wasm_target_dir);
+    // Where the components are, and the target directory the tests build the test
+    // plugins into (tests/e2e/support.rs, benches/support).
+    println!("cargo:rustc-env=DSH_PLUGIN_WASM_DIR={}", built.display());
+    println!(
+        "cargo:rustc-env=DSH_WASM_TARGET_DIR={}",
+        wasm_target_dir.display()
+    );
 
+    // What the embedded crates are built from: the WIT, the workspace's Cargo files,
+    // the code they `include!`, and each crate with its path dependencies.
     watch(&root.join("wit"));
-    watch(&plugins.join("fixtures"));
     watch(&plugins.join("shared"));
-    println!(
-        "cargo:rerun-if-changed={}",
-        plugins.join("Cargo.toml").display()
-    );
-    println!(
-        "cargo:rerun-if-changed={}",
-        plugins.join("Cargo.lock").display()
-    );
-    for group in [plugins.clone(), plugins.join("guards")] {
-        for entry in std::fs::read_dir(&group)
-            .expect("plugins/ and plugins/guards/ exist")
-            .flatten()
-        {
-            let crate_dir = entry.path();
-            if crate_dir.join("Cargo.toml").exists() {
-                println!(
-                    "cargo:rerun-if-changed={}",
-                    crate_dir.join("Cargo.toml").display()
-                );
-                watch(&crate_dir.join("src"));
-            }
+    watch(&plugins.join("Cargo.toml"));
+    watch(&plugins.join("Cargo.lock"));
+    let mut crates: Vec<PathBuf> = EMBEDDED
+        .iter()
+        .filter_map(|p| plugins.join(p.dir).canonicalize().ok())
+        .collect();
+    let mut watched = Vec::new();
+    while let Some(dir) = crates.pop() {
+        if watched.contains(&dir) {
+            continue;
         }
+        watch(&dir.join("Cargo.toml"));
+        watch(&dir.join("src"));
+        crates.extend(path_dependencies(&dir));
+        watched.push(dir);
     }
 
-    ensure_wasm_target();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let output = Command::new(cargo)
-        .args([
-            "build",
-            "--release",
-            "--target",
-            "wasm32-wasip2",
-            "--manifest-path",
-        ])
-        .arg(plugins.join("Cargo.toml"))
-        .env("CARGO_TARGET_DIR", &wasm_target_dir)
-        // The host's own build settings must not leak into the guest build.
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("CARGO_BUILD_TARGET")
-        .env_remove("RUSTC_WORKSPACE_WRAPPER")
-        .output()
-        .expect("run cargo for the plugins");
-    if !output.status.success() {
-        panic!(
-            "building plugins/ for wasm32-wasip2 failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+    if let Err(message) = guest_build::check_wasm_target() {
+        // Cargo prints this as the build's one error, without a backtrace.
+        println!("cargo::error={message}");
+        return;
+    }
+    let packages: Vec<&str> = EMBEDDED.iter().map(|p| p.name).collect();
+    if let Err(message) =
+        guest_build::build(&plugins.join("Cargo.toml"), &wasm_target_dir, &packages)
+    {
+        panic!("{message}");
     }
 
-    let built = wasm_target_dir.join("wasm32-wasip2").join("release");
-    let mut embedded = String::from("/// The embedded plugins: (name, component bytes).\npub const PLUGINS: &[(&str, &[u8])] = &[\n");
-    for name in EMBEDDED_TOOLS.iter().chain(EMBEDDED_STAGES) {
-        let wasm = built.join(format!("{name}.wasm"));
-        let copy = out_dir.join(format!("{name}.wasm"));
+    let mut embedded = String::from(
+        "/// The embedded plugins, as `EMBEDDED` lists them: (name, component bytes).\n\
+         pub const PLUGINS: &[(&str, &[u8])] = &[\n",
+    );
+    for plugin in EMBEDDED {
+        let wasm = built.join(format!("{}.wasm", plugin.name));
+        let copy = out_dir.join(format!("{}.wasm", plugin.name));
         std::fs::copy(&wasm, &copy).unwrap_or_else(|e| panic!("{}: {e}", wasm.display()));
         embedded.push_str(&format!(
-            "    ({name:?}, include_bytes!({:?})),\n",
+            "    ({:?}, include_bytes!({:?})),\n",
+            plugin.name,
             copy.display().to_string()
         ));
     }
     embedded.push_str("];\n");
-    embedded.push_str(&format!(
-        "/// The embedded guards and result filters (loaded when `[pipeline]` names them).\npub const STAGES: &[&str] = &{EMBEDDED_STAGES:?};\n"
-    ));
     std::fs::write(out_dir.join("embedded.rs"), embedded).unwrap();
-    println!("cargo:rustc-env=DSH_PLUGIN_WASM_DIR={}", built.display());
 }
 
-fn watch(dir: &Path) {
-    println!("cargo:rerun-if-changed={}", dir.display());
+fn watch(path: &Path) {
+    println!("cargo:rerun-if-changed={}", path.display());
 }
 
-/// Adds the wasm32-wasip2 target when rustup manages the toolchain and lacks it.
-fn ensure_wasm_target() {
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let has_target = Command::new(&rustc)
-        .args(["--print", "target-libdir", "--target", "wasm32-wasip2"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
-        .is_some_and(|dir| dir.exists());
-    if has_target {
-        return;
-    }
-    let status = Command::new("rustup")
-        .args(["target", "add", "wasm32-wasip2"])
-        .status();
-    match status {
-        Ok(status) if status.success() => {}
-        _ => panic!(
-            "the wasm32-wasip2 target is missing and `rustup target add wasm32-wasip2` failed"
-        ),
-    }
+/// The directories of the crate at `dir`'s path dependencies (`path = "..."` in its
+/// Cargo.toml), which its build depends on too.
+fn path_dependencies(dir: &Path) -> Vec<PathBuf> {
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap_or_default();
+    manifest
+        .split("path = \"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .filter_map(|relative| dir.join(relative).canonicalize().ok())
+        .collect()
 }

@@ -40,11 +40,10 @@ fn start_once(state: &Path) -> Duration {
 #[tokio::main]
 async fn main() {
     let scratch = tempfile::tempdir().unwrap();
-    let wasm = Path::new(env!("DSH_PLUGIN_WASM_DIR"));
     let versions: Vec<(String, Arc<[u8]>)> = ["a", "b"]
         .iter()
         .map(|v| {
-            let bytes = std::fs::read(wasm.join(format!("version_{v}.wasm"))).unwrap();
+            let bytes = std::fs::read(support::built_plugin(&format!("version_{v}"))).unwrap();
             (v.to_string(), Arc::from(bytes))
         })
         .collect();

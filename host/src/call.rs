@@ -71,6 +71,16 @@ pub struct ApprovalRequest<'a> {
     pub args: &'a serde_json::Value,
 }
 
+/// A call's arguments for messages (an approval question, a denial): compact JSON, cut
+/// after 500 characters with a `…`.
+pub fn describe_args(args: &serde_json::Value) -> String {
+    let text = args.to_string();
+    match text.char_indices().nth(500) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
+    }
+}
+
 /// The approver's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Approval {
@@ -129,5 +139,22 @@ impl CallResult {
             Some(error) if self.content.is_empty() => error.to_string(),
             Some(error) => format!("{error}\n{}", self.content),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn described_args_are_compact_json_cut_after_500_characters() {
+        let short = serde_json::json!({ "command": "ls", "n": 1 });
+        assert_eq!(describe_args(&short), r#"{"command":"ls","n":1}"#);
+        // Multi-byte characters count as one each and are never split.
+        let long = serde_json::json!({ "text": "é".repeat(600) });
+        let described = describe_args(&long);
+        assert_eq!(described.chars().count(), 501, "{described}");
+        assert!(described.starts_with(r#"{"text":"éé"#), "{described}");
+        assert!(described.ends_with("é…"), "{described}");
     }
 }

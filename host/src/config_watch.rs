@@ -28,6 +28,7 @@ use crate::config::Config;
 use crate::engine::plugin::digest;
 use crate::host::{load_plugin, plugin_set, relink_plugin, warn_about_missing_stages};
 use crate::pipeline::Pipeline;
+use crate::registry::PluginState;
 
 /// The top-level sections of `dsh.toml` that change live; every other one is bound at
 /// start.
@@ -274,7 +275,7 @@ impl LiveConfig {
         pipeline.reconfigure(config.clone());
         if let Some(wanted) = &wanted {
             for status in registry.plugins() {
-                if status.status == "serving" && !wanted.contains_key(&status.name) {
+                if status.status == PluginState::Serving && !wanted.contains_key(&status.name) {
                     registry.remove(&status.name);
                     tracing::info!(plugin = %status.name, "no longer named in [pipeline]: unloaded");
                     changed.push(format!("{} unloaded", status.name));

@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::engine::plugin::{digest, Plugin, PluginKind, PluginSource};
 use crate::engine::{embedded, EngineError, Runtime};
 use crate::pipeline::Pipeline;
-use crate::registry::{PluginStatus, Registry};
+use crate::registry::{Refusal, Registry};
 use crate::services::Services;
 use crate::session::{prepare_state_dir, Session, StateDirError};
 
@@ -189,12 +189,14 @@ pub fn plugin_set(
                 Ok(bytes) => {
                     set.insert(name, (PluginSource::Path(path), Arc::from(bytes)));
                 }
-                Err(error) => registry.record_refusal(PluginStatus::refused(
+                Err(error) => registry.record_refusal(
                     &name,
-                    &PluginSource::Path(path.clone()),
-                    "",
-                    format!("cannot read: {error}"),
-                )),
+                    Refusal::new(
+                        &PluginSource::Path(path.clone()),
+                        "",
+                        format!("cannot read: {error}"),
+                    ),
+                ),
             }
         }
     }
@@ -285,7 +287,7 @@ async fn load(
             } else {
                 tracing::warn!(plugin = %name, %source, %reason, "plugin refused");
             }
-            registry.record_refusal(PluginStatus::refused(name, &source, &file_digest, reason));
+            registry.record_refusal(name, Refusal::new(&source, &file_digest, reason));
             false
         }
     }

@@ -21,7 +21,7 @@ use crate::engine::embedded;
 use crate::engine::plugin::{digest, PluginSource};
 use crate::host::load_plugin;
 use crate::pipeline::Pipeline;
-use crate::registry::PluginStatus;
+use crate::registry::Refusal;
 
 /// A running watcher; dropping it stops watching.
 pub struct PluginWatcher {
@@ -116,11 +116,9 @@ async fn reload(pipeline: &Pipeline, path: &Path) {
                 .await;
             }
         }
-        Err(error) => registry.record_refusal(PluginStatus::refused(
+        Err(error) => registry.record_refusal(
             &name,
-            &source,
-            "",
-            format!("cannot read: {error}"),
-        )),
+            Refusal::new(&source, "", format!("cannot read: {error}")),
+        ),
     }
 }

@@ -13,7 +13,7 @@ fn the_python_sdk_suite_passes_against_dsh_serve() {
         .args(["-m", "pytest", "tests/mcp", "-q", "-p", "no:cacheprovider"])
         .current_dir(root)
         .env("DSH_BIN", env!("CARGO_BIN_EXE_dsh"))
-        .env("DSH_PLUGIN_WASM_DIR", env!("DSH_PLUGIN_WASM_DIR"))
+        .env("DSH_PLUGIN_WASM_DIR", crate::support::plugin_wasm_dir())
         .output()
         .unwrap();
     let report = format!(

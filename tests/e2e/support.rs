@@ -206,9 +206,20 @@ pub fn survivors(marker: &str, within: std::time::Duration) -> Vec<String> {
     }
 }
 
-/// Every component built from `plugins/`, test-only ones included.
+#[path = "../../host/guest_build.rs"]
+mod guest_build;
+
+/// The directory of every component built from `plugins/`, test-only ones included
+/// (`DSH_PLUGIN_WASM_DIR`): the host's build builds only the embedded ones, so the first
+/// call in this process builds the whole plugins workspace there.
+pub fn plugin_wasm_dir() -> &'static Path {
+    let plugins = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/Cargo.toml");
+    guest_build::build_all_once(&plugins, Path::new(env!("DSH_WASM_TARGET_DIR")))
+}
+
+/// The component built from the `plugins/` crate `name`, test-only ones included.
 pub fn built_plugin(name: &str) -> PathBuf {
-    Path::new(env!("DSH_PLUGIN_WASM_DIR")).join(format!("{name}.wasm"))
+    plugin_wasm_dir().join(format!("{name}.wasm"))
 }
 
 /// Runs `command` to completion and returns its output and peak RSS in KiB.

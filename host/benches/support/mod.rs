@@ -2,7 +2,7 @@
 //! a scratch directory. Each bench binary uses a part of it.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use dsh::config::Config;
@@ -22,9 +22,16 @@ pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// The built component `name` (from `plugins/`).
+#[path = "../../guest_build.rs"]
+mod guest_build;
+
+/// The component built from the `plugins/` crate `name`, test-only ones included: the
+/// host's build builds only the embedded ones, so the first call in this process builds
+/// the whole plugins workspace into `DSH_PLUGIN_WASM_DIR`.
 pub fn built_plugin(name: &str) -> PathBuf {
-    std::path::Path::new(env!("DSH_PLUGIN_WASM_DIR")).join(format!("{name}.wasm"))
+    let plugins = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/Cargo.toml");
+    guest_build::build_all_once(&plugins, Path::new(env!("DSH_WASM_TARGET_DIR")))
+        .join(format!("{name}.wasm"))
 }
 
 /// `scratch/plugins` holding built components as (file stem, built component).

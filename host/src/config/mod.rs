@@ -487,6 +487,33 @@ mod tests {
         assert!(err.contains("process.env.set"), "{err}");
     }
 
+    /// The docs name the grantable interfaces where `interfaces` is described: the
+    /// README's and this module's `dsh.toml` examples list exactly the capability list.
+    #[test]
+    fn the_docs_list_every_capability() {
+        let names = |doc: &str| -> Vec<String> {
+            let line = doc
+                .lines()
+                .find(|line| line.contains("host interfaces it may import:"))
+                .expect("the `interfaces` line");
+            let list = line.split("import:").nth(1).unwrap();
+            let mut names: Vec<String> = list.split(',').map(|n| n.trim().to_string()).collect();
+            names.sort();
+            names
+        };
+        let mut expected: Vec<String> = crate::services::capabilities::NAMES
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        expected.sort();
+        assert_eq!(
+            names(include_str!("../../../README.md")),
+            expected,
+            "README.md"
+        );
+        assert_eq!(names(include_str!("mod.rs")), expected, "config/mod.rs");
+    }
+
     #[test]
     fn unknown_keys_are_errors() {
         assert!(Config::parse("[limits]\noutput_budget = 3\n").is_err());

@@ -1,12 +1,53 @@
 //! The default plugin set, built from `plugins/` for `wasm32-wasip2` by `build.rs` and
-//! embedded in the binary so `dsh` works with no configuration.
+//! embedded in the binary so `dsh` works with no configuration. Which plugins those are
+//! is named once, in [`set`].
 
+pub mod set;
+
+pub use set::{EmbeddedPlugin, Kind, EMBEDDED};
+
+// `PLUGINS: &[(&str, &[u8])]`: each of `EMBEDDED`, in order, with its component bytes.
 include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
 
 /// Whether the embedded plugin `name` is loaded under `config`: every tool, and the
 /// guards and result filters `[pipeline]` names.
 pub fn wanted(name: &str, config: &crate::config::Config) -> bool {
-    !STAGES.contains(&name)
-        || config.pipeline.guards.iter().any(|g| g == name)
-        || config.pipeline.filters.iter().any(|f| f == name)
+    match set::find(name) {
+        Some(plugin) if plugin.kind == Kind::Tool => true,
+        Some(_) => {
+            config.pipeline.guards.iter().any(|g| g == name)
+                || config.pipeline.filters.iter().any(|f| f == name)
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_embedded_plugin_has_its_component_in_the_binary() {
+        let names: Vec<&str> = PLUGINS.iter().map(|(name, _)| *name).collect();
+        let listed: Vec<&str> = EMBEDDED.iter().map(|plugin| plugin.name).collect();
+        assert_eq!(names, listed);
+        for (name, bytes) in PLUGINS {
+            // A component's preamble: `\0asm`, then a version with the component layer.
+            assert_eq!(&bytes[..4], b"\0asm", "{name}");
+            assert_eq!(&bytes[6..8], &[0x01, 0x00], "{name} is not a component");
+        }
+    }
+
+    #[test]
+    fn tools_are_always_wanted_and_stages_only_when_the_pipeline_names_them() {
+        let mut config = crate::config::Config::default();
+        assert!(wanted("bash", &config));
+        assert!(!wanted("deny_destructive", &config));
+        assert!(!wanted("echo", &config));
+        config.pipeline.guards.push("deny_destructive".into());
+        config.pipeline.filters.push("redact_secrets".into());
+        assert!(wanted("deny_destructive", &config));
+        assert!(wanted("redact_secrets", &config));
+        assert!(!wanted("workspace_only", &config));
+    }
 }

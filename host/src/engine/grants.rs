@@ -64,12 +64,7 @@ pub enum GrantError {
 
 /// The interfaces an embedded plugin is granted when `dsh.toml` says nothing.
 fn embedded_interfaces(name: &str) -> &'static [&'static str] {
-    match name {
-        "bash" => &["process"],
-        "jobs" => &["jobs"],
-        "terminal" => &["terminal"],
-        _ => &[],
-    }
+    crate::engine::embedded::set::find(name).map_or(&[], |plugin| plugin.interfaces)
 }
 
 /// A directory mapped into the plugin.

@@ -27,10 +27,11 @@ use rmcp::{RoleServer, ServerHandler};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::call::{Approval, ApprovalFuture, ApprovalRequest, Approver, CallRequest, CallResult};
+use crate::call::{
+    describe_args, Approval, ApprovalFuture, ApprovalRequest, Approver, CallRequest, CallResult,
+};
 use crate::error::ErrorCode;
 use crate::host::Host;
-use crate::pipeline::s2_guards::describe_args;
 
 /// What every connection of one server shares.
 pub struct McpServer {

@@ -7,7 +7,7 @@
 //! (a terminal prompt, a CLI flag, MCP elicitation); without one, or when it says no,
 //! the call is denied. Every approval decision is written to the event log.
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::call::{Approval, ApprovalRequest, CallContext, CallRequest};
 use crate::engine::plugin::{PendingCall, PluginKind, Verdict};
@@ -131,14 +131,5 @@ async fn ask(
         Approval::Unavailable(why) => Err(denied(format!(
             "approval required: guard {guard} asks for approval ({reason}), and none could be given: {why}"
         ))),
-    }
-}
-
-/// The arguments a guard sees, for messages: compact JSON.
-pub fn describe_args(args: &Value) -> String {
-    let text = args.to_string();
-    match text.char_indices().nth(500) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text,
     }
 }

@@ -1,6 +1,7 @@
 //! The registry: the declaration layer. Owns the catalog of tools (every tool's manual,
 //! its compiled argument validator and the plugin that serves it), the guards and
-//! result filters by name, and the status of every plugin, loaded or refused.
+//! result filters by name, and of every plugin the version serving and the version last
+//! refused beside it.
 //!
 //! Rules kept here: tool names are 1–128 characters of `[A-Za-z0-9_-]` and unique
 //! across plugins; every input schema is a valid JSON Schema describing an object;
@@ -69,7 +70,61 @@ impl RegisteredTool {
     }
 }
 
-/// What `dsh plugins` shows of one plugin.
+/// Whether a version of a plugin serves or was refused. Serialized (and printed) as
+/// `serving` and `refused`: `dsh plugins --json` and the control socket carry these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PluginState {
+    /// It serves: its tools are in the catalog (or it runs as a guard or filter).
+    Serving,
+    /// It failed its checks; whatever served before under its name keeps serving.
+    Refused,
+}
+
+impl PluginState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginState::Serving => "serving",
+            PluginState::Refused => "refused",
+        }
+    }
+}
+
+impl std::fmt::Display for PluginState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `pad`, so that widths and alignment in format strings apply.
+        f.pad(self.as_str())
+    }
+}
+
+/// A version of a plugin that was refused, and why. Kept beside the version serving
+/// under the same name (if any) until the plugin is removed or a different version
+/// serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Where the refused version came from (`embedded` or its path).
+    pub source: String,
+    /// SHA-256 of the refused bytes, hex (empty when they could not be read).
+    pub digest: String,
+    /// Seconds since the Unix epoch at which it was refused.
+    pub refused_at: u64,
+    pub reason: String,
+}
+
+impl Refusal {
+    /// A refusal made now.
+    pub fn new(source: &PluginSource, digest: &str, reason: String) -> Self {
+        Refusal {
+            source: source.to_string(),
+            digest: digest.into(),
+            refused_at: unix_seconds(SystemTime::now()),
+            reason,
+        }
+    }
+}
+
+/// What `dsh plugins` shows of one plugin version: a row of its listing. A plugin with
+/// a version serving and a newer version refused has two rows, the serving one first.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PluginStatus {
     pub name: String,
@@ -84,8 +139,7 @@ pub struct PluginStatus {
     pub digest: String,
     /// Seconds since the Unix epoch at which this version was loaded (or refused).
     pub loaded_at: u64,
-    /// `serving` or `refused`.
-    pub status: String,
+    pub status: PluginState,
     /// Why it was refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -103,16 +157,36 @@ pub struct PluginStatus {
 }
 
 impl PluginStatus {
-    pub fn refused(name: &str, source: &PluginSource, digest: &str, reason: String) -> Self {
+    /// The row of the version of `plugin` serving, without its calls in flight.
+    fn serving(plugin: &Plugin) -> Self {
+        PluginStatus {
+            name: plugin.name.to_string(),
+            kind: Some(plugin.kind()),
+            contract: Some(plugin.version.to_string()),
+            source: plugin.source.to_string(),
+            digest: plugin.digest.clone(),
+            loaded_at: unix_seconds(plugin.loaded_at),
+            status: PluginState::Serving,
+            reason: None,
+            tools: plugin.specs.iter().map(|spec| spec.name.clone()).collect(),
+            grants: Some(plugin.grants.view.clone()),
+            imports: plugin.imports.clone(),
+            calls_in_flight: 0,
+            calls_in_flight_on_old_versions: 0,
+        }
+    }
+
+    /// The row of a refused version of plugin `name`.
+    fn refused(name: &str, refusal: &Refusal) -> Self {
         PluginStatus {
             name: name.into(),
             kind: None,
             contract: None,
-            source: source.to_string(),
-            digest: digest.into(),
-            loaded_at: unix_seconds(SystemTime::now()),
-            status: "refused".into(),
-            reason: Some(reason),
+            source: refusal.source.clone(),
+            digest: refusal.digest.clone(),
+            loaded_at: refusal.refused_at,
+            status: PluginState::Refused,
+            reason: Some(refusal.reason.clone()),
             tools: Vec::new(),
             grants: None,
             imports: Vec::new(),
@@ -120,6 +194,14 @@ impl PluginStatus {
             calls_in_flight_on_old_versions: 0,
         }
     }
+}
+
+/// What the registry knows of one plugin name: the version serving, the version last
+/// refused, or both (a refused new version leaves the old one serving).
+#[derive(Clone, Default)]
+struct PluginEntry {
+    serving: Option<Arc<Plugin>>,
+    refused: Option<Refusal>,
 }
 
 fn unix_seconds(time: SystemTime) -> u64 {
@@ -134,17 +216,14 @@ pub struct Catalog {
     tools: BTreeMap<String, Arc<RegisteredTool>>,
     /// Guards and result filters by plugin name.
     stages: BTreeMap<String, Arc<Plugin>>,
-    plugins: BTreeMap<String, PluginStatus>,
+    /// Every plugin name loaded or refused.
+    plugins: BTreeMap<String, PluginEntry>,
 }
 
 impl Catalog {
     /// The version of plugin `name` serving in this catalog.
     fn serving(&self, name: &str) -> Option<Arc<Plugin>> {
-        self.tools
-            .values()
-            .find(|tool| &*tool.plugin.name == name)
-            .map(|tool| tool.plugin.clone())
-            .or_else(|| self.stages.get(name).cloned())
+        self.plugins.get(name)?.serving.clone()
     }
 
     /// The guard or result filter `name`, if one of that kind serves.
@@ -284,7 +363,6 @@ impl Registry {
                 });
             }
         }
-        let names = compiled.iter().map(|(spec, _)| spec.name.clone()).collect();
         for (spec, validator) in compiled {
             tools.insert(
                 spec.name.clone(),
@@ -296,24 +374,17 @@ impl Registry {
             );
         }
         let mut plugins = guard.plugins.clone();
-        plugins.insert(
-            plugin.name.to_string(),
-            PluginStatus {
-                name: plugin.name.to_string(),
-                kind: Some(kind),
-                contract: Some(plugin.version.to_string()),
-                source: plugin.source.to_string(),
-                digest: plugin.digest.clone(),
-                loaded_at: unix_seconds(plugin.loaded_at),
-                status: "serving".into(),
-                reason: None,
-                tools: names,
-                grants: Some(plugin.grants.view.clone()),
-                imports: plugin.imports.clone(),
-                calls_in_flight: 0,
-                calls_in_flight_on_old_versions: 0,
-            },
-        );
+        let entry = plugins.entry(plugin.name.to_string()).or_default();
+        // A new version answers the refusal of the one before it; the same version
+        // linked again (its grants changed) leaves the refusal of a newer file standing.
+        if entry
+            .serving
+            .as_ref()
+            .is_none_or(|serving| serving.digest != plugin.digest)
+        {
+            entry.refused = None;
+        }
+        entry.serving = Some(plugin.clone());
         *guard = Arc::new(Catalog {
             tools,
             stages,
@@ -328,16 +399,13 @@ impl Registry {
         Ok(())
     }
 
-    /// Records a plugin that was refused (its earlier version, if any, keeps serving
-    /// and its status stays; a refusal of a new plugin is listed on its own).
-    pub fn record_refusal(&self, status: PluginStatus) {
+    /// Records a refused version of plugin `name`: its version serving, if any, keeps
+    /// serving and is listed as before, with this refusal beside it (replacing an earlier
+    /// refusal).
+    pub fn record_refusal(&self, name: &str, refusal: Refusal) {
         let mut guard = self.catalog.write().unwrap();
         let mut plugins = guard.plugins.clone();
-        let key = match plugins.get(&status.name) {
-            Some(existing) if existing.status == "serving" => format!("{} (refused)", status.name),
-            _ => status.name.clone(),
-        };
-        plugins.insert(key, status);
+        plugins.entry(name.to_string()).or_default().refused = Some(refusal);
         *guard = Arc::new(Catalog {
             tools: guard.tools.clone(),
             stages: guard.stages.clone(),
@@ -356,7 +424,6 @@ impl Registry {
         let removed_stage = stages.remove(name).is_some();
         let mut plugins = guard.plugins.clone();
         let had_status = plugins.remove(name).is_some();
-        plugins.remove(&format!("{name} (refused)"));
         let removed = tools.len() != before;
         *guard = Arc::new(Catalog {
             tools,
@@ -375,10 +442,16 @@ impl Registry {
     /// the one last refused: loading it again would change nothing.
     pub fn has_version(&self, name: &str, digest: &str) -> bool {
         let catalog = self.snapshot();
-        [name.to_string(), format!("{name} (refused)")]
-            .iter()
-            .filter_map(|key| catalog.plugins.get(key))
-            .any(|status| status.digest == digest)
+        catalog.plugins.get(name).is_some_and(|entry| {
+            entry
+                .serving
+                .as_ref()
+                .is_some_and(|plugin| plugin.digest == digest)
+                || entry
+                    .refused
+                    .as_ref()
+                    .is_some_and(|refusal| refusal.digest == digest)
+        })
     }
 
     /// The manuals a scope may see, sorted by name.
@@ -391,32 +464,31 @@ impl Registry {
             .collect()
     }
 
-    /// Every plugin's status, sorted by name, with the calls in flight on its serving
-    /// version and on the versions it replaced.
+    /// Every plugin's rows, sorted by name: the version serving (with the calls in
+    /// flight on it and on the versions it replaced), then the version refused, if any.
     pub fn plugins(&self) -> Vec<PluginStatus> {
         let catalog = self.snapshot();
         let mut retired = self.retired.lock().unwrap();
         retired.retain(|version| version.strong_count() > 0);
         let old_versions: Vec<Arc<Plugin>> = retired.iter().filter_map(Weak::upgrade).collect();
         drop(retired);
-        catalog
-            .plugins
-            .values()
-            .map(|status| {
-                let mut status = status.clone();
-                if status.status == "serving" {
-                    status.calls_in_flight = catalog
-                        .serving(&status.name)
-                        .map_or(0, |plugin| plugin.calls_in_flight());
-                    status.calls_in_flight_on_old_versions = old_versions
-                        .iter()
-                        .filter(|old| *old.name == *status.name)
-                        .map(|old| old.calls_in_flight())
-                        .sum();
-                }
-                status
-            })
-            .collect()
+        let mut rows = Vec::with_capacity(catalog.plugins.len());
+        for (name, entry) in &catalog.plugins {
+            if let Some(plugin) = &entry.serving {
+                let mut row = PluginStatus::serving(plugin);
+                row.calls_in_flight = plugin.calls_in_flight();
+                row.calls_in_flight_on_old_versions = old_versions
+                    .iter()
+                    .filter(|old| old.name == plugin.name)
+                    .map(|old| old.calls_in_flight())
+                    .sum();
+                rows.push(row);
+            }
+            if let Some(refusal) = &entry.refused {
+                rows.push(PluginStatus::refused(name, refusal));
+            }
+        }
+        rows
     }
 
     /// Keeps track of a version taken out of service while calls may still run on it.
@@ -491,6 +563,138 @@ mod tests {
             output_schema: None,
             output_schema_text: None,
         }
+    }
+
+    #[test]
+    fn plugin_states_serialize_and_print_as_their_words() {
+        assert_eq!(
+            serde_json::to_value(PluginState::Serving).unwrap(),
+            "serving"
+        );
+        assert_eq!(
+            serde_json::from_value::<PluginState>("refused".into()).unwrap(),
+            PluginState::Refused
+        );
+        assert_eq!(format!("[{:<8}]", PluginState::Serving), "[serving ]");
+    }
+
+    fn refusal(digest: &str, reason: &str) -> Refusal {
+        Refusal::new(
+            &PluginSource::Path("/plugins/p.wasm".into()),
+            digest,
+            reason.into(),
+        )
+    }
+
+    #[test]
+    fn a_refused_new_plugin_is_listed_once_with_its_latest_reason_until_removed() {
+        let registry = Registry::new(BTreeMap::new());
+        registry.record_refusal("p", refusal("aaa", "first"));
+        registry.record_refusal("p", refusal("bbb", "second"));
+        let rows = registry.plugins();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(rows[0].name, "p");
+        assert_eq!(rows[0].status, PluginState::Refused);
+        assert_eq!(rows[0].reason.as_deref(), Some("second"));
+        assert_eq!(rows[0].digest, "bbb");
+        assert_eq!(rows[0].source, "/plugins/p.wasm");
+        assert!(registry.has_version("p", "bbb"));
+        assert!(!registry.has_version("p", "aaa"));
+        assert!(!registry.has_version("q", "bbb"));
+        assert!(registry.remove("p"));
+        assert!(registry.plugins().is_empty());
+        assert!(!registry.remove("p"));
+    }
+
+    /// The embedded `jobs` plugin, loaded (compiled, linked, described) for real.
+    async fn jobs_plugin() -> Arc<Plugin> {
+        let config = crate::config::Config::default();
+        let spill = tempfile::tempdir().unwrap();
+        let services =
+            crate::services::Services::new(&config.services(), spill.path().into()).unwrap();
+        let runtime = Arc::new(crate::engine::Runtime::new(services, None).unwrap());
+        let (_, bytes) = crate::engine::embedded::PLUGINS
+            .iter()
+            .find(|(name, _)| *name == "jobs")
+            .unwrap();
+        let plugin = Plugin::load(
+            &runtime,
+            "jobs",
+            PluginSource::Embedded,
+            Arc::from(*bytes),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+        Arc::new(plugin)
+    }
+
+    #[tokio::test]
+    async fn a_refused_version_is_listed_beside_the_version_serving_and_the_serving_one_stays() {
+        let registry = Registry::new(BTreeMap::new());
+        let jobs = jobs_plugin().await;
+        registry.register(jobs.clone()).unwrap();
+        registry.record_refusal("jobs", refusal("bad", "broken"));
+        let rows = registry.plugins();
+        let states: Vec<(&str, PluginState)> =
+            rows.iter().map(|r| (r.name.as_str(), r.status)).collect();
+        assert_eq!(
+            states,
+            [
+                ("jobs", PluginState::Serving),
+                ("jobs", PluginState::Refused)
+            ]
+        );
+        assert_eq!(rows[0].digest, jobs.digest);
+        assert_eq!(rows[0].tools, ["job_list", "job_output", "job_kill"]);
+        assert_eq!(rows[1].reason.as_deref(), Some("broken"));
+        // Both versions are known: neither is loaded again for nothing.
+        assert!(registry.has_version("jobs", &jobs.digest));
+        assert!(registry.has_version("jobs", "bad"));
+        // The version serving still serves its tools.
+        let scope = registry.scope(DEFAULT_SCOPE).unwrap();
+        assert!(registry.snapshot().resolve("job_list", &scope).is_ok());
+        // Linked again (its grants changed), it keeps the refusal beside it.
+        registry.register(jobs.clone()).unwrap();
+        assert_eq!(registry.plugins().len(), 2);
+        // Removed (its file deleted), both go.
+        assert!(registry.remove("jobs"));
+        assert!(registry.plugins().is_empty());
+        assert!(registry.snapshot().resolve("job_list", &scope).is_err());
+    }
+
+    /// `jobs` under another digest: a new version of it as far as the registry can tell.
+    async fn another_version_of(plugin: &Plugin) -> Arc<Plugin> {
+        let mut other = jobs_plugin().await;
+        Arc::get_mut(&mut other).unwrap().digest = format!("not-{}", plugin.digest);
+        other
+    }
+
+    #[tokio::test]
+    async fn a_new_version_serving_after_a_refused_one_clears_the_refusal() {
+        let registry = Registry::new(BTreeMap::new());
+        let first = jobs_plugin().await;
+        registry.register(first.clone()).unwrap();
+        registry.record_refusal("jobs", refusal("bad", "broken"));
+        let second = another_version_of(&first).await;
+        registry.register(second.clone()).unwrap();
+        let rows = registry.plugins();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(rows[0].status, PluginState::Serving);
+        assert_eq!(rows[0].digest, second.digest);
+        // The refused bytes written again are loaded (and refused) again, not skipped.
+        assert!(!registry.has_version("jobs", "bad"));
+    }
+
+    #[tokio::test]
+    async fn a_plugin_that_serves_after_being_refused_is_listed_as_serving_only() {
+        let registry = Registry::new(BTreeMap::new());
+        registry.record_refusal("jobs", refusal("bad", "broken"));
+        registry.register(jobs_plugin().await).unwrap();
+        let rows = registry.plugins();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(rows[0].status, PluginState::Serving);
+        assert!(!registry.has_version("jobs", "bad"));
     }
 
     #[test]
