@@ -156,29 +156,39 @@ use crate::error::{ErrorCode, ToolError};
 use dsh::plugin::types as wit;
 
 /// Content items as one text: text items as they are, the others as a bracketed line
-/// naming them (`[image image/png, 1234 bytes]`), joined by newlines.
-pub fn text_of(items: &[wit::ContentItem]) -> String {
+/// naming them (`[image image/png, 1234 bytes]`), joined by newlines. The text is moved,
+/// never copied, when there is one item (a result may be hundreds of megabytes).
+pub fn text_of(items: Vec<wit::ContentItem>) -> String {
+    let mut items = items.into_iter().map(item_text);
+    let Some(mut text) = items.next() else {
+        return String::new();
+    };
+    for item in items {
+        text.push('\n');
+        text.push_str(&item);
+    }
+    text
+}
+
+/// One content item as text.
+fn item_text(item: wit::ContentItem) -> String {
     use wit::{ContentItem, ResourceContents};
-    items
-        .iter()
-        .map(|item| match item {
-            ContentItem::Text(text) => text.clone(),
-            ContentItem::Image(image) => {
-                format!("[image {}, {} bytes]", image.mime_type, image.data.len())
+    match item {
+        ContentItem::Text(text) => text,
+        ContentItem::Image(image) => {
+            format!("[image {}, {} bytes]", image.mime_type, image.data.len())
+        }
+        ContentItem::Audio(audio) => {
+            format!("[audio {}, {} bytes]", audio.mime_type, audio.data.len())
+        }
+        ContentItem::ResourceLink(link) => format!("[resource link {}]", link.uri),
+        ContentItem::Resource(resource) => match resource.contents {
+            ResourceContents::Text(text) => text,
+            ResourceContents::Blob(blob) => {
+                format!("[resource {}, {} bytes]", resource.uri, blob.len())
             }
-            ContentItem::Audio(audio) => {
-                format!("[audio {}, {} bytes]", audio.mime_type, audio.data.len())
-            }
-            ContentItem::ResourceLink(link) => format!("[resource link {}]", link.uri),
-            ContentItem::Resource(resource) => match &resource.contents {
-                ResourceContents::Text(text) => text.clone(),
-                ResourceContents::Blob(blob) => {
-                    format!("[resource {}, {} bytes]", resource.uri, blob.len())
-                }
-            },
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+        },
+    }
 }
 
 /// The contract's code for a host code (`-` in the list: none).
@@ -381,7 +391,7 @@ mod tests {
             }),
         ];
         assert_eq!(
-            text_of(&items),
+            text_of(items),
             "one\n[image image/png, 3 bytes]\n[resource link file:///x]"
         );
     }

@@ -520,7 +520,7 @@ impl From<new::types::ToolResult> for old::types::ToolResult {
     /// is there.
     fn from(result: new::types::ToolResult) -> Self {
         old::types::ToolResult {
-            content: super::text_of(&result.content),
+            content: super::text_of(result.content),
             error: result.error.map(Into::into),
             full_output_path: result.full_output_path,
         }

@@ -512,7 +512,7 @@ impl From<wit::ToolResult> for CallResult {
     /// The text of the content items (non-text items named by a bracketed line).
     fn from(result: wit::ToolResult) -> Self {
         CallResult {
-            content: crate::bindings::text_of(&result.content),
+            content: crate::bindings::text_of(result.content),
             error: result
                 .error
                 .map(|e| ToolError::new(e.code.into(), e.message)),
