@@ -545,6 +545,38 @@ mod tests {
     }
 
     #[test]
+    fn progress_is_granted_like_log_in_every_contract_version() {
+        let granted = |interfaces: &[&str]| Grants {
+            view: GrantsView {
+                interfaces: interfaces.iter().map(|i| i.to_string()).collect(),
+                ..GrantsView::default()
+            },
+            env: Vec::new(),
+            network: Arc::default(),
+        };
+        let imports = [
+            "dsh:plugin/types@0.2.0".to_string(),
+            "dsh:plugin/log@0.2.0".to_string(),
+            "dsh:plugin/progress@0.2.0".to_string(),
+        ];
+        let error = granted(&["log"])
+            .check_imports("slow", &imports)
+            .unwrap_err();
+        assert!(error.contains("`dsh:plugin/progress`"), "{error}");
+        assert!(
+            error.contains("interfaces = [\"log\", \"progress\"]"),
+            "{error}"
+        );
+        assert!(granted(&["log", "progress"])
+            .check_imports("slow", &imports)
+            .is_ok());
+        // The same grant covers a 0.1.0 plugin's `log` import.
+        assert!(granted(&["log"])
+            .check_imports("old", &["dsh:plugin/log@0.1.0".to_string()])
+            .is_ok());
+    }
+
+    #[test]
     fn a_grant_overlapping_the_state_dir_is_refused_either_way() {
         let root = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(root.path()).unwrap();

@@ -1,7 +1,10 @@
 //! Plugin loading and calling: a `.wasm` becomes a [`Plugin`] (compiled once, its
 //! imports checked against its grants, linked once into an instance-pre, its tool
 //! manuals read with `describe()`), and each call instantiates it in a fresh store. A
-//! plugin is a tool, a guard or a result filter, by the world its component exports.
+//! plugin is a tool, a guard or a result filter, by the world its component exports, and
+//! is built against one version of the contract, by the names it imports and exports
+//! ([`ContractVersion`]); a frozen version's exports are called through its adapter
+//! (`bindings::v0_1_0`), so everything past this module sees the latest types.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,7 +20,7 @@ use super::Runtime;
 use crate::bindings::dsh::plugin::types as wit;
 use crate::bindings::guard::{GuardPre, Verdict as WitVerdict};
 use crate::bindings::result_filter::ResultFilterPre;
-use crate::bindings::ToolPre;
+use crate::bindings::{v0_1_0, ContractVersion, ToolPre, VersionError};
 use crate::call::{CallContext, CallResult};
 use crate::config::{PluginConfig, DEFAULT_CPU_MS, DEFAULT_GUARD_CPU_MS, DEFAULT_MEMORY_MB};
 use crate::error::{ErrorCode, ToolError};
@@ -45,6 +48,8 @@ pub enum LoadError {
     Compile(wasmtime::Error),
     #[error("refused: it {0}")]
     Bounds(String),
+    #[error("refused: {0}")]
+    Version(#[from] VersionError),
     #[error("cannot be linked (an import dsh does not provide): {0:#}")]
     Link(wasmtime::Error),
     #[error("exports none of the worlds dsh runs (`tool`, `guard`, `result-filter`)")]
@@ -70,6 +75,11 @@ pub struct ToolSpec {
     pub input_schema_text: String,
     pub idempotent: bool,
     pub output_budget: Option<u32>,
+    /// Parsed JSON Schema of the structured output, when the tool declares one
+    /// (`Null` when its text is not valid JSON).
+    pub output_schema: Option<serde_json::Value>,
+    /// The raw output schema text.
+    pub output_schema_text: Option<String>,
 }
 
 /// What a plugin is, by the world its component exports.
@@ -91,17 +101,22 @@ impl std::fmt::Display for PluginKind {
     }
 }
 
-/// The instance-pre of the plugin's world.
+/// The instance-pre of the plugin's world, in the contract version it is built against.
 enum Pre {
     Tool(ToolPre<CallState>),
     Guard(GuardPre<CallState>),
     ResultFilter(ResultFilterPre<CallState>),
+    ToolV0_1_0(v0_1_0::ToolPre<CallState>),
+    GuardV0_1_0(v0_1_0::guard::GuardPre<CallState>),
+    ResultFilterV0_1_0(v0_1_0::result_filter::ResultFilterPre<CallState>),
 }
 
 /// A guard's decision on one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     Allow,
+    /// Go on with these arguments (a JSON object as text) instead.
+    Rewrite(String),
     Deny(String),
     Ask(String),
 }
@@ -129,6 +144,8 @@ pub struct Plugin {
     pub grants: Grants,
     /// What the component imports (WIT interface names).
     pub imports: Vec<String>,
+    /// The contract version it is built against.
+    pub version: ContractVersion,
     /// Calls running on this version now.
     in_flight: AtomicUsize,
     pre: Pre,
@@ -189,11 +206,23 @@ impl Plugin {
             }
             CacheOutcome::Disabled => tracing::debug!(plugin = name, "compiled (no cache)"),
         }
-        let imports: Vec<String> = component
-            .component_type()
+        let component_type = component.component_type();
+        let imports: Vec<String> = component_type
             .imports(&runtime.engine)
             .map(|(import, _)| import.to_string())
             .collect();
+        let exports: Vec<String> = component_type
+            .exports(&runtime.engine)
+            .map(|(export, _)| export.to_string())
+            .collect();
+        // A component naming no `dsh:plugin` interface targets none of the worlds.
+        let version =
+            match ContractVersion::of_component(imports.iter().chain(&exports).map(String::as_str))
+            {
+                Ok(version) => version,
+                Err(VersionError::None) => return Err(LoadError::NoWorld),
+                Err(other) => return Err(other.into()),
+            };
         let grants = Grants::resolve(name, &source, &config, runtime.state_dir.as_deref()).await?;
         grants
             .check_imports(name, &imports)
@@ -202,19 +231,35 @@ impl Plugin {
             .linker
             .instantiate_pre(&component)
             .map_err(LoadError::Link)?;
-        let pre = if let Ok(tool) = ToolPre::new(instance_pre.clone()) {
-            Pre::Tool(tool)
-        } else if let Ok(guard) = GuardPre::new(instance_pre.clone()) {
-            Pre::Guard(guard)
-        } else if let Ok(filter) = ResultFilterPre::new(instance_pre) {
-            Pre::ResultFilter(filter)
-        } else {
-            return Err(LoadError::NoWorld);
+        let pre = match version {
+            ContractVersion::V0_2_0 => {
+                if let Ok(tool) = ToolPre::new(instance_pre.clone()) {
+                    Pre::Tool(tool)
+                } else if let Ok(guard) = GuardPre::new(instance_pre.clone()) {
+                    Pre::Guard(guard)
+                } else if let Ok(filter) = ResultFilterPre::new(instance_pre) {
+                    Pre::ResultFilter(filter)
+                } else {
+                    return Err(LoadError::NoWorld);
+                }
+            }
+            ContractVersion::V0_1_0 => {
+                if let Ok(tool) = v0_1_0::ToolPre::new(instance_pre.clone()) {
+                    Pre::ToolV0_1_0(tool)
+                } else if let Ok(guard) = v0_1_0::guard::GuardPre::new(instance_pre.clone()) {
+                    Pre::GuardV0_1_0(guard)
+                } else if let Ok(filter) = v0_1_0::result_filter::ResultFilterPre::new(instance_pre)
+                {
+                    Pre::ResultFilterV0_1_0(filter)
+                } else {
+                    return Err(LoadError::NoWorld);
+                }
+            }
         };
         let settings_json = serde_json::to_string(&config.settings).unwrap_or_else(|_| "{}".into());
-        let default_cpu_ms = match pre {
-            Pre::Tool(_) => DEFAULT_CPU_MS,
-            Pre::Guard(_) | Pre::ResultFilter(_) => DEFAULT_GUARD_CPU_MS,
+        let default_cpu_ms = match kind_of(&pre) {
+            PluginKind::Tool => DEFAULT_CPU_MS,
+            PluginKind::Guard | PluginKind::ResultFilter => DEFAULT_GUARD_CPU_MS,
         };
         let bounds = Bounds {
             cpu: Duration::from_millis(config.cpu_ms.unwrap_or(default_cpu_ms)),
@@ -231,12 +276,13 @@ impl Plugin {
             bounds,
             grants,
             imports,
+            version,
             in_flight: AtomicUsize::new(0),
             pre,
         };
-        if let Pre::Tool(tool) = &plugin.pre {
+        if plugin.kind() == PluginKind::Tool {
             plugin.specs = plugin
-                .describe(runtime, tool)
+                .describe(runtime)
                 .await
                 .map_err(LoadError::Describe)?;
         }
@@ -245,18 +291,10 @@ impl Plugin {
 
     /// Whether it is a tool, a guard or a result filter.
     pub fn kind(&self) -> PluginKind {
-        match self.pre {
-            Pre::Tool(_) => PluginKind::Tool,
-            Pre::Guard(_) => PluginKind::Guard,
-            Pre::ResultFilter(_) => PluginKind::ResultFilter,
-        }
+        kind_of(&self.pre)
     }
 
-    async fn describe(
-        &self,
-        runtime: &Runtime,
-        pre: &ToolPre<CallState>,
-    ) -> Result<Vec<ToolSpec>, ToolError> {
+    async fn describe(&self, runtime: &Runtime) -> Result<Vec<ToolSpec>, ToolError> {
         let context = CallContext {
             owner: "dsh".into(),
             session: "load".into(),
@@ -270,8 +308,14 @@ impl Plugin {
         let mut store = self.store(runtime, context);
         let guest_cpu = store.data().guest_cpu.clone();
         let described = metered(guest_cpu, async {
-            let tool = pre.instantiate_async(&mut store).await?;
-            tool.call_describe(&mut store).await
+            match &self.pre {
+                Pre::Tool(pre) => {
+                    let tool = pre.instantiate_async(&mut store).await?;
+                    tool.call_describe(&mut store).await
+                }
+                Pre::ToolV0_1_0(pre) => v0_1_0::describe(pre, &mut store).await,
+                _ => Err(wasmtime::Error::msg("not a tool")),
+            }
         })
         .await;
         let specs = match described {
@@ -288,6 +332,11 @@ impl Plugin {
                 description: spec.description,
                 idempotent: spec.idempotent,
                 output_budget: spec.output_budget,
+                output_schema: spec
+                    .output_schema
+                    .as_deref()
+                    .map(|text| serde_json::from_str(text).unwrap_or(serde_json::Value::Null)),
+                output_schema_text: spec.output_schema,
             })
             .collect())
     }
@@ -319,16 +368,24 @@ impl Plugin {
         args_json: &str,
     ) -> CallResult {
         let _in_flight = InFlight::enter(&self.in_flight);
-        let Pre::Tool(pre) = &self.pre else {
+        if self.kind() != PluginKind::Tool {
             return CallResult::failed(self.not_a(PluginKind::Tool));
-        };
+        }
         let wit_context = self.wit_context(&context);
         let mut store = self.store(runtime, context);
         let guest_cpu = store.data().guest_cpu.clone();
         let outcome = metered(guest_cpu, async {
-            let tool = pre.instantiate_async(&mut store).await?;
-            tool.call_call(&mut store, &wit_context, name, args_json)
-                .await
+            match &self.pre {
+                Pre::Tool(pre) => {
+                    let tool = pre.instantiate_async(&mut store).await?;
+                    tool.call_call(&mut store, &wit_context, name, args_json)
+                        .await
+                }
+                Pre::ToolV0_1_0(pre) => {
+                    v0_1_0::call(pre, &mut store, wit_context, name, args_json).await
+                }
+                _ => Err(wasmtime::Error::msg("not a tool")),
+            }
         })
         .await;
         match outcome {
@@ -345,19 +402,26 @@ impl Plugin {
         call: PendingCall<'_>,
     ) -> Result<Verdict, ToolError> {
         let _in_flight = InFlight::enter(&self.in_flight);
-        let Pre::Guard(pre) = &self.pre else {
+        if self.kind() != PluginKind::Guard {
             return Err(self.not_a(PluginKind::Guard));
-        };
+        }
         let pending = self.wit_pending(&call);
         let mut store = self.store(runtime, call.context);
         let guest_cpu = store.data().guest_cpu.clone();
         let outcome = metered(guest_cpu, async {
-            let guard = pre.instantiate_async(&mut store).await?;
-            guard.call_check(&mut store, &pending).await
+            match &self.pre {
+                Pre::Guard(pre) => {
+                    let guard = pre.instantiate_async(&mut store).await?;
+                    guard.call_check(&mut store, &pending).await
+                }
+                Pre::GuardV0_1_0(pre) => v0_1_0::check(pre, &mut store, pending).await,
+                _ => Err(wasmtime::Error::msg("not a guard")),
+            }
         })
         .await;
         match outcome {
             Ok(WitVerdict::Allow) => Ok(Verdict::Allow),
+            Ok(WitVerdict::Rewrite(args_json)) => Ok(Verdict::Rewrite(args_json)),
             Ok(WitVerdict::Deny(reason)) => Ok(Verdict::Deny(reason)),
             Ok(WitVerdict::Ask(reason)) => Ok(Verdict::Ask(reason)),
             Err(error) => Err(store.data().classify(error)),
@@ -373,12 +437,13 @@ impl Plugin {
         result: &CallResult,
     ) -> Result<Option<CallResult>, ToolError> {
         let _in_flight = InFlight::enter(&self.in_flight);
-        let Pre::ResultFilter(pre) = &self.pre else {
+        if self.kind() != PluginKind::ResultFilter {
             return Err(self.not_a(PluginKind::ResultFilter));
-        };
+        }
         let pending = self.wit_pending(&call);
         let outcome_in = wit::ToolResult {
-            content: result.content.clone(),
+            content: vec![wit::ContentItem::Text(result.content.clone())],
+            structured_json: None,
             error: result.error.clone().map(Into::into),
             full_output_path: result
                 .full_output_path
@@ -388,8 +453,16 @@ impl Plugin {
         let mut store = self.store(runtime, call.context);
         let guest_cpu = store.data().guest_cpu.clone();
         let outcome = metered(guest_cpu, async {
-            let filter = pre.instantiate_async(&mut store).await?;
-            filter.call_filter(&mut store, &pending, &outcome_in).await
+            match &self.pre {
+                Pre::ResultFilter(pre) => {
+                    let filter = pre.instantiate_async(&mut store).await?;
+                    filter.call_filter(&mut store, &pending, &outcome_in).await
+                }
+                Pre::ResultFilterV0_1_0(pre) => {
+                    v0_1_0::filter(pre, &mut store, pending, outcome_in).await
+                }
+                _ => Err(wasmtime::Error::msg("not a result filter")),
+            }
         })
         .await;
         match outcome {
@@ -426,10 +499,20 @@ impl Plugin {
     }
 }
 
+/// Whether an instance-pre is a tool, a guard or a result filter.
+fn kind_of(pre: &Pre) -> PluginKind {
+    match pre {
+        Pre::Tool(_) | Pre::ToolV0_1_0(_) => PluginKind::Tool,
+        Pre::Guard(_) | Pre::GuardV0_1_0(_) => PluginKind::Guard,
+        Pre::ResultFilter(_) | Pre::ResultFilterV0_1_0(_) => PluginKind::ResultFilter,
+    }
+}
+
 impl From<wit::ToolResult> for CallResult {
+    /// The text of the content items (non-text items named by a bracketed line).
     fn from(result: wit::ToolResult) -> Self {
         CallResult {
-            content: result.content,
+            content: crate::bindings::text_of(result.content),
             error: result
                 .error
                 .map(|e| ToolError::new(e.code.into(), e.message)),

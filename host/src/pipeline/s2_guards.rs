@@ -61,6 +61,13 @@ impl GuardChain {
                 Ok(Verdict::Deny(reason)) => {
                     return Err(denied(format!("denied by guard {name}: {reason}")))
                 }
+                // Rewrites are not applied yet (the pipeline's part of contract 0.2.0):
+                // a guard that asks for one denies the call, failing closed.
+                Ok(Verdict::Rewrite(_)) => {
+                    return Err(denied(format!(
+                        "guard {name} asked to rewrite the call, which this dsh does not apply yet"
+                    )))
+                }
                 Ok(Verdict::Ask(reason)) => {
                     ask(events, request, name, &reason, tool, context).await?;
                 }

@@ -131,6 +131,10 @@ pub struct PluginStatus {
     /// `tool`, `guard` or `result-filter` (unknown for a refused version).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<PluginKind>,
+    /// The contract version it is built against (`0.1.0`, `0.2.0`; unknown for a
+    /// refused version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<String>,
     pub source: String,
     pub digest: String,
     /// Seconds since the Unix epoch at which this version was loaded (or refused).
@@ -158,6 +162,7 @@ impl PluginStatus {
         PluginStatus {
             name: plugin.name.to_string(),
             kind: Some(plugin.kind()),
+            contract: Some(plugin.version.to_string()),
             source: plugin.source.to_string(),
             digest: plugin.digest.clone(),
             loaded_at: unix_seconds(plugin.loaded_at),
@@ -176,6 +181,7 @@ impl PluginStatus {
         PluginStatus {
             name: name.into(),
             kind: None,
+            contract: None,
             source: refusal.source.clone(),
             digest: refusal.digest.clone(),
             loaded_at: refusal.refused_at,
@@ -554,6 +560,8 @@ mod tests {
             input_schema_text: schema.into(),
             idempotent: false,
             output_budget: None,
+            output_schema: None,
+            output_schema_text: None,
         }
     }
 

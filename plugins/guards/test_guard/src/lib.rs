@@ -7,7 +7,7 @@
 //! stands for any characters) the verdict applies to, every other tool being allowed;
 //! `reason` is the text of a deny or ask. An unknown verdict denies, naming it.
 
-wit_bindgen::generate!({ path: "../../../wit", world: "guard" });
+wit_bindgen::generate!({ path: "../../../wit/v0.2.0", world: "guard" });
 
 use serde_json::Value;
 use std::hint::black_box;
