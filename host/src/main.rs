@@ -404,7 +404,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             if *json {
                 let value = json!({
-                    "content": result.content,
+                    "content": result.content_text(),
                     "is_error": result.is_error(),
                     "error": result.error,
                     "full_output_path": result.full_output_path,

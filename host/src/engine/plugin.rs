@@ -70,6 +70,9 @@ pub struct ToolSpec {
     pub input_schema_text: String,
     pub idempotent: bool,
     pub output_budget: Option<u32>,
+    /// JSON Schema text of the tool's structured output, when it declares one (contract
+    /// 0.2.0; the registry checks and compiles it).
+    pub output_schema: Option<String>,
 }
 
 /// What a plugin is, by the world its component exports.
@@ -104,6 +107,9 @@ pub enum Verdict {
     Allow,
     Deny(String),
     Ask(String),
+    /// The call goes on with these arguments (a JSON object's text), once the host has
+    /// validated them against the tool's schema.
+    Rewrite(String),
 }
 
 /// A call as a guard or result filter sees it.
@@ -266,6 +272,7 @@ impl Plugin {
             spill_dir: std::env::temp_dir(),
             output_budget: 0,
             spill_cap: 0,
+            notices: Default::default(),
         };
         let mut store = self.store(runtime, context);
         let guest_cpu = store.data().guest_cpu.clone();
@@ -288,6 +295,7 @@ impl Plugin {
                 description: spec.description,
                 idempotent: spec.idempotent,
                 output_budget: spec.output_budget,
+                output_schema: None,
             })
             .collect())
     }
@@ -378,7 +386,7 @@ impl Plugin {
         };
         let pending = self.wit_pending(&call);
         let outcome_in = wit::ToolResult {
-            content: result.content.clone(),
+            content: result.content_text(),
             error: result.error.clone().map(Into::into),
             full_output_path: result
                 .full_output_path
@@ -429,7 +437,8 @@ impl Plugin {
 impl From<wit::ToolResult> for CallResult {
     fn from(result: wit::ToolResult) -> Self {
         CallResult {
-            content: result.content,
+            content: vec![crate::call::ContentItem::Text(result.content)],
+            structured: None,
             error: result
                 .error
                 .map(|e| ToolError::new(e.code.into(), e.message)),
