@@ -70,9 +70,11 @@ pub struct ToolSpec {
     pub input_schema_text: String,
     pub idempotent: bool,
     pub output_budget: Option<u32>,
-    /// JSON Schema text of the tool's structured output, when it declares one (contract
-    /// 0.2.0; the registry checks and compiles it).
-    pub output_schema: Option<String>,
+    /// Parsed JSON Schema of the structured output, when the tool declares one
+    /// (`Null` when its text is not valid JSON).
+    pub output_schema: Option<serde_json::Value>,
+    /// The raw output schema text.
+    pub output_schema_text: Option<String>,
 }
 
 /// What a plugin is, by the world its component exports.
@@ -296,6 +298,7 @@ impl Plugin {
                 idempotent: spec.idempotent,
                 output_budget: spec.output_budget,
                 output_schema: None,
+                output_schema_text: None,
             })
             .collect())
     }

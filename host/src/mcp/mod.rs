@@ -334,10 +334,7 @@ impl ServerHandler for McpConnection {
                     serde_json::Value::Object(map) => map,
                     _ => serde_json::Map::new(),
                 };
-                let output = spec
-                    .output_schema
-                    .as_deref()
-                    .and_then(|text| serde_json::from_str(text).ok());
+                let output = spec.output_schema;
                 let tool = Tool::new(spec.name, spec.description, Arc::new(schema));
                 match output {
                     Some(serde_json::Value::Object(output)) => {

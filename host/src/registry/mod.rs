@@ -525,22 +525,27 @@ fn check_spec(spec: &ToolSpec) -> Result<jsonschema::Validator, RegisterError> {
 /// The tool's output schema compiled, when it declares one: JSON, `"type": "object"`
 /// (MCP's structured content is an object), valid against its meta-schema.
 fn check_output_schema(spec: &ToolSpec) -> Result<Option<OutputSchema>, RegisterError> {
-    let Some(text) = &spec.output_schema else {
+    let Some(schema) = &spec.output_schema else {
         return Ok(None);
     };
     let bad = |reason: String| RegisterError::BadOutputSchema {
         tool: spec.name.clone(),
         reason,
     };
-    let schema: serde_json::Value = serde_json::from_str(text)
-        .map_err(|_| bad(format!("not JSON: {:?}", truncate(text, 80))))?;
+    if schema.is_null() {
+        let text = spec.output_schema_text.as_deref().unwrap_or_default();
+        return Err(bad(format!("not JSON: {:?}", truncate(text, 80))));
+    }
     if schema.get("type").and_then(|t| t.as_str()) != Some("object") {
         return Err(bad(
             "the output schema must have \"type\": \"object\"".into()
         ));
     }
-    let validator = jsonschema::validator_for(&schema).map_err(|e| bad(e.to_string()))?;
-    Ok(Some(OutputSchema { schema, validator }))
+    let validator = jsonschema::validator_for(schema).map_err(|e| bad(e.to_string()))?;
+    Ok(Some(OutputSchema {
+        schema: schema.clone(),
+        validator,
+    }))
 }
 
 fn truncate(text: &str, max: usize) -> &str {
@@ -574,12 +579,14 @@ mod tests {
             idempotent: false,
             output_budget: None,
             output_schema: None,
+            output_schema_text: None,
         }
     }
 
     fn tool_with_output(schema: &str) -> Result<OutputSchema, RegisterError> {
         let mut spec = spec(r#"{"type":"object"}"#);
-        spec.output_schema = Some(schema.into());
+        spec.output_schema = Some(serde_json::from_str(schema).unwrap_or_default());
+        spec.output_schema_text = Some(schema.into());
         Ok(check_output_schema(&spec)?.unwrap())
     }
 
