@@ -129,7 +129,7 @@ async fn main() {
             .await
             .unwrap();
         unbounded.push(started.elapsed());
-        answers.push(result.content);
+        answers.push(dsh::bindings::text_of(&result.content));
 
         let started = Instant::now();
         let mut store = Store::new(
@@ -148,7 +148,7 @@ async fn main() {
             .unwrap();
         fueled.push(started.elapsed());
         fuel_used = u64::MAX - store.get_fuel().unwrap();
-        answers.push(result.content);
+        answers.push(dsh::bindings::text_of(&result.content));
     }
     assert!(
         answers.windows(2).all(|w| w[0] == w[1]),

@@ -5,9 +5,11 @@
 use std::fmt;
 
 /// The error codes, defined once: the variant, its stable name, and its name in the WIT
-/// contract's `error-code` enum (`-` where the contract has none). The host enum, its
-/// names and the conversions to and from every contract version are generated from this
-/// list, so adding a code is a line here and a line in the WIT enum.
+/// current contract's `error-code` enum (`-` where it has none). The host enum, its names
+/// and the conversions to and from the current contract are generated from this list, so
+/// adding a code is a line here and a line in the WIT enum. Frozen versions convert by
+/// name in their binding module (`bindings::v0_1_0`); the codes only they have stay here
+/// so a plugin built against them is reported as it was.
 ///
 /// `for_each_error_code!(my_macro)` calls `my_macro!` with the whole list.
 #[macro_export]
@@ -30,18 +32,21 @@ macro_rules! for_each_error_code {
             PluginOutOfMemory = "PLUGIN_OUT_OF_MEMORY", wit;
             /// The plugin used more guest CPU than its budget.
             PluginCpuLimit = "PLUGIN_CPU_LIMIT", wit;
-            /// The plugin used a capability it was not granted.
-            CapabilityDenied = "CAPABILITY_DENIED", wit;
+            /// Contract 0.1.0 only: a 0.1.0 plugin said it used a capability it was not
+            /// granted. The host never gives it (0.2.0 plugins say `DENIED`).
+            CapabilityDenied = "CAPABILITY_DENIED", -;
             /// No such resource for this owner (the same for ids that never existed).
             NotFound = "NOT_FOUND", wit;
-            /// The resource belongs to another owner.
-            NotOwner = "NOT_OWNER", wit;
+            /// Contract 0.1.0 only: a 0.1.0 plugin said the resource belongs to another
+            /// owner. The host never gives it (another owner's id is `NOT_FOUND`).
+            NotOwner = "NOT_OWNER", -;
             /// A terminal already has a send that has not settled.
             SendActive = "SEND_ACTIVE", wit;
             /// The session is closing and takes no more input.
             SessionClosing = "SESSION_CLOSING", wit;
-            /// No language server is available for the file.
-            LspUnavailable = "LSP_UNAVAILABLE", wit;
+            /// Contract 0.1.0 only: a 0.1.0 plugin said no language server is available.
+            /// The host never gives it yet.
+            LspUnavailable = "LSP_UNAVAILABLE", -;
             /// A configured limit (count, size) would be exceeded.
             LimitExceeded = "LIMIT_EXCEEDED", wit;
             /// The host is at its concurrency limit and its admission queue is full: the

@@ -612,8 +612,8 @@ fn print_plugins(
     }
     println!();
     println!(
-        "{:<18} {:<13} {:<8} {:<14} {:<20} {:>9} {:<40} TOOLS / REASON",
-        "NAME", "KIND", "STATUS", "DIGEST", "LOADED (UTC)", "IN FLIGHT", "SOURCE"
+        "{:<18} {:<13} {:<8} {:<8} {:<14} {:<20} {:>9} {:<40} TOOLS / REASON",
+        "NAME", "KIND", "CONTRACT", "STATUS", "DIGEST", "LOADED (UTC)", "IN FLIGHT", "SOURCE"
     );
     for p in plugins {
         let detail = p.reason.clone().unwrap_or_else(|| p.tools.join(", "));
@@ -623,10 +623,12 @@ fn print_plugins(
             old => format!("{}+{old} old", p.calls_in_flight),
         };
         let kind = p.kind.map(|k| k.to_string()).unwrap_or_else(|| "?".into());
+        let contract = p.contract.as_deref().unwrap_or("?");
         println!(
-            "{:<18} {:<13} {:<8} {:<14} {:<20} {:>9} {:<40} {}",
+            "{:<18} {:<13} {:<8} {:<8} {:<14} {:<20} {:>9} {:<40} {}",
             p.name,
             kind,
+            contract,
             p.status,
             digest,
             utc_time(p.loaded_at),

@@ -18,7 +18,7 @@ mod long_running;
 mod mcp_clients;
 mod network_grants;
 mod plugin_loading;
-mod rewrite;
 mod private_state;
+mod rewrite;
 mod sandbox;
 mod tool_manuals;

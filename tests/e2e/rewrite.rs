@@ -33,7 +33,10 @@ fn a_guard_rewrites_timeout_ms_to_a_cap_and_the_tool_runs_the_capped_call() {
     let config = format!("[pipeline]\nguards = [\"cap_timeout\"]\n{CAP}");
     let marker = unique_marker();
     let trace = env.dir.path().join("ran");
-    let command = format!("touch {}; sleep 30.{marker}; echo finished", trace.display());
+    let command = format!(
+        "touch {}; sleep 30.{marker}; echo finished",
+        trace.display()
+    );
     let started = Instant::now();
     let result = env.call_configured(
         &config,
@@ -59,7 +62,11 @@ fn a_guard_rewrites_timeout_ms_to_a_cap_and_the_tool_runs_the_capped_call() {
     assert_eq!(rewrites[0]["tool"], "bash");
     assert_eq!(rewrites[0]["call_id"], calls[0]["call_id"]);
     assert_eq!(rewrites[0]["args"]["timeoutMs"], 1000);
-    assert_eq!(rewrites[0]["args"]["command"], command.as_str(), "the rest stands");
+    assert_eq!(
+        rewrites[0]["args"]["command"],
+        command.as_str(),
+        "the rest stands"
+    );
 }
 
 #[test]
@@ -90,7 +97,10 @@ verdict = "allow"
         denied.message, "denied by guard deny_capped: saw the capped call",
         "the second guard saw timeoutMs 1000, not 600000"
     );
-    assert!(!trace.exists(), "a call denied after a rewrite starts nothing");
+    assert!(
+        !trace.exists(),
+        "a call denied after a rewrite starts nothing"
+    );
     let events = env.events();
     assert_eq!(events_named(&events, "tool/rewrite").len(), 1);
     let result = events_named(&events, "tool/result")[0];
@@ -121,9 +131,9 @@ rewrite = { timeoutMs = "soon" }
     let denied = env.call_configured(config, "bash", &args, &[]);
     assert_eq!(denied.code.as_deref(), Some("DENIED"), "{denied:?}");
     assert!(
-        denied
-            .message
-            .starts_with("guard bad_rewrite rewrote the arguments of bash, and the rewrite is refused"),
+        denied.message.starts_with(
+            "guard bad_rewrite rewrote the arguments of bash, and the rewrite is refused"
+        ),
         "{denied:?}"
     );
     assert!(

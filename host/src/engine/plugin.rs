@@ -1,7 +1,10 @@
 //! Plugin loading and calling: a `.wasm` becomes a [`Plugin`] (compiled once, its
 //! imports checked against its grants, linked once into an instance-pre, its tool
 //! manuals read with `describe()`), and each call instantiates it in a fresh store. A
-//! plugin is a tool, a guard or a result filter, by the world its component exports.
+//! plugin is a tool, a guard or a result filter, by the world its component exports, and
+//! is built against one version of the contract, by the names it imports and exports
+//! ([`ContractVersion`]); a frozen version's exports are called through its adapter
+//! (`bindings::v0_1_0`), so everything past this module sees the latest types.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,8 +20,10 @@ use super::Runtime;
 use crate::bindings::dsh::plugin::types as wit;
 use crate::bindings::guard::{GuardPre, Verdict as WitVerdict};
 use crate::bindings::result_filter::ResultFilterPre;
-use crate::bindings::ToolPre;
-use crate::call::{CallContext, CallResult};
+use crate::bindings::{v0_1_0, ContractVersion, ToolPre, VersionError};
+use crate::call::{
+    Binary, CallContext, CallResult, ContentItem, EmbeddedResource, ResourceContents, ResourceLink,
+};
 use crate::config::{PluginConfig, DEFAULT_CPU_MS, DEFAULT_GUARD_CPU_MS, DEFAULT_MEMORY_MB};
 use crate::error::{ErrorCode, ToolError};
 
@@ -45,6 +50,8 @@ pub enum LoadError {
     Compile(wasmtime::Error),
     #[error("refused: it {0}")]
     Bounds(String),
+    #[error("refused: {0}")]
+    Version(#[from] VersionError),
     #[error("cannot be linked (an import dsh does not provide): {0:#}")]
     Link(wasmtime::Error),
     #[error("exports none of the worlds dsh runs (`tool`, `guard`, `result-filter`)")]
@@ -96,22 +103,24 @@ impl std::fmt::Display for PluginKind {
     }
 }
 
-/// The instance-pre of the plugin's world.
+/// The instance-pre of the plugin's world, in the contract version it is built against.
 enum Pre {
     Tool(ToolPre<CallState>),
     Guard(GuardPre<CallState>),
     ResultFilter(ResultFilterPre<CallState>),
+    ToolV0_1_0(v0_1_0::ToolPre<CallState>),
+    GuardV0_1_0(v0_1_0::guard::GuardPre<CallState>),
+    ResultFilterV0_1_0(v0_1_0::result_filter::ResultFilterPre<CallState>),
 }
 
 /// A guard's decision on one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     Allow,
+    /// Go on with these arguments (a JSON object as text) instead.
+    Rewrite(String),
     Deny(String),
     Ask(String),
-    /// The call goes on with these arguments (a JSON object's text), once the host has
-    /// validated them against the tool's schema.
-    Rewrite(String),
 }
 
 /// A call as a guard or result filter sees it.
@@ -137,6 +146,8 @@ pub struct Plugin {
     pub grants: Grants,
     /// What the component imports (WIT interface names).
     pub imports: Vec<String>,
+    /// The contract version it is built against.
+    pub version: ContractVersion,
     /// Calls running on this version now.
     in_flight: AtomicUsize,
     pre: Pre,
@@ -197,11 +208,17 @@ impl Plugin {
             }
             CacheOutcome::Disabled => tracing::debug!(plugin = name, "compiled (no cache)"),
         }
-        let imports: Vec<String> = component
-            .component_type()
+        let component_type = component.component_type();
+        let imports: Vec<String> = component_type
             .imports(&runtime.engine)
             .map(|(import, _)| import.to_string())
             .collect();
+        let exports: Vec<String> = component_type
+            .exports(&runtime.engine)
+            .map(|(export, _)| export.to_string())
+            .collect();
+        let version =
+            ContractVersion::of_component(imports.iter().chain(&exports).map(String::as_str))?;
         let grants = Grants::resolve(name, &source, &config, runtime.state_dir.as_deref()).await?;
         grants
             .check_imports(name, &imports)
@@ -210,19 +227,35 @@ impl Plugin {
             .linker
             .instantiate_pre(&component)
             .map_err(LoadError::Link)?;
-        let pre = if let Ok(tool) = ToolPre::new(instance_pre.clone()) {
-            Pre::Tool(tool)
-        } else if let Ok(guard) = GuardPre::new(instance_pre.clone()) {
-            Pre::Guard(guard)
-        } else if let Ok(filter) = ResultFilterPre::new(instance_pre) {
-            Pre::ResultFilter(filter)
-        } else {
-            return Err(LoadError::NoWorld);
+        let pre = match version {
+            ContractVersion::V0_2_0 => {
+                if let Ok(tool) = ToolPre::new(instance_pre.clone()) {
+                    Pre::Tool(tool)
+                } else if let Ok(guard) = GuardPre::new(instance_pre.clone()) {
+                    Pre::Guard(guard)
+                } else if let Ok(filter) = ResultFilterPre::new(instance_pre) {
+                    Pre::ResultFilter(filter)
+                } else {
+                    return Err(LoadError::NoWorld);
+                }
+            }
+            ContractVersion::V0_1_0 => {
+                if let Ok(tool) = v0_1_0::ToolPre::new(instance_pre.clone()) {
+                    Pre::ToolV0_1_0(tool)
+                } else if let Ok(guard) = v0_1_0::guard::GuardPre::new(instance_pre.clone()) {
+                    Pre::GuardV0_1_0(guard)
+                } else if let Ok(filter) = v0_1_0::result_filter::ResultFilterPre::new(instance_pre)
+                {
+                    Pre::ResultFilterV0_1_0(filter)
+                } else {
+                    return Err(LoadError::NoWorld);
+                }
+            }
         };
         let settings_json = serde_json::to_string(&config.settings).unwrap_or_else(|_| "{}".into());
-        let default_cpu_ms = match pre {
-            Pre::Tool(_) => DEFAULT_CPU_MS,
-            Pre::Guard(_) | Pre::ResultFilter(_) => DEFAULT_GUARD_CPU_MS,
+        let default_cpu_ms = match kind_of(&pre) {
+            PluginKind::Tool => DEFAULT_CPU_MS,
+            PluginKind::Guard | PluginKind::ResultFilter => DEFAULT_GUARD_CPU_MS,
         };
         let bounds = Bounds {
             cpu: Duration::from_millis(config.cpu_ms.unwrap_or(default_cpu_ms)),
@@ -239,12 +272,13 @@ impl Plugin {
             bounds,
             grants,
             imports,
+            version,
             in_flight: AtomicUsize::new(0),
             pre,
         };
-        if let Pre::Tool(tool) = &plugin.pre {
+        if plugin.kind() == PluginKind::Tool {
             plugin.specs = plugin
-                .describe(runtime, tool)
+                .describe(runtime)
                 .await
                 .map_err(LoadError::Describe)?;
         }
@@ -253,18 +287,10 @@ impl Plugin {
 
     /// Whether it is a tool, a guard or a result filter.
     pub fn kind(&self) -> PluginKind {
-        match self.pre {
-            Pre::Tool(_) => PluginKind::Tool,
-            Pre::Guard(_) => PluginKind::Guard,
-            Pre::ResultFilter(_) => PluginKind::ResultFilter,
-        }
+        kind_of(&self.pre)
     }
 
-    async fn describe(
-        &self,
-        runtime: &Runtime,
-        pre: &ToolPre<CallState>,
-    ) -> Result<Vec<ToolSpec>, ToolError> {
+    async fn describe(&self, runtime: &Runtime) -> Result<Vec<ToolSpec>, ToolError> {
         let context = CallContext {
             owner: "dsh".into(),
             session: "load".into(),
@@ -279,8 +305,14 @@ impl Plugin {
         let mut store = self.store(runtime, context);
         let guest_cpu = store.data().guest_cpu.clone();
         let described = metered(guest_cpu, async {
-            let tool = pre.instantiate_async(&mut store).await?;
-            tool.call_describe(&mut store).await
+            match &self.pre {
+                Pre::Tool(pre) => {
+                    let tool = pre.instantiate_async(&mut store).await?;
+                    tool.call_describe(&mut store).await
+                }
+                Pre::ToolV0_1_0(pre) => v0_1_0::describe(pre, &mut store).await,
+                _ => Err(wasmtime::Error::msg("not a tool")),
+            }
         })
         .await;
         let specs = match described {
@@ -297,8 +329,11 @@ impl Plugin {
                 description: spec.description,
                 idempotent: spec.idempotent,
                 output_budget: spec.output_budget,
-                output_schema: None,
-                output_schema_text: None,
+                output_schema: spec
+                    .output_schema
+                    .as_deref()
+                    .map(|text| serde_json::from_str(text).unwrap_or(serde_json::Value::Null)),
+                output_schema_text: spec.output_schema,
             })
             .collect())
     }
@@ -330,16 +365,24 @@ impl Plugin {
         args_json: &str,
     ) -> CallResult {
         let _in_flight = InFlight::enter(&self.in_flight);
-        let Pre::Tool(pre) = &self.pre else {
+        if self.kind() != PluginKind::Tool {
             return CallResult::failed(self.not_a(PluginKind::Tool));
-        };
+        }
         let wit_context = self.wit_context(&context);
         let mut store = self.store(runtime, context);
         let guest_cpu = store.data().guest_cpu.clone();
         let outcome = metered(guest_cpu, async {
-            let tool = pre.instantiate_async(&mut store).await?;
-            tool.call_call(&mut store, &wit_context, name, args_json)
-                .await
+            match &self.pre {
+                Pre::Tool(pre) => {
+                    let tool = pre.instantiate_async(&mut store).await?;
+                    tool.call_call(&mut store, &wit_context, name, args_json)
+                        .await
+                }
+                Pre::ToolV0_1_0(pre) => {
+                    v0_1_0::call(pre, &mut store, wit_context, name, args_json).await
+                }
+                _ => Err(wasmtime::Error::msg("not a tool")),
+            }
         })
         .await;
         match outcome {
@@ -356,19 +399,26 @@ impl Plugin {
         call: PendingCall<'_>,
     ) -> Result<Verdict, ToolError> {
         let _in_flight = InFlight::enter(&self.in_flight);
-        let Pre::Guard(pre) = &self.pre else {
+        if self.kind() != PluginKind::Guard {
             return Err(self.not_a(PluginKind::Guard));
-        };
+        }
         let pending = self.wit_pending(&call);
         let mut store = self.store(runtime, call.context);
         let guest_cpu = store.data().guest_cpu.clone();
         let outcome = metered(guest_cpu, async {
-            let guard = pre.instantiate_async(&mut store).await?;
-            guard.call_check(&mut store, &pending).await
+            match &self.pre {
+                Pre::Guard(pre) => {
+                    let guard = pre.instantiate_async(&mut store).await?;
+                    guard.call_check(&mut store, &pending).await
+                }
+                Pre::GuardV0_1_0(pre) => v0_1_0::check(pre, &mut store, pending).await,
+                _ => Err(wasmtime::Error::msg("not a guard")),
+            }
         })
         .await;
         match outcome {
             Ok(WitVerdict::Allow) => Ok(Verdict::Allow),
+            Ok(WitVerdict::Rewrite(args_json)) => Ok(Verdict::Rewrite(args_json)),
             Ok(WitVerdict::Deny(reason)) => Ok(Verdict::Deny(reason)),
             Ok(WitVerdict::Ask(reason)) => Ok(Verdict::Ask(reason)),
             Err(error) => Err(store.data().classify(error)),
@@ -384,23 +434,24 @@ impl Plugin {
         result: &CallResult,
     ) -> Result<Option<CallResult>, ToolError> {
         let _in_flight = InFlight::enter(&self.in_flight);
-        let Pre::ResultFilter(pre) = &self.pre else {
+        if self.kind() != PluginKind::ResultFilter {
             return Err(self.not_a(PluginKind::ResultFilter));
-        };
+        }
         let pending = self.wit_pending(&call);
-        let outcome_in = wit::ToolResult {
-            content: result.content_text(),
-            error: result.error.clone().map(Into::into),
-            full_output_path: result
-                .full_output_path
-                .as_ref()
-                .map(|p| p.display().to_string()),
-        };
+        let outcome_in = wit::ToolResult::from(result.clone());
         let mut store = self.store(runtime, call.context);
         let guest_cpu = store.data().guest_cpu.clone();
         let outcome = metered(guest_cpu, async {
-            let filter = pre.instantiate_async(&mut store).await?;
-            filter.call_filter(&mut store, &pending, &outcome_in).await
+            match &self.pre {
+                Pre::ResultFilter(pre) => {
+                    let filter = pre.instantiate_async(&mut store).await?;
+                    filter.call_filter(&mut store, &pending, &outcome_in).await
+                }
+                Pre::ResultFilterV0_1_0(pre) => {
+                    v0_1_0::filter(pre, &mut store, pending, outcome_in).await
+                }
+                _ => Err(wasmtime::Error::msg("not a result filter")),
+            }
         })
         .await;
         match outcome {
@@ -437,15 +488,106 @@ impl Plugin {
     }
 }
 
+/// Whether an instance-pre is a tool, a guard or a result filter.
+fn kind_of(pre: &Pre) -> PluginKind {
+    match pre {
+        Pre::Tool(_) | Pre::ToolV0_1_0(_) => PluginKind::Tool,
+        Pre::Guard(_) | Pre::GuardV0_1_0(_) => PluginKind::Guard,
+        Pre::ResultFilter(_) | Pre::ResultFilterV0_1_0(_) => PluginKind::ResultFilter,
+    }
+}
+
 impl From<wit::ToolResult> for CallResult {
+    /// The contract's result in the host's terms, item for item. Structured output that
+    /// is not JSON fails the call (`INVALID_OUTPUT`).
     fn from(result: wit::ToolResult) -> Self {
+        let structured = match result.structured_json.as_deref().map(serde_json::from_str) {
+            None => None,
+            Some(Ok(value)) => Some(value),
+            Some(Err(error)) => {
+                return CallResult::failed(ToolError::new(
+                    ErrorCode::InvalidOutput,
+                    format!("the tool's structured output is not JSON: {error}"),
+                ))
+            }
+        };
         CallResult {
-            content: vec![crate::call::ContentItem::Text(result.content)],
-            structured: None,
+            content: result.content.into_iter().map(Into::into).collect(),
+            structured,
             error: result
                 .error
                 .map(|e| ToolError::new(e.code.into(), e.message)),
             full_output_path: result.full_output_path.map(PathBuf::from),
+        }
+    }
+}
+
+impl From<CallResult> for wit::ToolResult {
+    /// The host's result as a 0.2.0 filter sees it.
+    fn from(result: CallResult) -> Self {
+        wit::ToolResult {
+            content: result.content.into_iter().map(Into::into).collect(),
+            structured_json: result.structured.map(|value| value.to_string()),
+            error: result.error.map(Into::into),
+            full_output_path: result
+                .full_output_path
+                .map(|path| path.display().to_string()),
+        }
+    }
+}
+
+impl From<wit::ContentItem> for ContentItem {
+    fn from(item: wit::ContentItem) -> Self {
+        let binary = |b: wit::BinaryContent| Binary {
+            data: b.data,
+            mime_type: b.mime_type,
+        };
+        match item {
+            wit::ContentItem::Text(text) => ContentItem::Text(text),
+            wit::ContentItem::Image(image) => ContentItem::Image(binary(image)),
+            wit::ContentItem::Audio(audio) => ContentItem::Audio(binary(audio)),
+            wit::ContentItem::ResourceLink(link) => ContentItem::ResourceLink(ResourceLink {
+                uri: link.uri,
+                name: link.name,
+                description: link.description,
+                mime_type: link.mime_type,
+            }),
+            wit::ContentItem::Resource(resource) => ContentItem::Resource(EmbeddedResource {
+                uri: resource.uri,
+                mime_type: resource.mime_type,
+                contents: match resource.contents {
+                    wit::ResourceContents::Text(text) => ResourceContents::Text(text),
+                    wit::ResourceContents::Blob(blob) => ResourceContents::Blob(blob),
+                },
+            }),
+        }
+    }
+}
+
+impl From<ContentItem> for wit::ContentItem {
+    fn from(item: ContentItem) -> Self {
+        let binary = |b: Binary| wit::BinaryContent {
+            data: b.data,
+            mime_type: b.mime_type,
+        };
+        match item {
+            ContentItem::Text(text) => wit::ContentItem::Text(text),
+            ContentItem::Image(image) => wit::ContentItem::Image(binary(image)),
+            ContentItem::Audio(audio) => wit::ContentItem::Audio(binary(audio)),
+            ContentItem::ResourceLink(link) => wit::ContentItem::ResourceLink(wit::ResourceLink {
+                uri: link.uri,
+                name: link.name,
+                description: link.description,
+                mime_type: link.mime_type,
+            }),
+            ContentItem::Resource(resource) => wit::ContentItem::Resource(wit::EmbeddedResource {
+                uri: resource.uri,
+                mime_type: resource.mime_type,
+                contents: match resource.contents {
+                    ResourceContents::Text(text) => wit::ResourceContents::Text(text),
+                    ResourceContents::Blob(blob) => wit::ResourceContents::Blob(blob),
+                },
+            }),
         }
     }
 }

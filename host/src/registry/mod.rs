@@ -144,6 +144,10 @@ pub struct PluginStatus {
     /// `tool`, `guard` or `result-filter` (unknown for a refused version).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<PluginKind>,
+    /// The contract version it is built against (`0.1.0`, `0.2.0`; unknown for a
+    /// refused version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<String>,
     pub source: String,
     pub digest: String,
     /// Seconds since the Unix epoch at which this version was loaded (or refused).
@@ -171,6 +175,7 @@ impl PluginStatus {
         PluginStatus {
             name: name.into(),
             kind: None,
+            contract: None,
             source: source.to_string(),
             digest: digest.into(),
             loaded_at: unix_seconds(SystemTime::now()),
@@ -366,6 +371,7 @@ impl Registry {
             PluginStatus {
                 name: plugin.name.to_string(),
                 kind: Some(kind),
+                contract: Some(plugin.version.to_string()),
                 source: plugin.source.to_string(),
                 digest: plugin.digest.clone(),
                 loaded_at: unix_seconds(plugin.loaded_at),

@@ -14,6 +14,7 @@
 pub mod jobs;
 pub mod log;
 pub mod process;
+pub mod progress;
 pub mod terminal;
 pub mod wit;
 
@@ -38,6 +39,7 @@ macro_rules! for_each_capability {
             process: process::ProcessService,
             jobs: Arc<jobs::JobRegistry>,
             log: log::LogCapability,
+            progress: progress::ProgressCapability,
         }
     };
 }

@@ -1,8 +1,11 @@
 //! The capabilities' bindings together: the one [`HasData`] every binding is added with
 //! (a host call gets a [`CallCtx`] from the store's state through [`CallView`]), and
-//! [`add_to_linker`], generated from the capability list.
+//! [`add_to_linker`], generated from the capability list, which also adds every frozen
+//! contract version's interfaces (served by the same bindings through their adapter).
 
 use wasmtime::component::{HasData, Linker};
+
+use crate::bindings::v0_1_0;
 
 use super::{CallCtx, CallView};
 
@@ -15,13 +18,23 @@ impl HasData for HasCall {
 
 macro_rules! define_add_to_linker {
     ($($name:ident: $ty:ty,)*) => {
-        /// Adds every capability's interface to `linker`, for any state that gives a
-        /// [`CallCtx`].
+        /// Adds every capability's interface to `linker`, in the current contract and
+        /// in every frozen one, for any state that gives a [`CallCtx`].
         pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
             $(super::$name::wit::add_to_linker(linker)?;)*
+            v0_1_0::add_to_linker(linker)?;
             Ok(())
         }
     };
 }
 
 crate::for_each_capability!(define_add_to_linker);
+
+/// A 0.1.0 plugin's host calls are served by the same [`CallCtx`].
+impl<T: CallView + 'static> v0_1_0::LatestHost for T {
+    type Host<'a> = CallCtx<'a>;
+
+    fn latest(&mut self) -> CallCtx<'_> {
+        self.call_ctx()
+    }
+}

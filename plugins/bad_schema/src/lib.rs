@@ -1,7 +1,7 @@
 //! Test plugin: a tool `version` whose argument schema is not valid JSON Schema
 //! (`"type": 7`). Loading it must be refused with that reason.
 
-wit_bindgen::generate!({ path: "../../wit", world: "tool" });
+wit_bindgen::generate!({ path: "../../wit/v0.1.0", world: "tool" });
 
 struct BadSchema;
 

@@ -5,7 +5,7 @@
 //! Settings (`[plugins.bash.settings]` in `dsh.toml`): `default_timeout_ms` (120000)
 //! and `max_timeout_ms` (600000).
 
-wit_bindgen::generate!({ path: "../../wit", world: "tool" });
+wit_bindgen::generate!({ path: "../../wit/v0.1.0", world: "tool" });
 include!("../../shared/results.rs");
 
 use dsh::plugin::process::{self, BackgroundRequest, RunRequest};

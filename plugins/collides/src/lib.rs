@@ -1,7 +1,7 @@
 //! Test plugin: a second tool named `bash`. Loading it must be refused: the name is
 //! taken by the embedded bash plugin.
 
-wit_bindgen::generate!({ path: "../../wit", world: "tool" });
+wit_bindgen::generate!({ path: "../../wit/v0.1.0", world: "tool" });
 
 struct Collides;
 

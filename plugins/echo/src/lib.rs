@@ -1,7 +1,7 @@
 //! `echo`: returns its `text` argument unchanged. No host interface is used, so a call
 //! measures the host's own overhead: validation, the pipeline, a fresh instance.
 
-wit_bindgen::generate!({ path: "../../wit", world: "tool" });
+wit_bindgen::generate!({ path: "../../wit/v0.1.0", world: "tool" });
 
 struct Echo;
 

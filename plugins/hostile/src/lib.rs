@@ -7,7 +7,7 @@ use std::hint::black_box;
 use dsh::plugin::types::ErrorCode;
 use serde_json::Value;
 
-wit_bindgen::generate!({ path: "../../wit", world: "tool" });
+wit_bindgen::generate!({ path: "../../wit/v0.1.0", world: "tool" });
 include!("../../shared/results.rs");
 
 struct Hostile;

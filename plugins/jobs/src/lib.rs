@@ -1,7 +1,7 @@
 //! The model-facing job tools over the host's job registry: `job_list`, `job_output`
 //! and `job_kill`. The host scopes every one of them to the caller's own jobs.
 
-wit_bindgen::generate!({ path: "../../wit", world: "tool" });
+wit_bindgen::generate!({ path: "../../wit/v0.1.0", world: "tool" });
 include!("../../shared/results.rs");
 
 use dsh::plugin::jobs::{self, JobInfo, JobState, OutputRequest};

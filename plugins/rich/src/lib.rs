@@ -15,6 +15,10 @@ wit_bindgen::generate!({ path: "../../wit/v0.2.0", world: "tool" });
 
 use dsh::plugin::log::{self, Level};
 use dsh::plugin::progress;
+use dsh::plugin::types::{
+    BinaryContent, ContentItem, EmbeddedResource, ErrorCode, ResourceContents, ResourceLink,
+    ToolError,
+};
 use serde_json::{json, Value};
 
 /// A 1×1 transparent PNG.

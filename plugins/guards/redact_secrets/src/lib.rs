@@ -5,7 +5,7 @@
 //! The file at `full-output-path`, if any, is not touched: a later call that reads it
 //! passes through this filter again.
 
-wit_bindgen::generate!({ path: "../../../wit", world: "result-filter" });
+wit_bindgen::generate!({ path: "../../../wit/v0.1.0", world: "result-filter" });
 
 mod secrets;
 
