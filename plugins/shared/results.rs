@@ -1,11 +1,19 @@
-// The shapes of a `tool-result`, shared by the tool plugins: each includes this file
-// with `include!("../../shared/results.rs")` after its `wit_bindgen::generate!`.
+// The shapes of a `tool-result` (contract 0.2.0), shared by the tool plugins: each
+// includes this file with `include!("../../shared/results.rs")` after its
+// `wit_bindgen::generate!`. A result's content is one text item.
+
+/// `content` as the one text item of a result.
+#[allow(dead_code)]
+fn text(content: impl Into<String>) -> Vec<dsh::plugin::types::ContentItem> {
+    vec![dsh::plugin::types::ContentItem::Text(content.into())]
+}
 
 /// A result carrying `content`.
 #[allow(dead_code)]
 fn ok(content: String) -> ToolResult {
     ToolResult {
-        content,
+        content: text(content),
+        structured_json: None,
         error: None,
         full_output_path: None,
     }
@@ -15,7 +23,8 @@ fn ok(content: String) -> ToolResult {
 #[allow(dead_code)]
 fn failed(error: dsh::plugin::types::ToolError) -> ToolResult {
     ToolResult {
-        content: String::new(),
+        content: Vec::new(),
+        structured_json: None,
         error: Some(error),
         full_output_path: None,
     }

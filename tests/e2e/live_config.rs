@@ -440,7 +440,7 @@ fn a_grant_removed_makes_the_next_call_of_that_plugin_fail_naming_it() {
         c.is_error
     });
     assert!(
-        hidden.text.starts_with("CAPABILITY_DENIED") && hidden.text.contains("DSH_TEST_GRANTED"),
+        hidden.text.starts_with("DENIED") && hidden.text.contains("DSH_TEST_GRANTED"),
         "{hidden:?}"
     );
     let note = json!({"path": path_in(&granted_dir, "note.txt")});
@@ -451,7 +451,7 @@ fn a_grant_removed_makes_the_next_call_of_that_plugin_fail_naming_it() {
     setup.write_in_place("[plugins.prober]\n");
     let denied = server.call_until("read_file", note, "the fs grant to go", |c| c.is_error);
     assert!(
-        denied.text.starts_with("CAPABILITY_DENIED")
+        denied.text.starts_with("DENIED")
             && denied.text.contains(&path_in(&granted_dir, "note.txt")),
         "{denied:?}"
     );

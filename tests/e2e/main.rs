@@ -9,6 +9,7 @@ mod support;
 mod admission;
 mod bash_tool;
 mod containment;
+mod contract;
 mod cpu_budget;
 mod environment;
 mod event_log;

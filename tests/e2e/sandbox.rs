@@ -158,11 +158,7 @@ fn a_read_only_directory_grant_reads_there_and_nowhere_else() {
         "write_file",
         serde_json::json!({"path": format!("{granted_text}/note.txt"), "text": "changed"}),
     );
-    assert_eq!(
-        write.code.as_deref(),
-        Some("CAPABILITY_DENIED"),
-        "{write:?}"
-    );
+    assert_eq!(write.code.as_deref(), Some("DENIED"), "{write:?}");
     assert_eq!(
         std::fs::read_to_string(granted.join("note.txt")).unwrap(),
         "inside"
@@ -180,7 +176,7 @@ fn a_read_only_directory_grant_reads_there_and_nowhere_else() {
         let denied = sandbox.call(&config, "read_file", serde_json::json!({"path": escape}));
         assert_eq!(
             denied.code.as_deref(),
-            Some("CAPABILITY_DENIED"),
+            Some("DENIED"),
             "{escape}: {denied:?}"
         );
         assert!(
@@ -195,11 +191,7 @@ fn a_read_only_directory_grant_reads_there_and_nowhere_else() {
         "read_file",
         serde_json::json!({"path": format!("{granted_text}/note.txt")}),
     );
-    assert_eq!(
-        ungranted.code.as_deref(),
-        Some("CAPABILITY_DENIED"),
-        "{ungranted:?}"
-    );
+    assert_eq!(ungranted.code.as_deref(), Some("DENIED"), "{ungranted:?}");
 }
 
 #[test]
@@ -251,7 +243,7 @@ fn only_granted_environment_variables_are_visible() {
         let denied = call(hidden);
         assert_eq!(
             denied.code.as_deref(),
-            Some("CAPABILITY_DENIED"),
+            Some("DENIED"),
             "{hidden}: {denied:?}"
         );
     }
@@ -279,21 +271,13 @@ fn a_connect_needs_a_grant_for_exactly_that_address() {
     };
 
     let denied = connect("");
-    assert_eq!(
-        denied.code.as_deref(),
-        Some("CAPABILITY_DENIED"),
-        "{denied:?}"
-    );
+    assert_eq!(denied.code.as_deref(), Some("DENIED"), "{denied:?}");
     let other_port = format!(
         "[plugins.prober]\nnetwork = [\"127.0.0.1:{}\"]\n",
         addr.port().wrapping_add(1)
     );
     let other = connect(&other_port);
-    assert_eq!(
-        other.code.as_deref(),
-        Some("CAPABILITY_DENIED"),
-        "{other:?}"
-    );
+    assert_eq!(other.code.as_deref(), Some("DENIED"), "{other:?}");
     // The prober tells a sandbox denial from the OS's answer (see network_grants.rs).
     assert!(other.message.starts_with("[denied]"), "{other:?}");
 
@@ -333,7 +317,7 @@ fn an_import_without_its_grant_refuses_the_load_and_says_how_to_grant_it() {
         .as_array()
         .unwrap()
         .iter()
-        .any(|i| i == "dsh:plugin/process@0.1.0"));
+        .any(|i| i == "dsh:plugin/process@0.2.0"));
 }
 
 #[test]

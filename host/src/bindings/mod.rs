@@ -241,6 +241,150 @@ impl From<ToolError> for wit::ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::{Digest, Sha256};
+    use std::path::Path;
+
+    /// Every file of a released contract version, and every fixture built against one,
+    /// by SHA-256. They never change: a new version is a new directory.
+    const FROZEN: &[(&str, &str)] = &[
+        (
+            "wit/v0.1.0/plugin.wit",
+            "6cef8161c83e473effc2b65e94d1080d098ebab6b31966c76b8020b6842d9c38",
+        ),
+        (
+            "tests/fixtures/v0.1.0/echo.wasm",
+            "7d5c38ab25bad63eef569d248c537d051ff8ff7ecf8e3ee46ece5e8218ec0c5a",
+        ),
+        (
+            "tests/fixtures/v0.1.0/test_guard.wasm",
+            "eab2dc7cbbaaa251cd9b64ca3ef5b4841499c16242eed9ad0b2a36bbff936f24",
+        ),
+        (
+            "tests/fixtures/v0.1.0/redact_secrets.wasm",
+            "df576745159ee0fbdc9090c22dc39f158ddb72a12f4e292714d5ac0bbc378cf0",
+        ),
+    ];
+    /// Directories whose every file (of these extensions) must be in [`FROZEN`].
+    const FROZEN_DIRS: &[(&str, &[&str])] = &[
+        ("wit/v0.1.0", &["wit"]),
+        ("tests/fixtures/v0.1.0", &["wasm"]),
+    ];
+
+    fn repository() -> &'static Path {
+        Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+    }
+
+    #[test]
+    fn frozen_contract_files_have_not_changed_by_one_byte() {
+        for (path, pinned) in FROZEN {
+            let bytes = std::fs::read(repository().join(path))
+                .unwrap_or_else(|e| panic!("frozen file {path} is missing: {e}"));
+            let digest: String = Sha256::digest(&bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(
+                &digest, pinned,
+                "{path} is frozen (a released contract version or a fixture built against \
+                 one) and has changed; put changes in the current version instead"
+            );
+        }
+    }
+
+    #[test]
+    fn every_file_in_a_frozen_directory_is_pinned() {
+        for (dir, extensions) in FROZEN_DIRS {
+            for entry in std::fs::read_dir(repository().join(dir)).unwrap() {
+                let path = entry.unwrap().path();
+                let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+                if !extensions.contains(&extension) {
+                    continue;
+                }
+                let relative = format!("{dir}/{}", path.file_name().unwrap().to_string_lossy());
+                assert!(
+                    FROZEN.iter().any(|(pinned, _)| *pinned == relative),
+                    "{relative} is in a frozen directory but not pinned in FROZEN"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_served_version_has_its_wit_directory_and_the_latest_is_current() {
+        for version in ContractVersion::SUPPORTED {
+            let wit = repository().join(format!("wit/v{version}/plugin.wit"));
+            let text = std::fs::read_to_string(&wit).unwrap();
+            assert!(
+                text.contains(&format!("package dsh:plugin@{version};")),
+                "{}",
+                wit.display()
+            );
+        }
+        assert_eq!(
+            ContractVersion::SUPPORTED.last(),
+            Some(&ContractVersion::LATEST)
+        );
+    }
+
+    #[test]
+    fn a_component_version_is_read_from_its_dsh_plugin_names() {
+        let names = [
+            "wasi:cli/environment@0.2.6",
+            "dsh:plugin/types@0.1.0",
+            "describe",
+        ];
+        assert_eq!(
+            ContractVersion::of_component(names),
+            Ok(ContractVersion::V0_1_0)
+        );
+        let names = ["dsh:plugin/types@0.2.0", "dsh:plugin/process@0.2.0"];
+        assert_eq!(
+            ContractVersion::of_component(names),
+            Ok(ContractVersion::V0_2_0)
+        );
+        let unknown = ContractVersion::of_component(["dsh:plugin/types@0.9.0"]).unwrap_err();
+        assert_eq!(
+            unknown,
+            VersionError::Unsupported {
+                found: "0.9.0".into()
+            }
+        );
+        let text = unknown.to_string();
+        assert!(text.contains("dsh:plugin@0.9.0"), "{text}");
+        assert!(
+            text.contains("dsh:plugin@0.1.0, dsh:plugin@0.2.0"),
+            "{text}"
+        );
+        assert!(matches!(
+            ContractVersion::of_component(["dsh:plugin/types@0.1.0", "dsh:plugin/log@0.2.0"]),
+            Err(VersionError::Mixed { .. })
+        ));
+        assert_eq!(
+            ContractVersion::of_component(["wasi:io/streams@0.2.6", "run"]),
+            Err(VersionError::None)
+        );
+    }
+
+    #[test]
+    fn text_of_keeps_text_and_names_what_is_not_text() {
+        let items = vec![
+            wit::ContentItem::Text("one".into()),
+            wit::ContentItem::Image(wit::BinaryContent {
+                data: vec![0; 3],
+                mime_type: "image/png".into(),
+            }),
+            wit::ContentItem::ResourceLink(wit::ResourceLink {
+                uri: "file:///x".into(),
+                name: "x".into(),
+                description: None,
+                mime_type: None,
+            }),
+        ];
+        assert_eq!(
+            text_of(&items),
+            "one\n[image image/png, 3 bytes]\n[resource link file:///x]"
+        );
+    }
 
     #[test]
     fn every_contract_code_comes_back_as_itself() {

@@ -5,7 +5,7 @@
 //! Settings (`[plugins.bash.settings]` in `dsh.toml`): `default_timeout_ms` (120000)
 //! and `max_timeout_ms` (600000).
 
-wit_bindgen::generate!({ path: "../../wit/v0.1.0", world: "tool" });
+wit_bindgen::generate!({ path: "../../wit/v0.2.0", world: "tool-process" });
 include!("../../shared/results.rs");
 
 use dsh::plugin::process::{self, BackgroundRequest, RunRequest};
@@ -65,6 +65,7 @@ impl Guest for Bash {
             input_schema: SCHEMA.into(),
             idempotent: false,
             output_budget: None,
+            output_schema: None,
         }]
     }
 
@@ -82,13 +83,14 @@ impl Guest for Bash {
             };
             return match process::start(&request) {
                 Ok(id) => ToolResult {
-                    content: format!(
+                    content: text(format!(
                         "started background job {id}\nRead its output with job_output {{\"id\":\"{id}\"}}; stop it with job_kill."
-                    ),
+                    )),
+                    structured_json: None,
                     error: None,
                     full_output_path: None,
                 },
-                Err(error) => ToolResult { content: String::new(), error: Some(error), full_output_path: None },
+                Err(error) => failed(error),
             };
         }
         let settings: Settings = serde_json::from_str(&context.settings_json).unwrap_or_default();
@@ -108,11 +110,7 @@ impl Guest for Bash {
         let outcome = match process::run(&request) {
             Ok(outcome) => outcome,
             Err(error) => {
-                return ToolResult {
-                    content: String::new(),
-                    error: Some(error),
-                    full_output_path: None,
-                }
+                return failed(error)
             }
         };
 
@@ -147,7 +145,8 @@ impl Guest for Bash {
             None
         };
         ToolResult {
-            content,
+            content: text(content),
+            structured_json: None,
             error,
             full_output_path: outcome.full_output_path,
         }

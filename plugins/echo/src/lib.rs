@@ -1,7 +1,7 @@
 //! `echo`: returns its `text` argument unchanged. No host interface is used, so a call
 //! measures the host's own overhead: validation, the pipeline, a fresh instance.
 
-wit_bindgen::generate!({ path: "../../wit/v0.1.0", world: "tool" });
+wit_bindgen::generate!({ path: "../../wit/v0.2.0", world: "tool" });
 
 struct Echo;
 
@@ -13,6 +13,7 @@ impl Guest for Echo {
             input_schema: r#"{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}"#.into(),
             idempotent: true,
             output_budget: None,
+            output_schema: None,
         }]
     }
 
@@ -23,7 +24,8 @@ impl Guest for Echo {
             .and_then(|args| args.get("text").and_then(|t| t.as_str()).map(str::to_owned))
             .unwrap_or_default();
         ToolResult {
-            content: text,
+            content: vec![dsh::plugin::types::ContentItem::Text(text)],
+            structured_json: None,
             error: None,
             full_output_path: None,
         }

@@ -9,7 +9,7 @@ use std::io::{ErrorKind, Write};
 use dsh::plugin::types::ErrorCode;
 use serde_json::Value;
 
-wit_bindgen::generate!({ path: "../../wit/v0.1.0", world: "tool" });
+wit_bindgen::generate!({ path: "../../wit/v0.2.0", world: "tool" });
 include!("../../shared/results.rs");
 
 struct Flaky;
@@ -24,6 +24,7 @@ impl Guest for Flaky {
             input_schema: r#"{"type":"object","properties":{"marker":{"type":"string"}},"required":["marker"],"additionalProperties":false}"#.into(),
             idempotent: true,
             output_budget: None,
+            output_schema: None,
         }]
     }
 
@@ -41,17 +42,18 @@ impl Guest for Flaky {
                     format!("flaky: failed on purpose the first time (marker {marker} created)"),
                 ),
                 Err(e) => failure(
-                    ErrorCode::CapabilityDenied,
+                    ErrorCode::Denied,
                     format!("cannot write marker {marker}: {e}"),
                 ),
             },
             Err(e) if e.kind() == ErrorKind::AlreadyExists => ToolResult {
-                content: format!("flaky: succeeded (marker {marker} was there)"),
+                content: text(format!("flaky: succeeded (marker {marker} was there)")),
+                structured_json: None,
                 error: None,
                 full_output_path: None,
             },
             Err(e) => failure(
-                ErrorCode::CapabilityDenied,
+                ErrorCode::Denied,
                 format!("cannot create marker {marker}: {e}"),
             ),
         }

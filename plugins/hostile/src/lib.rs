@@ -7,7 +7,7 @@ use std::hint::black_box;
 use dsh::plugin::types::ErrorCode;
 use serde_json::Value;
 
-wit_bindgen::generate!({ path: "../../wit/v0.1.0", world: "tool" });
+wit_bindgen::generate!({ path: "../../wit/v0.2.0", world: "tool" });
 include!("../../shared/results.rs");
 
 struct Hostile;
@@ -22,6 +22,7 @@ fn spec(name: &str, description: &str, properties: &str, required: &str) -> Tool
         ),
         idempotent: false,
         output_budget: None,
+        output_schema: None,
     }
 }
 
@@ -160,7 +161,8 @@ fn huge_output(mb: usize) -> String {
 
 fn success(content: String) -> ToolResult {
     ToolResult {
-        content,
+        content: text(content),
+        structured_json: None,
         error: None,
         full_output_path: None,
     }

@@ -1,7 +1,7 @@
 //! The model-facing job tools over the host's job registry: `job_list`, `job_output`
 //! and `job_kill`. The host scopes every one of them to the caller's own jobs.
 
-wit_bindgen::generate!({ path: "../../wit/v0.1.0", world: "tool" });
+wit_bindgen::generate!({ path: "../../wit/v0.2.0", world: "tool-process" });
 include!("../../shared/results.rs");
 
 use dsh::plugin::jobs::{self, JobInfo, JobState, OutputRequest};
@@ -58,6 +58,7 @@ fn spec(name: &str, description: &str, schema: &str, idempotent: bool) -> ToolSp
         input_schema: schema.into(),
         idempotent,
         output_budget: None,
+        output_schema: None,
     }
 }
 
@@ -168,7 +169,8 @@ impl Guest for Jobs {
                             read.next_cursor
                         ));
                         ToolResult {
-                            content,
+                            content: text(content),
+                            structured_json: None,
                             error: None,
                             full_output_path: Some(read.full_output_path),
                         }

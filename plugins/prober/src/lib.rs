@@ -5,9 +5,9 @@
 //! (the sandbox refused: `access-denied`, EACCES), `[refused]` (nothing listens there),
 //! `[name-not-found]` (the resolver says no such name), `[timed-out]`, `[not-found]`
 //! (no such file) or `[io]`, followed by the I/O error. Network failures carry the
-//! matching code: `capability-denied` only for `[denied]`, `not-found` for `[refused]` and
+//! matching code: `denied` only for `[denied]`, `not-found` for `[refused]` and
 //! `[name-not-found]`, `timeout` for `[timed-out]`. File failures all carry
-//! `capability-denied`: wasi-libc reports a path outside every granted directory as
+//! `denied`: wasi-libc reports a path outside every granted directory as
 //! ENOENT, so a missing file and an ungranted one cannot be told apart.
 
 use std::io::{ErrorKind, Read, Write};
@@ -17,7 +17,7 @@ use std::time::Duration;
 use dsh::plugin::types::ErrorCode;
 use serde_json::Value;
 
-wit_bindgen::generate!({ path: "../../wit/v0.1.0", world: "tool" });
+wit_bindgen::generate!({ path: "../../wit/v0.2.0", world: "tool" });
 include!("../../shared/results.rs");
 
 struct Prober;
@@ -39,6 +39,7 @@ fn spec(name: &str, description: &str, keys: &[&str]) -> ToolSpec {
         ),
         idempotent: false,
         output_budget: None,
+        output_schema: None,
     }
 }
 
@@ -143,15 +144,16 @@ impl Guest for Prober {
         };
         match outcome {
             Ok(content) => ToolResult {
-                content,
+                content: text(content),
+                structured_json: None,
                 error: None,
                 full_output_path: None,
             },
             Err(failed) => {
                 let file_tool = matches!(name.as_str(), "read_file" | "write_file" | "list_dir");
                 let code = match failed.kind {
-                    _ if file_tool => ErrorCode::CapabilityDenied,
-                    Kind::Denied => ErrorCode::CapabilityDenied,
+                    _ if file_tool => ErrorCode::Denied,
+                    Kind::Denied => ErrorCode::Denied,
                     Kind::TimedOut => ErrorCode::Timeout,
                     Kind::NotFound | Kind::NameNotFound | Kind::Refused => ErrorCode::NotFound,
                     Kind::Io => ErrorCode::Internal,

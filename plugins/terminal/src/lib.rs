@@ -2,7 +2,7 @@
 //! `terminal_send`, `terminal_read`, `terminal_signal`, `terminal_close` and
 //! `terminal_list`. The host owns the sessions; this plugin only describes and formats.
 
-wit_bindgen::generate!({ path: "../../wit/v0.1.0", world: "tool" });
+wit_bindgen::generate!({ path: "../../wit/v0.2.0", world: "tool-terminal" });
 include!("../../shared/results.rs");
 
 use dsh::plugin::terminal::{self, OpenRequest, ReadRequest, SendRequest, SessionInfo, View};
@@ -110,6 +110,7 @@ impl Guest for Terminal {
             input_schema: schema,
             idempotent,
             output_budget: None,
+            output_schema: None,
         };
         vec![
             spec(

@@ -3,7 +3,7 @@
 //! git's own options first, as in `git -C dir push`). Every other call is allowed. The
 //! rule is in [`push`]. No settings.
 
-wit_bindgen::generate!({ path: "../../../wit/v0.1.0", world: "guard" });
+wit_bindgen::generate!({ path: "../../../wit/v0.2.0", world: "guard" });
 
 mod push;
 

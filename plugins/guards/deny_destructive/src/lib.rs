@@ -4,7 +4,7 @@
 //! `mkfs`, writing to a disk or memory device, a fork bomb, a recursive `chmod` / `chown`
 //! of `/`. The rules are in [`destructive`]. No settings.
 
-wit_bindgen::generate!({ path: "../../../wit/v0.1.0", world: "guard" });
+wit_bindgen::generate!({ path: "../../../wit/v0.2.0", world: "guard" });
 
 mod destructive;
 

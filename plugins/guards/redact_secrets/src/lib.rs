@@ -1,30 +1,55 @@
-//! `redact_secrets`: a result filter that masks credentials in a result's content and
-//! error message before the model sees them, each as `[REDACTED:<kind>]`. A result with
-//! none is left exactly as it is. The shapes are in [`secrets`]. No settings.
+//! `redact_secrets`: a result filter that masks credentials in a result's text (its text
+//! items, the text of embedded resources, its structured output) and error message
+//! before the model sees them, each as `[REDACTED:<kind>]`. A result with none is left
+//! exactly as it is. Images, audio and blobs are not looked into. The shapes are in
+//! [`secrets`]. No settings.
 //!
 //! The file at `full-output-path`, if any, is not touched: a later call that reads it
 //! passes through this filter again.
 
-wit_bindgen::generate!({ path: "../../../wit/v0.1.0", world: "result-filter" });
+wit_bindgen::generate!({ path: "../../../wit/v0.2.0", world: "result-filter" });
 
 mod secrets;
 
-use dsh::plugin::types::ToolError;
+use dsh::plugin::types::{ContentItem, ResourceContents, ToolError};
 
 struct RedactSecrets;
 
+/// `item` with its text redacted, or `None` when it has nothing to redact.
+fn redact_item(item: &ContentItem) -> Option<ContentItem> {
+    match item {
+        ContentItem::Text(text) => secrets::redact(text).map(ContentItem::Text),
+        ContentItem::Resource(resource) => match &resource.contents {
+            ResourceContents::Text(text) => secrets::redact(text).map(|text| {
+                let mut resource = resource.clone();
+                resource.contents = ResourceContents::Text(text);
+                ContentItem::Resource(resource)
+            }),
+            ResourceContents::Blob(_) => None,
+        },
+        ContentItem::Image(_) | ContentItem::Audio(_) | ContentItem::ResourceLink(_) => None,
+    }
+}
+
 impl Guest for RedactSecrets {
     fn filter(_call: PendingCall, outcome: ToolResult) -> Option<ToolResult> {
-        let content = secrets::redact(&outcome.content);
+        let items: Vec<Option<ContentItem>> = outcome.content.iter().map(redact_item).collect();
+        let structured = outcome.structured_json.as_deref().and_then(secrets::redact);
         let message = outcome
             .error
             .as_ref()
             .and_then(|error| secrets::redact(&error.message));
-        if content.is_none() && message.is_none() {
+        if items.iter().all(Option::is_none) && structured.is_none() && message.is_none() {
             return None;
         }
         Some(ToolResult {
-            content: content.unwrap_or(outcome.content),
+            content: outcome
+                .content
+                .into_iter()
+                .zip(items)
+                .map(|(item, redacted)| redacted.unwrap_or(item))
+                .collect(),
+            structured_json: structured.or(outcome.structured_json),
             error: outcome.error.map(|error| ToolError {
                 code: error.code,
                 message: message.unwrap_or(error.message),

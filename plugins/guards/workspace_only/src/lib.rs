@@ -6,7 +6,7 @@
 //! effort: only a leading `cd` to a literal path is judged. The rules are in [`paths`].
 //! No settings.
 
-wit_bindgen::generate!({ path: "../../../wit/v0.1.0", world: "guard" });
+wit_bindgen::generate!({ path: "../../../wit/v0.2.0", world: "guard" });
 
 mod paths;
 
