@@ -405,6 +405,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if *json {
                 let value = json!({
                     "content": result.content_text(),
+                    "structured": result.structured,
                     "is_error": result.is_error(),
                     "error": result.error,
                     "full_output_path": result.full_output_path,

@@ -513,3 +513,71 @@ impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for CancelOnEof<R> {
         polled
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::call::{Binary, EmbeddedResource, ResourceLink};
+
+    #[test]
+    fn progress_values_always_increase_and_a_report_ends_the_hosts_guesses() {
+        let mut track = ProgressTrack::default();
+        assert_eq!(track.host_guess(0.25), Some(0.25));
+        assert_eq!(track.host_guess(0.5), Some(0.5));
+        assert_eq!(track.plugin(Some(0.5)), (50.0, Some(100.0)));
+        assert_eq!(
+            track.host_guess(60.0),
+            None,
+            "the plugin's reports replace the guess"
+        );
+        let (value, total) = track.plugin(Some(0.25));
+        assert!(
+            value > 50.0 && value < 50.01,
+            "a smaller fraction still increases: {value}"
+        );
+        assert_eq!(total, Some(100.0));
+        let (value, total) = track.plugin(None);
+        assert!(value > 50.0, "{value}");
+        assert_eq!(total, None, "no fraction: no total");
+        let mut late = ProgressTrack::default();
+        late.host_guess(80.0);
+        assert!(
+            late.plugin(Some(0.1)).0 > 80.0,
+            "never below a guess already sent"
+        );
+    }
+
+    #[test]
+    fn content_items_become_mcp_content_blocks_and_structured_content() {
+        let mut result = CallResult::ok("words");
+        result.content.extend([
+            ContentItem::Image(Binary {
+                data: b"png".to_vec(),
+                mime_type: "image/png".into(),
+            }),
+            ContentItem::ResourceLink(ResourceLink {
+                uri: "file:///x".into(),
+                name: "x".into(),
+                description: None,
+                mime_type: Some("text/plain".into()),
+            }),
+            ContentItem::Resource(EmbeddedResource {
+                uri: "file:///b".into(),
+                mime_type: None,
+                contents: ResourceContents::Blob(vec![0, 1, 2]),
+            }),
+        ]);
+        result.structured = Some(json!({"n": 1}));
+        let mcp = serde_json::to_value(to_mcp_result(result)).unwrap();
+        assert_eq!(mcp["content"][0], json!({"type": "text", "text": "words"}));
+        assert_eq!(
+            mcp["content"][1],
+            json!({"type": "image", "data": "cG5n", "mimeType": "image/png"})
+        );
+        assert_eq!(mcp["content"][2]["type"], "resource_link");
+        assert_eq!(mcp["content"][2]["mimeType"], "text/plain");
+        assert_eq!(mcp["content"][3]["resource"]["blob"], "AAEC");
+        assert_eq!(mcp["structuredContent"], json!({"n": 1}));
+        assert_eq!(mcp["isError"], false);
+    }
+}
