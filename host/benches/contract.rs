@@ -64,6 +64,7 @@ async fn main() {
         spill_dir: scratch.to_path_buf(),
         output_budget: 30_000,
         spill_cap: dsh::output::DEFAULT_SPILL_CAP,
+        notices: Default::default(),
     };
     let (old_context, new_context) = (context(old_scratch.path()), context(new_scratch.path()));
     let never = tokio_util::sync::CancellationToken::new();
@@ -85,7 +86,7 @@ async fn main() {
             )
             .await;
         let old_time = started.elapsed();
-        assert_eq!(result.content.len(), 1024, "{}", result.text());
+        assert_eq!(result.content_text().len(), 1024, "{}", result.text());
         let started = Instant::now();
         let result = new_echo
             .plugin
@@ -97,7 +98,7 @@ async fn main() {
             )
             .await;
         let new_time = started.elapsed();
-        assert_eq!(result.content.len(), 1024, "{}", result.text());
+        assert_eq!(result.content_text().len(), 1024, "{}", result.text());
         if round >= warmup {
             old_direct.push(old_time);
             new_direct.push(new_time);
@@ -116,11 +117,11 @@ async fn main() {
         let started = Instant::now();
         let result = old_host.pipeline.call(request(), &never).await;
         let old_time = started.elapsed();
-        assert_eq!(result.content.len(), 1024, "{}", result.text());
+        assert_eq!(result.content_text().len(), 1024, "{}", result.text());
         let started = Instant::now();
         let result = new_host.pipeline.call(request(), &never).await;
         let new_time = started.elapsed();
-        assert_eq!(result.content.len(), 1024, "{}", result.text());
+        assert_eq!(result.content_text().len(), 1024, "{}", result.text());
         if round >= warmup {
             old_full.push(old_time);
             new_full.push(new_time);

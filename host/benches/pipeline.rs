@@ -69,6 +69,7 @@ async fn main() {
         spill_dir: scratch.path().to_path_buf(),
         output_budget: 30_000,
         spill_cap: dsh::output::DEFAULT_SPILL_CAP,
+        notices: Default::default(),
     };
     let args_json = echo_args.to_string();
     for _ in 0..200 {
@@ -83,7 +84,7 @@ async fn main() {
             (&echo, context.clone(), &args_json, &pipeline.runtime);
         async move {
             let result = echo.plugin.call(runtime, context, "echo", args_json).await;
-            assert_eq!(result.content.len(), 1024);
+            assert_eq!(result.content_text().len(), 1024);
         }
     })
     .await;
@@ -91,7 +92,7 @@ async fn main() {
         let (pipeline, req, never) = (&pipeline, request("echo", &echo_args), &never);
         async move {
             let result = pipeline.call(req, never).await;
-            assert_eq!(result.content.len(), 1024);
+            assert_eq!(result.content_text().len(), 1024);
         }
     })
     .await;
@@ -127,7 +128,7 @@ async fn main() {
         spawn.push(started.elapsed());
         let started = Instant::now();
         let result = pipeline.call(request("bash", &bash_args), &never).await;
-        assert_eq!(result.content, "[exit code: 0]");
+        assert_eq!(result.content_text(), "[exit code: 0]");
         dsh.push(started.elapsed());
     }
     let mut forked = Vec::with_capacity(n);
@@ -163,14 +164,14 @@ async fn main() {
         let started = Instant::now();
         let result = pipeline.call(request("echo", &echo_args), &never).await;
         let plain_time = started.elapsed();
-        assert_eq!(result.content.len(), 1024);
+        assert_eq!(result.content_text().len(), 1024);
         let started = Instant::now();
         let result = guarded
             .pipeline
             .call(request("echo", &echo_args), &never)
             .await;
         let guarded_time = started.elapsed();
-        assert_eq!(result.content.len(), 1024, "{}", result.text());
+        assert_eq!(result.content_text().len(), 1024, "{}", result.text());
         if round >= 200 {
             plain.push(plain_time);
             five.push(guarded_time);

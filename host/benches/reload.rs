@@ -81,7 +81,7 @@ async fn main() {
         );
         let answer = host.pipeline.call(request(), &never).await;
         swaps.push(started.elapsed());
-        assert_eq!(&answer.content, name);
+        assert_eq!(&answer.content_text(), name);
         let started = Instant::now();
         host.pipeline.call(request(), &never).await;
         calls.push(started.elapsed());
@@ -110,7 +110,7 @@ async fn main() {
         let started = Instant::now();
         std::fs::rename(&staged, watched.join("version.wasm")).unwrap();
         loop {
-            if host.pipeline.call(request(), &never).await.content == *name {
+            if host.pipeline.call(request(), &never).await.content_text() == *name {
                 break;
             }
             assert!(

@@ -141,7 +141,7 @@ async fn run() {
         .await;
     assert!(opened.error.is_none(), "{opened:?}");
     let id = opened
-        .content
+        .content_text()
         .split_whitespace()
         .nth(1)
         .unwrap()
@@ -172,7 +172,7 @@ async fn run() {
         if i >= 50 {
             dsh.push(started.elapsed());
         }
-        assert!(result.content.contains("\nhi\n"), "{result:?}");
+        assert!(result.content_text().contains("\nhi\n"), "{result:?}");
         // Let the prompt come back before the next send.
         tokio::time::sleep(Duration::from_millis(2)).await;
 

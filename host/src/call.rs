@@ -1,8 +1,11 @@
 //! The shapes of one call as it passes through the host: who asked ([`CallContext`]),
 //! what they asked for ([`CallRequest`]), who can approve it when a guard asks
-//! ([`Approver`]) and what came back ([`CallResult`]).
+//! ([`Approver`]), what the plugins tell the caller while it runs ([`Notices`]: progress
+//! and log lines) and what came back ([`CallResult`]: content items and structured
+//! output).
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use crate::error::ToolError;
@@ -24,6 +27,8 @@ pub struct CallContext {
     pub output_budget: u32,
     /// The most bytes a spill file of this call holds (`[limits] max_spill_bytes`).
     pub spill_cap: u64,
+    /// Where the plugins' progress reports and log lines for the caller go.
+    pub notices: Notices,
 }
 
 impl CallContext {
@@ -42,6 +47,8 @@ pub struct CallRequest {
     pub scope: Arc<str>,
     /// Who answers a guard's `ask`; with none, an ask is a denial.
     pub approver: Option<Arc<dyn Approver>>,
+    /// Where progress and log lines of this call go (nowhere by default).
+    pub notices: Notices,
 }
 
 impl CallRequest {
@@ -58,6 +65,7 @@ impl CallRequest {
             owner: owner.into(),
             scope: scope.into(),
             approver: None,
+            notices: Notices::default(),
         }
     }
 }
@@ -101,19 +109,235 @@ pub trait Approver: Send + Sync + std::fmt::Debug {
     fn approve<'a>(&'a self, request: ApprovalRequest<'a>) -> ApprovalFuture<'a>;
 }
 
+/// A log line's severity, in the order MCP's `logging/setLevel` compares them (the
+/// syslog levels). A plugin's `trace` and `debug` lines are `Debug`, `warn` is `Warning`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum LogLevel {
+    Debug = 1,
+    Info,
+    Notice,
+    Warning,
+    Error,
+    Critical,
+    Alert,
+    Emergency,
+}
+
+impl LogLevel {
+    const ALL: [LogLevel; 8] = [
+        LogLevel::Debug,
+        LogLevel::Info,
+        LogLevel::Notice,
+        LogLevel::Warning,
+        LogLevel::Error,
+        LogLevel::Critical,
+        LogLevel::Alert,
+        LogLevel::Emergency,
+    ];
+}
+
+/// The lowest level of log lines a caller wants, or none (no log lines): set by the
+/// caller at any time (MCP `logging/setLevel`), read by every call it makes, running ones
+/// included.
+#[derive(Debug, Default)]
+pub struct LogThreshold(AtomicU8);
+
+impl LogThreshold {
+    pub fn set(&self, level: Option<LogLevel>) {
+        self.0
+            .store(level.map_or(0, |l| l as u8), Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> Option<LogLevel> {
+        let raw = self.0.load(Ordering::Relaxed);
+        LogLevel::ALL.into_iter().find(|l| *l as u8 == raw)
+    }
+
+    /// Whether a line at `level` goes to the caller.
+    pub fn wants(&self, level: LogLevel) -> bool {
+        self.get().is_some_and(|threshold| level >= threshold)
+    }
+}
+
+/// What a plugin tells the caller of a call while it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notice {
+    /// `progress.report`: how far along (0 to 1, when known) and what it is doing.
+    Progress {
+        fraction: Option<f64>,
+        message: Option<String>,
+    },
+    /// A `log` line at or above the caller's threshold; `logger` is the plugin's name.
+    Log {
+        level: LogLevel,
+        logger: String,
+        message: String,
+    },
+}
+
+/// How many notices wait for the caller before more are dropped: a plugin that reports
+/// or logs in a loop neither blocks nor grows the host's memory.
+pub const NOTICE_QUEUE: usize = 256;
+
+/// Where a call's notices go: to its caller (an MCP connection reads the other end), or
+/// nowhere (the default: `dsh call`, guards' load-time calls, tests). Sending never
+/// waits: when the caller's queue is full the notice is dropped.
+#[derive(Clone, Default)]
+pub struct Notices {
+    sink: Option<Arc<NoticeSink>>,
+}
+
+struct NoticeSink {
+    sender: tokio::sync::mpsc::Sender<Notice>,
+    log_threshold: Arc<LogThreshold>,
+}
+
+impl std::fmt::Debug for Notices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.sink.is_some() {
+            "Notices(to the caller)"
+        } else {
+            "Notices(none)"
+        })
+    }
+}
+
+impl Notices {
+    /// A sink whose notices the returned receiver reads; log lines pass when
+    /// `log_threshold` wants them.
+    pub fn channel(
+        log_threshold: Arc<LogThreshold>,
+    ) -> (Notices, tokio::sync::mpsc::Receiver<Notice>) {
+        let (sender, receiver) = tokio::sync::mpsc::channel(NOTICE_QUEUE);
+        let sink = NoticeSink {
+            sender,
+            log_threshold,
+        };
+        (
+            Notices {
+                sink: Some(Arc::new(sink)),
+            },
+            receiver,
+        )
+    }
+
+    /// A progress report: `fraction` is clamped to 0..=1 (a NaN counts as unknown).
+    pub fn progress(&self, fraction: Option<f64>, message: Option<String>) {
+        let fraction = fraction.filter(|f| !f.is_nan()).map(|f| f.clamp(0.0, 1.0));
+        self.send(Notice::Progress { fraction, message });
+    }
+
+    /// A plugin's log line, sent only when the caller wants its level.
+    pub fn log(&self, level: LogLevel, logger: &str, message: &str) {
+        if self
+            .sink
+            .as_ref()
+            .is_some_and(|sink| sink.log_threshold.wants(level))
+        {
+            self.send(Notice::Log {
+                level,
+                logger: logger.to_string(),
+                message: message.to_string(),
+            });
+        }
+    }
+
+    fn send(&self, notice: Notice) {
+        if let Some(sink) = &self.sink {
+            if sink.sender.try_send(notice).is_err() {
+                tracing::debug!("a call notice was dropped: the caller's queue is full or gone");
+            }
+        }
+    }
+}
+
+/// Bytes with their MIME type: an image or audio item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binary {
+    pub data: Vec<u8>,
+    pub mime_type: String,
+}
+
+/// A link to a resource the client may fetch or show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceLink {
+    pub uri: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub mime_type: Option<String>,
+}
+
+/// What an embedded resource holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResourceContents {
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+/// A resource carried in the result itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmbeddedResource {
+    pub uri: String,
+    pub mime_type: Option<String>,
+    pub contents: ResourceContents,
+}
+
+/// One item of a result's content, as MCP has them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContentItem {
+    Text(String),
+    Image(Binary),
+    Audio(Binary),
+    ResourceLink(ResourceLink),
+    Resource(EmbeddedResource),
+}
+
+impl ContentItem {
+    /// What the item is, for messages and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ContentItem::Text(_) => "text",
+            ContentItem::Image(_) => "image",
+            ContentItem::Audio(_) => "audio",
+            ContentItem::ResourceLink(_) => "resource link",
+            ContentItem::Resource(_) => "embedded resource",
+        }
+    }
+
+    /// The bytes an item other than text carries (image or audio data, an embedded
+    /// resource's contents; a link carries none): what the binary cap bounds.
+    pub fn binary_len(&self) -> usize {
+        match self {
+            ContentItem::Text(_) | ContentItem::ResourceLink(_) => 0,
+            ContentItem::Image(binary) | ContentItem::Audio(binary) => binary.data.len(),
+            ContentItem::Resource(resource) => match &resource.contents {
+                ResourceContents::Text(text) => text.len(),
+                ResourceContents::Blob(blob) => blob.len(),
+            },
+        }
+    }
+}
+
 /// What a call produced: the only thing the model sees.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallResult {
-    pub content: String,
+    /// Text, images, audio, resource links and embedded resources, in order.
+    pub content: Vec<ContentItem>,
+    /// The tool's structured output (JSON), checked against its output schema when it
+    /// declares one.
+    pub structured: Option<serde_json::Value>,
     pub error: Option<ToolError>,
-    /// File with the full output when `content` is a cut of it.
+    /// File with the full output when the text is a cut of it.
     pub full_output_path: Option<PathBuf>,
 }
 
 impl CallResult {
+    /// A result of one text item.
     pub fn ok(content: impl Into<String>) -> Self {
         CallResult {
-            content: content.into(),
+            content: vec![ContentItem::Text(content.into())],
+            structured: None,
             error: None,
             full_output_path: None,
         }
@@ -121,7 +345,8 @@ impl CallResult {
 
     pub fn failed(error: ToolError) -> Self {
         CallResult {
-            content: String::new(),
+            content: Vec::new(),
+            structured: None,
             error: Some(error),
             full_output_path: None,
         }
@@ -131,13 +356,38 @@ impl CallResult {
         self.error.is_some()
     }
 
+    /// The text items, joined by newlines (other items are left out).
+    pub fn content_text(&self) -> String {
+        let texts: Vec<&str> = self
+            .content
+            .iter()
+            .filter_map(|item| match item {
+                ContentItem::Text(text) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        texts.join("\n")
+    }
+
+    /// Bytes of every item: text and binary.
+    pub fn content_bytes(&self) -> usize {
+        self.content
+            .iter()
+            .map(|item| match item {
+                ContentItem::Text(text) => text.len(),
+                other => other.binary_len(),
+            })
+            .sum()
+    }
+
     /// The text the model reads: the error line first (when the call failed), then the
-    /// content.
+    /// text items.
     pub fn text(&self) -> String {
+        let content = self.content_text();
         match &self.error {
-            None => self.content.clone(),
-            Some(error) if self.content.is_empty() => error.to_string(),
-            Some(error) => format!("{error}\n{}", self.content),
+            None => content,
+            Some(error) if content.is_empty() => error.to_string(),
+            Some(error) => format!("{error}\n{content}"),
         }
     }
 }
@@ -156,5 +406,71 @@ mod tests {
         assert_eq!(described.chars().count(), 501, "{described}");
         assert!(described.starts_with(r#"{"text":"éé"#), "{described}");
         assert!(described.ends_with("é…"), "{described}");
+    }
+
+    #[test]
+    fn log_lines_below_the_threshold_or_without_one_are_not_sent() {
+        let threshold = Arc::new(LogThreshold::default());
+        let (notices, mut receiver) = Notices::channel(threshold.clone());
+        notices.log(LogLevel::Error, "p", "before any level");
+        assert!(
+            receiver.try_recv().is_err(),
+            "no level set: nothing is sent"
+        );
+        threshold.set(Some(LogLevel::Info));
+        notices.log(LogLevel::Debug, "p", "debug");
+        notices.log(LogLevel::Info, "p", "info");
+        notices.log(LogLevel::Warning, "p", "warning");
+        let sent: Vec<String> = std::iter::from_fn(|| receiver.try_recv().ok())
+            .map(|notice| match notice {
+                Notice::Log { message, .. } => message,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(sent, ["info", "warning"]);
+    }
+
+    #[test]
+    fn progress_fractions_are_clamped_and_a_full_queue_drops_instead_of_waiting() {
+        let (notices, mut receiver) = Notices::channel(Arc::default());
+        notices.progress(Some(1.5), None);
+        notices.progress(Some(f64::NAN), Some("nan".into()));
+        assert_eq!(
+            receiver.try_recv().unwrap(),
+            Notice::Progress {
+                fraction: Some(1.0),
+                message: None
+            }
+        );
+        assert_eq!(
+            receiver.try_recv().unwrap(),
+            Notice::Progress {
+                fraction: None,
+                message: Some("nan".into())
+            }
+        );
+        for _ in 0..NOTICE_QUEUE + 10 {
+            notices.progress(Some(0.5), None);
+        }
+        assert_eq!(
+            std::iter::from_fn(|| receiver.try_recv().ok()).count(),
+            NOTICE_QUEUE
+        );
+        Notices::default().progress(Some(0.5), None);
+    }
+
+    #[test]
+    fn the_text_joins_text_items_after_the_error_line() {
+        let mut result = CallResult::failed(ToolError::new(crate::error::ErrorCode::Internal, "x"));
+        result.content = vec![
+            ContentItem::Text("a".into()),
+            ContentItem::Image(Binary {
+                data: vec![1, 2, 3],
+                mime_type: "image/png".into(),
+            }),
+            ContentItem::Text("b".into()),
+        ];
+        assert_eq!(result.text(), "INTERNAL: x\na\nb");
+        assert_eq!(result.content_bytes(), 5);
     }
 }

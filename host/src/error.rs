@@ -53,6 +53,10 @@ macro_rules! for_each_error_code {
             /// call never started; the same call may work a little later. Plugins never
             /// see it (it is given before any plugin runs).
             Busy = "BUSY", -;
+            /// The tool's structured output does not match the output schema it declared
+            /// (or it declared one and returned none). The tool ran; its result is
+            /// withheld. Given after the result filters, so plugins never see it.
+            InvalidOutput = "INVALID_OUTPUT", -;
             /// Something went wrong inside dsh itself.
             Internal = "INTERNAL", wit;
         }

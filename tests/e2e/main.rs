@@ -20,5 +20,6 @@ mod mcp_clients;
 mod network_grants;
 mod plugin_loading;
 mod private_state;
+mod rewrite;
 mod sandbox;
 mod tool_manuals;

@@ -135,7 +135,8 @@ impl From<HostCode> for old::types::ErrorCode {
             HostCode::SessionClosing => O::SessionClosing,
             HostCode::LspUnavailable => O::LspUnavailable,
             HostCode::LimitExceeded | HostCode::Busy => O::LimitExceeded,
-            HostCode::Internal => O::Internal,
+            // Given after the filters: no plugin sees it.
+            HostCode::InvalidOutput | HostCode::Internal => O::Internal,
         }
     }
 }

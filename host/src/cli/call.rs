@@ -53,7 +53,8 @@ pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
     };
     if args.json {
         print::json(&json!({
-            "content": result.content,
+            "content": result.content_text(),
+            "structured": result.structured,
             "is_error": result.is_error(),
             "error": result.error,
             "full_output_path": result.full_output_path,

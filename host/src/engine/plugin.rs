@@ -21,7 +21,9 @@ use crate::bindings::dsh::plugin::types as wit;
 use crate::bindings::guard::{GuardPre, Verdict as WitVerdict};
 use crate::bindings::result_filter::ResultFilterPre;
 use crate::bindings::{v0_1_0, ContractVersion, ToolPre, VersionError};
-use crate::call::{CallContext, CallResult};
+use crate::call::{
+    Binary, CallContext, CallResult, ContentItem, EmbeddedResource, ResourceContents, ResourceLink,
+};
 use crate::config::{PluginConfig, DEFAULT_CPU_MS, DEFAULT_GUARD_CPU_MS, DEFAULT_MEMORY_MB};
 use crate::error::{ErrorCode, ToolError};
 
@@ -304,6 +306,7 @@ impl Plugin {
             spill_dir: std::env::temp_dir(),
             output_budget: 0,
             spill_cap: 0,
+            notices: Default::default(),
         };
         let mut store = self.store(runtime, context);
         let guest_cpu = store.data().guest_cpu.clone();
@@ -441,15 +444,7 @@ impl Plugin {
             return Err(self.not_a(PluginKind::ResultFilter));
         }
         let pending = self.wit_pending(&call);
-        let outcome_in = wit::ToolResult {
-            content: vec![wit::ContentItem::Text(result.content.clone())],
-            structured_json: None,
-            error: result.error.clone().map(Into::into),
-            full_output_path: result
-                .full_output_path
-                .as_ref()
-                .map(|p| p.display().to_string()),
-        };
+        let outcome_in = wit::ToolResult::from(result.clone());
         let mut store = self.store(runtime, call.context);
         let guest_cpu = store.data().guest_cpu.clone();
         let outcome = metered(guest_cpu, async {
@@ -509,14 +504,96 @@ fn kind_of(pre: &Pre) -> PluginKind {
 }
 
 impl From<wit::ToolResult> for CallResult {
-    /// The text of the content items (non-text items named by a bracketed line).
+    /// The contract's result in the host's terms, item for item. Structured output that
+    /// is not JSON fails the call (`INVALID_OUTPUT`).
     fn from(result: wit::ToolResult) -> Self {
+        let structured = match result.structured_json.as_deref().map(serde_json::from_str) {
+            None => None,
+            Some(Ok(value)) => Some(value),
+            Some(Err(error)) => {
+                return CallResult::failed(ToolError::new(
+                    ErrorCode::InvalidOutput,
+                    format!("the tool's structured output is not JSON: {error}"),
+                ))
+            }
+        };
         CallResult {
-            content: crate::bindings::text_of(result.content),
+            content: result.content.into_iter().map(Into::into).collect(),
+            structured,
             error: result
                 .error
                 .map(|e| ToolError::new(e.code.into(), e.message)),
             full_output_path: result.full_output_path.map(PathBuf::from),
+        }
+    }
+}
+
+impl From<CallResult> for wit::ToolResult {
+    /// The host's result as a 0.2.0 filter sees it.
+    fn from(result: CallResult) -> Self {
+        wit::ToolResult {
+            content: result.content.into_iter().map(Into::into).collect(),
+            structured_json: result.structured.map(|value| value.to_string()),
+            error: result.error.map(Into::into),
+            full_output_path: result
+                .full_output_path
+                .map(|path| path.display().to_string()),
+        }
+    }
+}
+
+impl From<wit::ContentItem> for ContentItem {
+    fn from(item: wit::ContentItem) -> Self {
+        let binary = |b: wit::BinaryContent| Binary {
+            data: b.data,
+            mime_type: b.mime_type,
+        };
+        match item {
+            wit::ContentItem::Text(text) => ContentItem::Text(text),
+            wit::ContentItem::Image(image) => ContentItem::Image(binary(image)),
+            wit::ContentItem::Audio(audio) => ContentItem::Audio(binary(audio)),
+            wit::ContentItem::ResourceLink(link) => ContentItem::ResourceLink(ResourceLink {
+                uri: link.uri,
+                name: link.name,
+                description: link.description,
+                mime_type: link.mime_type,
+            }),
+            wit::ContentItem::Resource(resource) => ContentItem::Resource(EmbeddedResource {
+                uri: resource.uri,
+                mime_type: resource.mime_type,
+                contents: match resource.contents {
+                    wit::ResourceContents::Text(text) => ResourceContents::Text(text),
+                    wit::ResourceContents::Blob(blob) => ResourceContents::Blob(blob),
+                },
+            }),
+        }
+    }
+}
+
+impl From<ContentItem> for wit::ContentItem {
+    fn from(item: ContentItem) -> Self {
+        let binary = |b: Binary| wit::BinaryContent {
+            data: b.data,
+            mime_type: b.mime_type,
+        };
+        match item {
+            ContentItem::Text(text) => wit::ContentItem::Text(text),
+            ContentItem::Image(image) => wit::ContentItem::Image(binary(image)),
+            ContentItem::Audio(audio) => wit::ContentItem::Audio(binary(audio)),
+            ContentItem::ResourceLink(link) => wit::ContentItem::ResourceLink(wit::ResourceLink {
+                uri: link.uri,
+                name: link.name,
+                description: link.description,
+                mime_type: link.mime_type,
+            }),
+            ContentItem::Resource(resource) => wit::ContentItem::Resource(wit::EmbeddedResource {
+                uri: resource.uri,
+                mime_type: resource.mime_type,
+                contents: match resource.contents {
+                    ResourceContents::Text(text) => wit::ResourceContents::Text(text),
+                    ResourceContents::Blob(blob) => wit::ResourceContents::Blob(blob),
+                },
+            }),
         }
     }
 }

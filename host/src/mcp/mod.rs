@@ -4,21 +4,34 @@
 //! Each connection (the stdio peer, or one HTTP session) is an [`McpConnection`] with
 //! its own owner, set here and passed to every call; when the connection ends, its
 //! resources are released after the configured grace period. `tools/list` returns the
-//! registry's manuals for the connection's scope; `tools/call` runs the whole pipeline,
-//! with progress notifications while it runs when the client asked for them, and
-//! `notifications/cancelled` cancels it (killing its processes). Registry changes become
+//! registry's manuals for the connection's scope (with `outputSchema` for a tool that
+//! declares one); `tools/call` runs the whole pipeline, with progress notifications
+//! while it runs when the client asked for them, and `notifications/cancelled` cancels
+//! it (killing its processes). Registry changes become
 //! `notifications/tools/list_changed`.
+//!
+//! A result's content items become MCP content blocks one for one (text, image and
+//! audio as base64, resource links, embedded resources) and its structured output
+//! `structuredContent`. While a call runs, its notices ([`crate::call::Notices`]) reach
+//! this connection: a plugin's `progress.report` becomes a progress notification for the
+//! call's progress token (and stops the host's own elapsed-time notifications for that
+//! call), and a plugin's `log` line at or above the level the client set with
+//! `logging/setLevel` becomes `notifications/message` (logger: the plugin's name, data:
+//! the line). Until the client sets a level, no log line is sent.
 
 pub mod http;
+mod logging;
 
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
-    Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, EmbeddedResource,
+    ErrorData, Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, Resource, ResourceContents as McpResourceContents,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
 use rmcp::service::ElicitationMode;
@@ -29,6 +42,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::call::{
     describe_args, Approval, ApprovalFuture, ApprovalRequest, Approver, CallRequest, CallResult,
+    ContentItem, LogThreshold, Notice, Notices, ResourceContents,
 };
 use crate::error::ErrorCode;
 use crate::host::Host;
@@ -46,6 +60,9 @@ pub struct McpConnection {
     owner: Arc<str>,
     /// Cancelled when the connection ends: stops its list-changed forwarder.
     closed: CancellationToken,
+    /// The lowest level of plugin log lines this client wants (`logging/setLevel`);
+    /// none until it sets one.
+    log_threshold: Arc<LogThreshold>,
 }
 
 impl McpConnection {
@@ -56,6 +73,7 @@ impl McpConnection {
             server,
             owner,
             closed: CancellationToken::new(),
+            log_threshold: Arc::default(),
         }
     }
 }
@@ -125,26 +143,137 @@ impl Approver for ElicitationApprover {
     }
 }
 
-/// The MCP result of a finished call: text content, `isError`, and the structured
-/// error (`{code, message}`) when it failed.
+/// The MCP result of a finished call: its content items as content blocks (the error
+/// line first when it failed), its structured output as `structuredContent`, and when
+/// it failed `isError` and the structured error (`{code, message}`).
 fn to_mcp_result(result: CallResult) -> CallToolResult {
-    let text = result.text();
     match &result.error {
-        None => CallToolResult::success(vec![ContentBlock::text(text)]),
+        None => {
+            let mut mcp =
+                CallToolResult::success(result.content.into_iter().map(to_mcp_content).collect());
+            mcp.structured_content = result.structured;
+            mcp
+        }
         Some(error) => {
-            let mut mcp = CallToolResult::error(vec![ContentBlock::text(text)]);
+            let mut mcp = CallToolResult::error(vec![ContentBlock::text(result.text())]);
+            mcp.content.extend(
+                result
+                    .content
+                    .into_iter()
+                    .filter(|item| !matches!(item, ContentItem::Text(_)))
+                    .map(to_mcp_content),
+            );
             mcp.structured_content = Some(json!({ "code": error.code, "message": error.message }));
             mcp
         }
     }
 }
 
+/// One content item as an MCP content block; bytes go as base64.
+fn to_mcp_content(item: ContentItem) -> ContentBlock {
+    let base64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    match item {
+        ContentItem::Text(text) => ContentBlock::text(text),
+        ContentItem::Image(image) => ContentBlock::image(base64(&image.data), image.mime_type),
+        ContentItem::Audio(audio) => ContentBlock::audio(base64(&audio.data), audio.mime_type),
+        ContentItem::ResourceLink(link) => {
+            let mut resource = Resource::new(link.uri, link.name);
+            resource.description = link.description;
+            resource.mime_type = link.mime_type;
+            ContentBlock::resource_link(resource)
+        }
+        ContentItem::Resource(embedded) => {
+            let contents = match embedded.contents {
+                ResourceContents::Text(text) => McpResourceContents::TextResourceContents {
+                    uri: embedded.uri,
+                    mime_type: embedded.mime_type,
+                    text,
+                    meta: None,
+                },
+                ResourceContents::Blob(blob) => McpResourceContents::BlobResourceContents {
+                    uri: embedded.uri,
+                    mime_type: embedded.mime_type,
+                    blob: base64(&blob),
+                    meta: None,
+                },
+            };
+            ContentBlock::Resource(EmbeddedResource::new(contents))
+        }
+    }
+}
+
+/// The values of one call's progress notifications. Until a plugin reports, the host
+/// sends the seconds elapsed (no total); from its first report on, the plugin's fraction
+/// as a percentage (total 100) and the host stops guessing. MCP wants every value
+/// greater than the last, so a report that would not raise it (no fraction, or a
+/// smaller one) goes with the last value plus 0.001, carrying its message.
+#[derive(Debug, Default)]
+struct ProgressTrack {
+    last: f64,
+    reported: bool,
+}
+
+impl ProgressTrack {
+    /// The host's elapsed-time notification, while no plugin has reported.
+    fn host_guess(&mut self, seconds: f64) -> Option<f64> {
+        if self.reported || seconds <= self.last {
+            return None;
+        }
+        self.last = seconds;
+        Some(seconds)
+    }
+
+    /// A plugin's report: the value and the total to send.
+    fn plugin(&mut self, fraction: Option<f64>) -> (f64, Option<f64>) {
+        self.reported = true;
+        let percent = fraction.map(|f| f * 100.0);
+        self.last = match percent {
+            Some(percent) if percent > self.last => percent,
+            _ => self.last + 0.001,
+        };
+        (self.last, percent.map(|_| 100.0))
+    }
+}
+
+/// Sends one notice of a running call to the client: progress (when the call has a
+/// progress token) or a log line.
+async fn forward(
+    peer: &rmcp::Peer<RoleServer>,
+    token: Option<&ProgressToken>,
+    track: &mut ProgressTrack,
+    notice: Notice,
+) {
+    match notice {
+        Notice::Progress { fraction, message } => {
+            let Some(token) = token else { return };
+            let (value, total) = track.plugin(fraction);
+            let mut progress = ProgressNotificationParam::new(token.clone(), value);
+            if let Some(total) = total {
+                progress = progress.with_total(total);
+            }
+            if let Some(message) = message {
+                progress = progress.with_message(message);
+            }
+            let _ = peer.notify_progress(progress).await;
+        }
+        Notice::Log {
+            level,
+            logger,
+            message,
+        } => {
+            logging::send(peer, level, logger, message).await;
+        }
+    }
+}
+
 impl ServerHandler for McpConnection {
+    #[allow(deprecated)] // `enable_logging`: see `logging`
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_logging()
                 .build(),
         )
         .with_server_info(Implementation::new("dsh", env!("CARGO_PKG_VERSION")))
@@ -204,10 +333,31 @@ impl ServerHandler for McpConnection {
                     serde_json::Value::Object(map) => map,
                     _ => serde_json::Map::new(),
                 };
-                Tool::new(spec.name, spec.description, Arc::new(schema))
+                let output = spec.output_schema;
+                let tool = Tool::new(spec.name, spec.description, Arc::new(schema));
+                match output {
+                    Some(serde_json::Value::Object(output)) => {
+                        tool.with_raw_output_schema(Arc::new(output))
+                    }
+                    _ => tool,
+                }
             })
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    /// `logging/setLevel`: from now on, this connection's calls send plugin log lines at
+    /// `level` and above as `notifications/message`.
+    #[allow(deprecated)] // see `logging`
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let level = logging::host_level(request.level);
+        tracing::debug!(owner = %self.owner, ?level, "logging/setLevel");
+        self.log_threshold.set(Some(level));
+        Ok(())
     }
 
     async fn call_tool(
@@ -217,6 +367,7 @@ impl ServerHandler for McpConnection {
     ) -> Result<CallToolResponse, ErrorData> {
         let approval_timeout =
             Duration::from_millis(self.server.host.config.serve.approval_timeout_ms);
+        let (notices, mut notes) = Notices::channel(self.log_threshold.clone());
         let call = CallRequest {
             tool: request.name.to_string(),
             args: request
@@ -229,6 +380,7 @@ impl ServerHandler for McpConnection {
                 peer: context.peer.clone(),
                 timeout: approval_timeout,
             })),
+            notices,
         };
         // Cancelled by `notifications/cancelled` for this request, or when the
         // connection's input ends.
@@ -240,19 +392,30 @@ impl ServerHandler for McpConnection {
             Duration::from_millis(self.server.host.config.serve.progress_interval_ms.max(10));
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
         let started = Instant::now();
+        let mut track = ProgressTrack::default();
         let result = loop {
             tokio::select! {
+                biased;
+                Some(notice) = notes.recv() => {
+                    forward(&context.peer, progress_token.as_ref(), &mut track, notice).await;
+                }
                 result = &mut running => break result,
                 _ = context.ct.cancelled(), if !cancel.is_cancelled() => cancel.cancel(),
-                _ = ticks.tick(), if progress_token.is_some() => {
+                _ = ticks.tick(), if progress_token.is_some() && !track.reported => {
                     let seconds = started.elapsed().as_secs_f64();
                     let token = progress_token.clone().expect("guarded by the branch condition");
-                    let progress = ProgressNotificationParam::new(token, seconds)
-                        .with_message(format!("running for {seconds:.1} s"));
-                    let _ = context.peer.notify_progress(progress).await;
+                    if let Some(value) = track.host_guess(seconds) {
+                        let progress = ProgressNotificationParam::new(token, value)
+                            .with_message(format!("running for {seconds:.1} s"));
+                        let _ = context.peer.notify_progress(progress).await;
+                    }
                 }
             }
         };
+        // What the plugins said before the call ended goes before its result.
+        while let Ok(notice) = notes.try_recv() {
+            forward(&context.peer, progress_token.as_ref(), &mut track, notice).await;
+        }
         match &result.error {
             // The spec makes an unknown tool a protocol error, not a tool result.
             Some(error) if error.code == ErrorCode::UnknownTool => Err(ErrorData::invalid_params(
@@ -347,5 +510,73 @@ impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for CancelOnEof<R> {
             }
         }
         polled
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::call::{Binary, EmbeddedResource, ResourceLink};
+
+    #[test]
+    fn progress_values_always_increase_and_a_report_ends_the_hosts_guesses() {
+        let mut track = ProgressTrack::default();
+        assert_eq!(track.host_guess(0.25), Some(0.25));
+        assert_eq!(track.host_guess(0.5), Some(0.5));
+        assert_eq!(track.plugin(Some(0.5)), (50.0, Some(100.0)));
+        assert_eq!(
+            track.host_guess(60.0),
+            None,
+            "the plugin's reports replace the guess"
+        );
+        let (value, total) = track.plugin(Some(0.25));
+        assert!(
+            value > 50.0 && value < 50.01,
+            "a smaller fraction still increases: {value}"
+        );
+        assert_eq!(total, Some(100.0));
+        let (value, total) = track.plugin(None);
+        assert!(value > 50.0, "{value}");
+        assert_eq!(total, None, "no fraction: no total");
+        let mut late = ProgressTrack::default();
+        late.host_guess(80.0);
+        assert!(
+            late.plugin(Some(0.1)).0 > 80.0,
+            "never below a guess already sent"
+        );
+    }
+
+    #[test]
+    fn content_items_become_mcp_content_blocks_and_structured_content() {
+        let mut result = CallResult::ok("words");
+        result.content.extend([
+            ContentItem::Image(Binary {
+                data: b"png".to_vec(),
+                mime_type: "image/png".into(),
+            }),
+            ContentItem::ResourceLink(ResourceLink {
+                uri: "file:///x".into(),
+                name: "x".into(),
+                description: None,
+                mime_type: Some("text/plain".into()),
+            }),
+            ContentItem::Resource(EmbeddedResource {
+                uri: "file:///b".into(),
+                mime_type: None,
+                contents: ResourceContents::Blob(vec![0, 1, 2]),
+            }),
+        ]);
+        result.structured = Some(json!({"n": 1}));
+        let mcp = serde_json::to_value(to_mcp_result(result)).unwrap();
+        assert_eq!(mcp["content"][0], json!({"type": "text", "text": "words"}));
+        assert_eq!(
+            mcp["content"][1],
+            json!({"type": "image", "data": "cG5n", "mimeType": "image/png"})
+        );
+        assert_eq!(mcp["content"][2]["type"], "resource_link");
+        assert_eq!(mcp["content"][2]["mimeType"], "text/plain");
+        assert_eq!(mcp["content"][3]["resource"]["blob"], "AAEC");
+        assert_eq!(mcp["structuredContent"], json!({"n": 1}));
+        assert_eq!(mcp["isError"], false);
     }
 }

@@ -13,7 +13,10 @@
 //! Before any of them, a `tool/call` event is written to the session log, the call is
 //! admitted ([`admission`]: it may wait its turn, or get `BUSY`), the tool is resolved in
 //! the caller's scope and the arguments are validated against its schema. The call holds
-//! its admission slot through stage 4.
+//! its admission slot through stage 4. A guard's rewrite (stage 2) replaces the
+//! arguments for the rest of the call, after the gate has checked them again. After the
+//! filters, a tool's structured output is checked against its output schema
+//! ([`crate::registry::RegisteredTool::check_output`]).
 //!
 //! The configured parts (gate, guard chain, filter chain, limits) are one [`Configured`]
 //! snapshot, swapped whole when `dsh.toml` changes ([`Pipeline::reconfigure`]); a call
@@ -221,6 +224,7 @@ impl Pipeline {
                 .output_budget
                 .unwrap_or(config.limits.output_budget_bytes),
             spill_cap: config.limits.max_spill_bytes,
+            notices: request.notices.clone(),
         };
         if let Err(error) = configured
             .gate
@@ -228,20 +232,28 @@ impl Pipeline {
         {
             return error.into();
         }
-        if let Err(error) = configured
+        let rewritten = match configured
             .guards
             .check(
                 &self.runtime,
                 &catalog,
                 &self.session.events,
                 request,
-                &tool.spec.name,
+                &tool,
                 &context,
             )
             .await
         {
-            return error.into();
+            Ok(rewritten) => rewritten,
+            Err(error) => return error.into(),
+        };
+        // A rewrite passes the gate again: no guard takes a call past a `[gate]` rule.
+        if let Some(args) = &rewritten {
+            if let Err(error) = configured.gate.check(&tool.spec.name, &context, args) {
+                return error.into();
+            }
         }
+        let args = rewritten.as_ref().unwrap_or(&request.args);
         // The plugin's timeout, capped by the host's.
         let cap = config.limits.call_timeout_ms;
         let timeout = Duration::from_millis(tool.plugin.config.timeout_ms.unwrap_or(cap).min(cap));
@@ -249,7 +261,7 @@ impl Pipeline {
             &self.runtime,
             &tool,
             context.clone(),
-            &request.args,
+            args,
             timeout,
             config.limits.max_retries,
         )
@@ -260,11 +272,12 @@ impl Pipeline {
                 &self.runtime,
                 &catalog,
                 &tool.spec.name,
-                &request.args,
+                args,
                 &context,
                 executed.result,
             )
             .await;
+        let result = tool.check_output(result);
         Outcome {
             result: s5_finalize::finalize(result, &context),
             attempts: executed.attempts,

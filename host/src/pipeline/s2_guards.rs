@@ -6,14 +6,22 @@
 //! denies the call, naming itself (fail closed). An `ask` goes to the call's approver
 //! (a terminal prompt, a CLI flag, MCP elicitation); without one, or when it says no,
 //! the call is denied. Every approval decision is written to the event log.
+//!
+//! A guard may also rewrite the call (`rewrite(args-json)`, contract 0.2.0): the new
+//! arguments must be a JSON object that passes the tool's schema, else the call is denied
+//! naming the guard and the schema error. A valid rewrite replaces the arguments: the
+//! guards after it see the rewritten call, the gate checks it again, and the execute
+//! stage runs it. Each rewrite is a `tool/rewrite` event in the log (call id, tool,
+//! guard, the new arguments) and an info line in the host's log. A deny after a rewrite
+//! is final like any other; guards before the rewriting one saw the original arguments.
 
-use serde_json::json;
+use serde_json::{json, Value};
 
-use crate::call::{Approval, ApprovalRequest, CallContext, CallRequest};
+use crate::call::{describe_args, Approval, ApprovalRequest, CallContext, CallRequest};
 use crate::engine::plugin::{PendingCall, PluginKind, Verdict};
 use crate::engine::Runtime;
 use crate::error::{ErrorCode, ToolError};
-use crate::registry::Catalog;
+use crate::registry::{Catalog, RegisteredTool};
 use crate::session::EventLog;
 
 /// The configured guards, by name, in order.
@@ -31,20 +39,23 @@ impl GuardChain {
         GuardChain { order }
     }
 
-    /// Runs every guard in order until one denies.
+    /// Runs every guard in order until one denies. `Ok(Some(args))`: a guard rewrote
+    /// the arguments (already validated against `tool`'s schema); `Ok(None)`: they stand.
     pub async fn check(
         &self,
         runtime: &Runtime,
         catalog: &Catalog,
         events: &EventLog,
         request: &CallRequest,
-        tool: &str,
+        tool: &RegisteredTool,
         context: &CallContext,
-    ) -> Result<(), ToolError> {
+    ) -> Result<Option<Value>, ToolError> {
         if self.order.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
-        let args_json = request.args.to_string();
+        let tool_name = tool.spec.name.as_str();
+        let mut rewritten: Option<Value> = None;
+        let mut args_json = request.args.to_string();
         for name in &self.order {
             let Some(guard) = catalog.stage(name, PluginKind::Guard) else {
                 return Err(denied(format!(
@@ -52,7 +63,7 @@ impl GuardChain {
                 )));
             };
             let call = PendingCall {
-                tool,
+                tool: tool_name,
                 args_json: &args_json,
                 context: context.clone(),
             };
@@ -61,15 +72,30 @@ impl GuardChain {
                 Ok(Verdict::Deny(reason)) => {
                     return Err(denied(format!("denied by guard {name}: {reason}")))
                 }
-                // Rewrites are not applied yet (the pipeline's part of contract 0.2.0):
-                // a guard that asks for one denies the call, failing closed.
-                Ok(Verdict::Rewrite(_)) => {
-                    return Err(denied(format!(
-                        "guard {name} asked to rewrite the call, which this dsh does not apply yet"
-                    )))
-                }
                 Ok(Verdict::Ask(reason)) => {
-                    ask(events, request, name, &reason, tool, context).await?;
+                    let args = rewritten.as_ref().unwrap_or(&request.args);
+                    ask(events, request, args, name, &reason, tool_name, context).await?;
+                }
+                Ok(Verdict::Rewrite(new_args)) => {
+                    let args = check_rewrite(tool, name, &new_args)?;
+                    events.write(
+                        "tool/rewrite",
+                        json!({
+                            "call_id": context.call_id,
+                            "tool": tool_name,
+                            "guard": name,
+                            "args": &args,
+                        }),
+                    );
+                    tracing::info!(
+                        call = %context.call_id,
+                        tool = tool_name,
+                        guard = %name,
+                        args = %describe_args(&args),
+                        "a guard rewrote the call's arguments"
+                    );
+                    args_json = args.to_string();
+                    rewritten = Some(args);
                 }
                 Err(failure) => {
                     return Err(denied(format!(
@@ -79,14 +105,37 @@ impl GuardChain {
                 }
             }
         }
-        Ok(())
+        Ok(rewritten)
     }
+}
+
+/// The arguments guard `guard` rewrote the call to, when they are a JSON object that
+/// passes the tool's schema; otherwise the denial naming the guard and what is wrong.
+fn check_rewrite(tool: &RegisteredTool, guard: &str, text: &str) -> Result<Value, ToolError> {
+    let refused = |why: String| {
+        denied(format!(
+            "guard {guard} rewrote the arguments of {}, and the rewrite is refused: {why}",
+            tool.spec.name
+        ))
+    };
+    let args: Value =
+        serde_json::from_str(text).map_err(|error| refused(format!("it is not JSON ({error})")))?;
+    if !args.is_object() {
+        return Err(refused(format!(
+            "it is not a JSON object: {}",
+            describe_args(&args)
+        )));
+    }
+    tool.validate(&args)
+        .map_err(|error| refused(error.message))?;
+    Ok(args)
 }
 
 /// Puts a guard's `ask` to the call's approver and records the decision.
 async fn ask(
     events: &EventLog,
     request: &CallRequest,
+    args: &Value,
     guard: &str,
     reason: &str,
     tool: &str,
@@ -98,7 +147,7 @@ async fn ask(
                 guard,
                 reason,
                 tool,
-                args: &request.args,
+                args,
             };
             (approver.approve(question).await, approver.channel())
         }

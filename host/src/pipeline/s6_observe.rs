@@ -143,7 +143,7 @@ impl Observers {
                 "is_error": result.is_error(),
                 "code": code,
                 "message": result.error.as_ref().map(|e| &e.message),
-                "content_bytes": result.content.len(),
+                "content_bytes": result.content_bytes(),
                 "full_output_path": result.full_output_path,
                 "duration_us": elapsed_us,
                 "attempts": attempts,

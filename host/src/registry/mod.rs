@@ -5,13 +5,17 @@
 //!
 //! Rules kept here: tool names are 1–128 characters of `[A-Za-z0-9_-]` and unique
 //! across plugins; every input schema is a valid JSON Schema describing an object;
-//! every call's arguments are validated against it before any plugin runs. The catalog
-//! is an immutable snapshot swapped whole, so a call sees one consistent version.
+//! every call's arguments are validated against it before any plugin runs. A tool that
+//! declares an output schema (a valid JSON Schema describing an object, compiled once
+//! when the plugin registers) has its structured output checked against it
+//! ([`RegisteredTool::check_output`]). The catalog is an immutable snapshot swapped
+//! whole, so a call sees one consistent version.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::SystemTime;
 
+use crate::call::{CallResult, ContentItem};
 use crate::engine::grants::GrantsView;
 use crate::engine::plugin::{Plugin, PluginKind, PluginSource, ToolSpec};
 use crate::error::{ErrorCode, ToolError};
@@ -24,17 +28,43 @@ pub enum RegisterError {
     BadName(String),
     #[error("tool {tool}: input schema is not valid JSON Schema: {reason}")]
     BadSchema { tool: String, reason: String },
+    #[error("tool {tool}: output schema is not valid JSON Schema: {reason}")]
+    BadOutputSchema { tool: String, reason: String },
     #[error("tool {tool} is already provided by plugin {other}")]
     Collision { tool: String, other: String },
     #[error("the plugin declares no tools")]
     NoTools,
 }
 
-/// A registered tool: its manual, its validator and the plugin version serving it.
+/// A registered tool: its manual, its validators and the plugin version serving it.
 pub struct RegisteredTool {
     pub spec: ToolSpec,
     pub plugin: Arc<Plugin>,
     validator: Arc<jsonschema::Validator>,
+    /// Its output schema, when it declares one.
+    output: Option<Arc<OutputSchema>>,
+}
+
+/// A tool's declared output schema: the JSON (for `tools/list`) and its validator.
+pub struct OutputSchema {
+    pub schema: serde_json::Value,
+    validator: jsonschema::Validator,
+}
+
+/// Up to five schema violations of `value`, each naming where it is.
+fn violations(validator: &jsonschema::Validator, value: &serde_json::Value) -> Vec<String> {
+    validator
+        .iter_errors(value)
+        .take(5)
+        .map(|error| {
+            let at = error.instance_path().to_string();
+            if at.is_empty() {
+                error.to_string()
+            } else {
+                format!("at {at}: {error}")
+            }
+        })
+        .collect()
 }
 
 impl RegisteredTool {
@@ -43,19 +73,7 @@ impl RegisteredTool {
         if self.validator.is_valid(args) {
             return Ok(());
         }
-        let problems: Vec<String> = self
-            .validator
-            .iter_errors(args)
-            .take(5)
-            .map(|error| {
-                let at = error.instance_path().to_string();
-                if at.is_empty() {
-                    error.to_string()
-                } else {
-                    format!("at {at}: {error}")
-                }
-            })
-            .collect();
+        let problems = violations(&self.validator, args);
         if problems.is_empty() {
             return Ok(());
         }
@@ -68,6 +86,56 @@ impl RegisteredTool {
             ),
         ))
     }
+}
+
+impl RegisteredTool {
+    /// The tool's output schema, when it declares one.
+    pub fn output_schema(&self) -> Option<&serde_json::Value> {
+        self.output.as_ref().map(|output| &output.schema)
+    }
+
+    /// Checks a finished call's structured output against the tool's output schema. A
+    /// failed result passes unchanged. A tool that declares a schema must return
+    /// structured output that matches it, else the result becomes `INVALID_OUTPUT`
+    /// naming the violations (the tool ran; its output is withheld). Structured output
+    /// with no text item gets its JSON text as one, as MCP advises for older clients.
+    pub fn check_output(&self, result: CallResult) -> CallResult {
+        checked_output(&self.spec.name, self.output.as_deref(), result)
+    }
+}
+
+/// [`RegisteredTool::check_output`] of tool `tool` with its output schema.
+fn checked_output(tool: &str, output: Option<&OutputSchema>, mut result: CallResult) -> CallResult {
+    if result.is_error() {
+        return result;
+    }
+    let invalid = |why: String| {
+        CallResult::failed(ToolError::new(
+            ErrorCode::InvalidOutput,
+            format!("the structured output of {tool} does not match its output schema: {why}"),
+        ))
+    };
+    if let Some(output) = output {
+        let Some(structured) = &result.structured else {
+            return invalid("it returned none".into());
+        };
+        let problems = violations(&output.validator, structured);
+        if !problems.is_empty() {
+            return invalid(problems.join("; "));
+        }
+    }
+    if let Some(structured) = &result.structured {
+        if !result
+            .content
+            .iter()
+            .any(|item| matches!(item, ContentItem::Text(_)))
+        {
+            result
+                .content
+                .insert(0, ContentItem::Text(structured.to_string()));
+        }
+    }
+    result
 }
 
 /// Whether a version of a plugin serves or was refused. Serialized (and printed) as
@@ -341,7 +409,8 @@ impl Registry {
         }
         let mut compiled = Vec::with_capacity(plugin.specs.len());
         for spec in &plugin.specs {
-            compiled.push((spec.clone(), Arc::new(check_spec(spec)?)));
+            let output = check_output_schema(spec)?.map(Arc::new);
+            compiled.push((spec.clone(), (Arc::new(check_spec(spec)?), output)));
         }
         let mut guard = self.catalog.write().unwrap();
         let mut tools = guard.tools.clone();
@@ -363,12 +432,13 @@ impl Registry {
                 });
             }
         }
-        for (spec, validator) in compiled {
+        for (spec, (validator, output)) in compiled {
             tools.insert(
                 spec.name.clone(),
                 Arc::new(RegisteredTool {
                     spec,
                     validator,
+                    output,
                     plugin: plugin.clone(),
                 }),
             );
@@ -530,6 +600,32 @@ fn check_spec(spec: &ToolSpec) -> Result<jsonschema::Validator, RegisterError> {
     jsonschema::validator_for(&spec.input_schema).map_err(|e| bad(e.to_string()))
 }
 
+/// The tool's output schema compiled, when it declares one: JSON, `"type": "object"`
+/// (MCP's structured content is an object), valid against its meta-schema.
+fn check_output_schema(spec: &ToolSpec) -> Result<Option<OutputSchema>, RegisterError> {
+    let Some(schema) = &spec.output_schema else {
+        return Ok(None);
+    };
+    let bad = |reason: String| RegisterError::BadOutputSchema {
+        tool: spec.name.clone(),
+        reason,
+    };
+    if schema.is_null() {
+        let text = spec.output_schema_text.as_deref().unwrap_or_default();
+        return Err(bad(format!("not JSON: {:?}", truncate(text, 80))));
+    }
+    if schema.get("type").and_then(|t| t.as_str()) != Some("object") {
+        return Err(bad(
+            "the output schema must have \"type\": \"object\"".into()
+        ));
+    }
+    let validator = jsonschema::validator_for(schema).map_err(|e| bad(e.to_string()))?;
+    Ok(Some(OutputSchema {
+        schema: schema.clone(),
+        validator,
+    }))
+}
+
 fn truncate(text: &str, max: usize) -> &str {
     match text.char_indices().nth(max) {
         Some((at, _)) => &text[..at],
@@ -563,6 +659,64 @@ mod tests {
             output_schema: None,
             output_schema_text: None,
         }
+    }
+
+    fn tool_with_output(schema: &str) -> Result<OutputSchema, RegisterError> {
+        let mut spec = spec(r#"{"type":"object"}"#);
+        spec.output_schema = Some(serde_json::from_str(schema).unwrap_or_default());
+        spec.output_schema_text = Some(schema.into());
+        Ok(check_output_schema(&spec)?.unwrap())
+    }
+
+    #[test]
+    fn output_schemas_are_checked_when_registered() {
+        for bad in [
+            "{nope",
+            r#"{"type":"array"}"#,
+            r#"{"type":"object","properties":{"a":{"type":"nonsense"}}}"#,
+        ] {
+            assert!(
+                matches!(
+                    tool_with_output(bad),
+                    Err(RegisterError::BadOutputSchema { .. })
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn structured_output_is_checked_against_the_output_schema() {
+        let schema = tool_with_output(
+            r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#,
+        )
+        .unwrap();
+        let check = |result| checked_output("t", Some(&schema), result);
+        let with = |structured: Option<serde_json::Value>| CallResult {
+            content: Vec::new(),
+            structured,
+            error: None,
+            full_output_path: None,
+        };
+        let good = check(with(Some(serde_json::json!({"n": 3}))));
+        assert!(!good.is_error(), "{good:?}");
+        assert_eq!(
+            good.content,
+            [ContentItem::Text(r#"{"n":3}"#.into())],
+            "its JSON as text"
+        );
+        let wrong = check(with(Some(serde_json::json!({"n": "three"}))));
+        let error = wrong.error.unwrap();
+        assert_eq!(error.code, ErrorCode::InvalidOutput);
+        assert!(error.message.contains("at /n"), "{}", error.message);
+        let missing = check(with(None)).error.unwrap();
+        assert!(
+            missing.message.contains("returned none"),
+            "{}",
+            missing.message
+        );
+        let failed = CallResult::failed(ToolError::new(ErrorCode::Timeout, "t"));
+        assert_eq!(check(failed.clone()), failed, "a failure passes as it is");
     }
 
     #[test]

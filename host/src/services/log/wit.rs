@@ -1,9 +1,11 @@
 //! The `dsh:plugin/log` binding: a plugin's log lines go into the host's `tracing`,
-//! attributed to the plugin and the call.
+//! attributed to the plugin and the call, and to the call's caller when it asked for
+//! that level (MCP `logging/setLevel`: the call's notices).
 
 use wasmtime::component::Linker;
 
 use crate::bindings::dsh::plugin::log::{self as interface, Host, Level};
+use crate::call::LogLevel;
 use crate::services::wit::HasCall;
 use crate::services::{CallCtx, CallView};
 
@@ -23,5 +25,12 @@ impl Host for CallCtx<'_> {
             Level::Warn => tracing::warn!(target: "dsh::plugin", plugin, call, "{message}"),
             Level::Error => tracing::error!(target: "dsh::plugin", plugin, call, "{message}"),
         }
+        let level = match level {
+            Level::Trace | Level::Debug => LogLevel::Debug,
+            Level::Info => LogLevel::Info,
+            Level::Warn => LogLevel::Warning,
+            Level::Error => LogLevel::Error,
+        };
+        self.call.notices.log(level, plugin, &message);
     }
 }

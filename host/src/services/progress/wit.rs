@@ -17,5 +17,6 @@ impl Host for CallCtx<'_> {
         let plugin = self.plugin;
         let call = self.call.call_id.as_str();
         tracing::debug!(target: "dsh::plugin", plugin, call, ?fraction, ?message, "progress");
+        self.call.notices.progress(fraction, message);
     }
 }

@@ -6,6 +6,13 @@
 //! (spins forever) or `oom` (allocates without bound); `tools` is a tool-name glob (`*`
 //! stands for any characters) the verdict applies to, every other tool being allowed;
 //! `reason` is the text of a deny or ask. An unknown verdict denies, naming it.
+//! `args_contain` narrows the verdict further to calls whose arguments' JSON text
+//! contains that string (so a test can show which arguments a guard saw).
+//!
+//! Rewrites (contract 0.2.0): `rewrite`, an object, rewrites the call's arguments to
+//! them merged with it (its keys replace the call's); `rewrite_raw`, a string, rewrites
+//! them to that text as it is (to test the host's refusal of a bad rewrite). Either one
+//! takes the place of `verdict`.
 
 wit_bindgen::generate!({ path: "../../../wit/v0.2.0", world: "guard" });
 
@@ -21,6 +28,19 @@ impl Guest for TestGuard {
         let setting = |name: &str| settings.get(name).and_then(Value::as_str);
         if setting("tools").is_some_and(|tools| !glob_matches(tools, &call.tool)) {
             return Verdict::Allow;
+        }
+        if setting("args_contain").is_some_and(|needle| !call.args_json.contains(needle)) {
+            return Verdict::Allow;
+        }
+        if let Some(raw) = setting("rewrite_raw") {
+            return Verdict::Rewrite(raw.to_owned());
+        }
+        if let Some(Value::Object(changes)) = settings.get("rewrite") {
+            let mut args: Value = serde_json::from_str(&call.args_json).unwrap_or(Value::Null);
+            if let Value::Object(args) = &mut args {
+                args.extend(changes.clone());
+            }
+            return Verdict::Rewrite(args.to_string());
         }
         let verdict = setting("verdict").unwrap_or("allow");
         let reason = setting("reason").map_or_else(
