@@ -44,9 +44,9 @@ macro_rules! for_each_error_code {
             SendActive = "SEND_ACTIVE", wit;
             /// The session is closing and takes no more input.
             SessionClosing = "SESSION_CLOSING", wit;
-            /// Contract 0.1.0 only: a 0.1.0 plugin said no language server is available.
-            /// The host never gives it yet.
-            LspUnavailable = "LSP_UNAVAILABLE", -;
+            /// No language server can answer for the file: none is configured for its
+            /// extension, its binary is missing, or it died again after its restart.
+            LspUnavailable = "LSP_UNAVAILABLE", wit;
             /// A configured limit (count, size) would be exceeded.
             LimitExceeded = "LIMIT_EXCEEDED", wit;
             /// The host is at its concurrency limit and its admission queue is full: the

@@ -11,7 +11,7 @@
 
 pub mod v0_1_0;
 
-// Every tool world (`tool`, `tool-process`, `tool-terminal`) through one binding of
+// Every tool world (`tool`, `tool-process`, `tool-terminal`, `tool-lsp`) through one binding of
 // their union: the exports are the same, and a component importing a subset links.
 wasmtime::component::bindgen!({
     path: "../wit/v0.2.0",
@@ -21,6 +21,7 @@ wasmtime::component::bindgen!({
         world tool {
             include dsh:plugin/tool-process@0.2.0;
             import dsh:plugin/terminal@0.2.0;
+            import dsh:plugin/lsp@0.2.0;
         }
     ",
     world: "tool",

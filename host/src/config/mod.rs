@@ -114,7 +114,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::services::{jobs, log, process, progress, terminal, Capability, ServicesConfig};
+use crate::services::{jobs, log, lsp, process, progress, terminal, Capability, ServicesConfig};
 
 pub mod origin;
 pub mod plugin;

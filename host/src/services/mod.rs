@@ -13,6 +13,7 @@
 
 pub mod jobs;
 pub mod log;
+pub mod lsp;
 pub mod process;
 pub mod progress;
 pub mod terminal;
@@ -40,6 +41,7 @@ macro_rules! for_each_capability {
             jobs: Arc<jobs::JobRegistry>,
             log: log::LogCapability,
             progress: progress::ProgressCapability,
+            lsp: Arc<lsp::LspService>,
         }
     };
 }

@@ -48,6 +48,12 @@ pub const EMBEDDED: &[EmbeddedPlugin] = &[
         interfaces: &["terminal"],
     },
     EmbeddedPlugin {
+        name: "lsp",
+        dir: "lsp",
+        kind: Kind::Tool,
+        interfaces: &["lsp"],
+    },
+    EmbeddedPlugin {
         name: "deny_destructive",
         dir: "guards/deny_destructive",
         kind: Kind::Stage,

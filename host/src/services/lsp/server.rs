@@ -1,0 +1,482 @@
+//! One running language server: the process (started through the process capability's
+//! launcher, in a container of its own, stdin and stdout on pipes, stderr discarded so
+//! its logs cannot corrupt the stream), the JSON-RPC framing (`Content-Length` headers),
+//! requests matched to responses by id, the server's own requests answered
+//! (`workspace/configuration` from the settings, the rest with `null`), the `initialize`
+//! handshake, the documents it has open and their versions.
+//!
+//! The framing is ours (a header reader and a writer, ~40 lines) rather than
+//! `lsp-server`'s, whose `Message::read` is blocking `std::io` and would need a thread
+//! per server, or `async-lsp`, a tower-based framework built around serving rather than
+//! a handful of client requests.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::oneshot;
+
+use crate::services::process::{containment, find_program, spawn, Launch};
+
+/// Why a server could not start or answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("its program `{0}` is not found on PATH")]
+    Missing(String),
+    #[error("cannot start it: {0}")]
+    Start(String),
+    #[error("it exited")]
+    Exited,
+    #[error("it answered the request with an error: {0}")]
+    Rpc(String),
+    #[error("cannot write to it: {0}")]
+    Write(std::io::Error),
+}
+
+type Pending = Mutex<HashMap<i64, oneshot::Sender<Result<Value, ServerError>>>>;
+
+/// What the reader task shares with the server handle.
+struct Shared {
+    pending: Pending,
+    alive: AtomicBool,
+    settings: Value,
+}
+
+/// A document the server has open: its version and the text it was last sent.
+struct OpenDocument {
+    version: i32,
+    text: String,
+}
+
+/// A started, initialized language server.
+pub struct Server {
+    pid: i32,
+    writer: tokio::sync::Mutex<tokio::net::unix::pipe::Sender>,
+    shared: Arc<Shared>,
+    next_id: AtomicI64,
+    documents: tokio::sync::Mutex<HashMap<PathBuf, OpenDocument>>,
+    last_used: Mutex<Instant>,
+    /// The server's container: killed when the server is dropped.
+    run: containment::Run,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("pid", &self.pid).finish()
+    }
+}
+
+/// Writes one message with its `Content-Length` header.
+fn frame(message: &Value) -> Vec<u8> {
+    let body = message.to_string();
+    let mut bytes = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+    bytes.extend_from_slice(body.as_bytes());
+    bytes
+}
+
+/// Reads one message; `None` at the end of the stream. Headers other than
+/// `Content-Length` are skipped.
+async fn read_message<R: AsyncBufRead + Unpin>(reader: &mut R) -> std::io::Result<Option<Value>> {
+    let mut length: Option<usize> = None;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).await? == 0 {
+            return Ok(None);
+        }
+        let header = line.trim_end();
+        if header.is_empty() {
+            if length.is_some() {
+                break;
+            }
+            continue;
+        }
+        if let Some((name, value)) = header.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().ok();
+            }
+        }
+    }
+    let mut body = vec![0; length.unwrap_or(0)];
+    reader.read_exact(&mut body).await?;
+    serde_json::from_slice(&body)
+        .map(Some)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// The part of `settings` a `workspace/configuration` item's dotted `section` names.
+fn section(settings: &Value, section: Option<&str>) -> Value {
+    let Some(section) = section.filter(|s| !s.is_empty()) else {
+        return settings.clone();
+    };
+    section
+        .split('.')
+        .try_fold(settings, |value, key| value.get(key))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+impl Server {
+    /// Starts `command` in `root` through `launch` and does the `initialize`
+    /// handshake.
+    pub async fn start(
+        launch: &Launch,
+        command: &[String],
+        root: &Path,
+        settings: Value,
+    ) -> Result<Arc<Server>, ServerError> {
+        let program = command.first().map(String::as_str).unwrap_or("");
+        let program_path =
+            find_program(program).ok_or_else(|| ServerError::Missing(program.to_string()))?;
+        let bash = find_program("bash").unwrap_or_else(|| PathBuf::from("/bin/bash"));
+        let start = |e: &dyn std::fmt::Display| ServerError::Start(e.to_string());
+        let cstring = |text: &[u8]| CString::new(text).map_err(|_| start(&"a NUL byte"));
+        // bash execs the server with stderr on /dev/null: the spawner gives the child one
+        // output for stdout and stderr, and the protocol stream must be stdout alone.
+        let mut argv = vec![
+            cstring(b"bash")?,
+            cstring(b"-c")?,
+            cstring(b"exec \"$@\" 2>/dev/null")?,
+            cstring(b"dsh-lsp")?,
+            cstring(program_path.as_os_str().as_bytes())?,
+        ];
+        for arg in &command[1..] {
+            argv.push(cstring(arg.as_bytes())?);
+        }
+        let (to_server, server_stdin) = tokio::net::unix::pipe::pipe().map_err(|e| start(&e))?;
+        let (server_stdout, from_server) = tokio::net::unix::pipe::pipe().map_err(|e| start(&e))?;
+        let stdin_fd: OwnedFd = server_stdin.into_blocking_fd().map_err(|e| start(&e))?;
+        let stdout_fd: OwnedFd = server_stdout.into_blocking_fd().map_err(|e| start(&e))?;
+        let run = launch.containment.new_run().map_err(|e| start(&e))?;
+        let placement = run.placement();
+        let envp = launch.envp(&[], &placement).map_err(|e| start(&e))?;
+        let cwd = cstring(root.as_os_str().as_bytes())?;
+        let program_c = cstring(bash.as_os_str().as_bytes())?;
+        let mut child = spawn::spawn(&spawn::SpawnSpec {
+            program: &program_c,
+            argv: &argv,
+            envp: &envp,
+            cwd: &cwd,
+            output: stdout_fd.as_raw_fd(),
+            input: stdin_fd.as_raw_fd(),
+            terminal: false,
+            cgroup: placement.cgroup,
+            join: &placement.join,
+            die_with_parent: true,
+        })
+        .map_err(|e| start(&e))?;
+        drop((stdin_fd, stdout_fd));
+        let pid = child.pid();
+        run.set_leader(pid);
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(HashMap::new()),
+            alive: AtomicBool::new(true),
+            settings,
+        });
+        let server = Arc::new(Server {
+            pid,
+            writer: tokio::sync::Mutex::new(to_server),
+            shared: shared.clone(),
+            next_id: AtomicI64::new(1),
+            documents: tokio::sync::Mutex::new(HashMap::new()),
+            last_used: Mutex::new(Instant::now()),
+            run,
+        });
+        // The reaper: the server is dead once its process is.
+        let watched = shared.clone();
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+            fail_all(&watched);
+        });
+        tokio::spawn(read_loop(
+            BufReader::new(from_server),
+            shared,
+            Arc::downgrade(&server),
+        ));
+        server.initialize(root).await?;
+        tracing::info!(pid, program, root = %root.display(), "language server started");
+        Ok(server)
+    }
+
+    async fn initialize(&self, root: &Path) -> Result<(), ServerError> {
+        let root_uri = lsp_types::Url::from_directory_path(root)
+            .map(|u| u.to_string())
+            .unwrap_or_default();
+        let name = root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let params = json!({
+            "processId": std::process::id(),
+            "clientInfo": { "name": "dsh", "version": env!("CARGO_PKG_VERSION") },
+            "rootPath": root.display().to_string(),
+            "rootUri": root_uri,
+            "workspaceFolders": [{ "uri": root_uri, "name": name }],
+            "capabilities": {
+                "workspace": { "configuration": true, "workspaceFolders": true },
+                "textDocument": {
+                    "synchronization": { "didSave": false },
+                    "hover": { "contentFormat": ["plaintext", "markdown"] },
+                    "definition": { "linkSupport": true },
+                    "references": {},
+                    "documentSymbol": { "hierarchicalDocumentSymbolSupport": true }
+                },
+                "general": { "positionEncodings": ["utf-16"] }
+            },
+            "initializationOptions": self.shared.settings.clone(),
+        });
+        self.request("initialize", params).await?;
+        self.notify("initialized", json!({})).await?;
+        if !self.shared.settings.is_null() {
+            self.notify(
+                "workspace/didChangeConfiguration",
+                json!({ "settings": self.shared.settings.clone() }),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Whether its process is still running.
+    pub fn alive(&self) -> bool {
+        self.shared.alive.load(Ordering::SeqCst)
+    }
+
+    /// When it last answered a query.
+    pub fn last_used(&self) -> Instant {
+        *self.last_used.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    async fn write(&self, message: &Value) -> Result<(), ServerError> {
+        if !self.alive() {
+            return Err(ServerError::Exited);
+        }
+        let bytes = frame(message);
+        let mut writer = self.writer.lock().await;
+        writer.write_all(&bytes).await.map_err(ServerError::Write)
+    }
+
+    /// Sends a notification.
+    pub async fn notify(&self, method: &str, params: Value) -> Result<(), ServerError> {
+        self.write(&json!({ "jsonrpc": "2.0", "method": method, "params": params }))
+            .await
+    }
+
+    /// Sends a request and waits for its response (no timeout here: the caller bounds
+    /// it; a dropped wait leaves the response to be discarded).
+    pub async fn request(&self, method: &str, params: Value) -> Result<Value, ServerError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (sender, receiver) = oneshot::channel();
+        self.shared
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, sender);
+        let sent = self
+            .write(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
+            .await;
+        if let Err(error) = sent {
+            self.shared
+                .pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id);
+            return Err(error);
+        }
+        receiver.await.unwrap_or(Err(ServerError::Exited))
+    }
+
+    /// Makes the server see `text` as the content of `path`: opened the first time,
+    /// changed (full text) when it differs from what it last saw.
+    pub async fn sync_document(
+        &self,
+        path: &Path,
+        uri: &str,
+        language: &str,
+        text: &str,
+    ) -> Result<(), ServerError> {
+        let mut documents = self.documents.lock().await;
+        match documents.get_mut(path) {
+            None => {
+                self.notify(
+                    "textDocument/didOpen",
+                    json!({ "textDocument": {
+                        "uri": uri, "languageId": language, "version": 1, "text": text
+                    }}),
+                )
+                .await?;
+                documents.insert(
+                    path.to_path_buf(),
+                    OpenDocument {
+                        version: 1,
+                        text: text.to_string(),
+                    },
+                );
+            }
+            Some(document) if document.text != text => {
+                document.version += 1;
+                document.text = text.to_string();
+                self.notify(
+                    "textDocument/didChange",
+                    json!({
+                        "textDocument": { "uri": uri, "version": document.version },
+                        "contentChanges": [{ "text": text }]
+                    }),
+                )
+                .await?;
+            }
+            Some(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Asks the server to shut down and exit, for at most `grace`; then kills it.
+    pub async fn shutdown(&self, grace: std::time::Duration) {
+        let polite = async {
+            let _ = self.request("shutdown", Value::Null).await;
+            let _ = self.notify("exit", Value::Null).await;
+        };
+        let _ = tokio::time::timeout(grace, polite).await;
+        self.kill();
+    }
+
+    /// Kills the server's whole container.
+    pub fn kill(&self) {
+        self.run.kill();
+        fail_all(&self.shared);
+    }
+}
+
+/// Marks the server dead and fails every request waiting on it.
+fn fail_all(shared: &Shared) {
+    shared.alive.store(false, Ordering::SeqCst);
+    let pending: Vec<_> = shared
+        .pending
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain()
+        .collect();
+    for (_, sender) in pending {
+        let _ = sender.send(Err(ServerError::Exited));
+    }
+}
+
+/// Reads the server's messages until its stdout closes: responses go to their waiting
+/// requests, the server's requests are answered, notifications are dropped.
+async fn read_loop<R: AsyncBufRead + Unpin>(
+    mut reader: R,
+    shared: Arc<Shared>,
+    server: std::sync::Weak<Server>,
+) {
+    loop {
+        let message = match read_message(&mut reader).await {
+            Ok(Some(message)) => message,
+            Ok(None) => break,
+            Err(error) => {
+                tracing::warn!(%error, "unreadable message from a language server");
+                break;
+            }
+        };
+        let method = message.get("method").and_then(Value::as_str);
+        let id = message.get("id").cloned();
+        match (method, id) {
+            (None, Some(id)) => {
+                let Some(id) = id.as_i64() else { continue };
+                let sender = shared
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&id);
+                if let Some(sender) = sender {
+                    let outcome = match message.get("error") {
+                        Some(error) => Err(ServerError::Rpc(
+                            error
+                                .get("message")
+                                .and_then(Value::as_str)
+                                .unwrap_or("unknown error")
+                                .to_string(),
+                        )),
+                        None => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
+                    };
+                    let _ = sender.send(outcome);
+                }
+            }
+            (Some(method), Some(id)) => {
+                let result = match method {
+                    "workspace/configuration" => {
+                        let items = message
+                            .pointer("/params/items")
+                            .and_then(Value::as_array)
+                            .cloned()
+                            .unwrap_or_default();
+                        Value::Array(
+                            items
+                                .iter()
+                                .map(|item| {
+                                    section(
+                                        &shared.settings,
+                                        item.get("section").and_then(Value::as_str),
+                                    )
+                                })
+                                .collect(),
+                        )
+                    }
+                    "workspace/workspaceFolders" => Value::Null,
+                    _ => Value::Null,
+                };
+                let Some(server) = server.upgrade() else {
+                    break;
+                };
+                let _ = server
+                    .write(&json!({ "jsonrpc": "2.0", "id": id, "result": result }))
+                    .await;
+            }
+            _ => {}
+        }
+    }
+    fail_all(&shared);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn messages_are_read_back_from_their_frames_with_other_headers_skipped() {
+        let first = json!({ "jsonrpc": "2.0", "id": 1, "result": { "é": [1, 2] } });
+        let mut bytes = b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n".to_vec();
+        bytes.extend(frame(&first));
+        bytes.extend(frame(&json!({ "method": "x" })));
+        let mut reader = BufReader::new(&bytes[..]);
+        assert_eq!(read_message(&mut reader).await.unwrap(), Some(first));
+        assert_eq!(
+            read_message(&mut reader).await.unwrap(),
+            Some(json!({ "method": "x" }))
+        );
+        assert_eq!(read_message(&mut reader).await.unwrap(), None);
+    }
+
+    #[test]
+    fn a_configuration_section_is_found_by_its_dotted_path() {
+        let settings = json!({ "pylsp": { "plugins": { "a": 1 } } });
+        assert_eq!(section(&settings, Some("pylsp.plugins")), json!({ "a": 1 }));
+        assert_eq!(section(&settings, Some("nope")), Value::Null);
+        assert_eq!(section(&settings, None), settings);
+    }
+}

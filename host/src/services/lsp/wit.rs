@@ -1,0 +1,73 @@
+//! The `dsh:plugin/lsp` binding: a query's path resolves against the call's workdir and
+//! must stay inside the session workspace; the op is mapped one to one (exhaustively)
+//! onto the service's [`Op`], and its answer back.
+
+use wasmtime::component::Linker;
+
+use crate::bindings::dsh::plugin::lsp::{
+    self as interface, Answer as WitAnswer, DocumentSymbol as WitSymbol, Host,
+    Location as WitLocation, Op as WitOp, Request as WitRequest,
+};
+use crate::bindings::dsh::plugin::types::ToolError as WitToolError;
+use crate::services::wit::HasCall;
+use crate::services::{CallCtx, CallView};
+
+use super::{Answer, Column, LspProvider, Op, Query};
+
+/// Adds `dsh:plugin/lsp` to `linker`.
+pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    interface::add_to_linker::<T, HasCall>(linker, T::call_ctx)
+}
+
+impl Host for CallCtx<'_> {
+    async fn query(&mut self, query: WitRequest) -> Result<WitAnswer, WitToolError> {
+        let op = match query.op {
+            WitOp::Definition => Op::Definition,
+            WitOp::References => Op::References,
+            WitOp::Hover => Op::Hover,
+            WitOp::Symbols => Op::Symbols,
+        };
+        let column = match (query.column, query.symbol) {
+            (Some(column), _) => Column::At(column),
+            (None, Some(symbol)) => Column::Symbol(symbol),
+            (None, None) => Column::At(1),
+        };
+        let request = Query {
+            op,
+            path: query.path,
+            line: query.line,
+            column,
+        };
+        let service = self.services.lsp.clone();
+        let workdir = self.call.workdir.clone();
+        let answer = self
+            .timed(service.query(&workdir, &workdir, request))
+            .await?;
+        Ok(match answer {
+            Answer::Locations(found) => WitAnswer::Locations(
+                found
+                    .into_iter()
+                    .map(|l| WitLocation {
+                        path: l.path,
+                        line: l.line,
+                        column: l.column,
+                        text: l.text,
+                    })
+                    .collect(),
+            ),
+            Answer::Hover(text) => WitAnswer::Hover(text),
+            Answer::Symbols(symbols) => WitAnswer::Symbols(
+                symbols
+                    .into_iter()
+                    .map(|s| WitSymbol {
+                        name: s.name,
+                        kind: s.kind,
+                        depth: s.depth,
+                        line: s.line,
+                        column: s.column,
+                    })
+                    .collect(),
+            ),
+        })
+    }
+}
