@@ -16,6 +16,7 @@ mod event_log;
 mod guards;
 mod live_config;
 mod long_running;
+mod lsp;
 mod mcp_clients;
 mod network_grants;
 mod plugin_loading;
