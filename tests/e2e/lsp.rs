@@ -64,6 +64,7 @@ root_markers = ["pyproject.toml"]
 command = ["{}", "--stdio"]
 extensions = ["ts"]
 root_markers = ["tsconfig.json"]
+initialization_options = {{ tsserver = {{ useSyntaxServer = "never" }} }}
 
 [lsp.servers.ghost]
 command = ["no-such-language-server-binary"]
@@ -258,10 +259,7 @@ fn typescript_definition_references_hover_and_symbols_come_from_typescript_langu
         "lsp",
         json!({"op": "hover", "path": "web/main.ts", "line": 3, "symbol": "double"}),
     );
-    assert!(
-        hover.contains("function double(n: number): number"),
-        "{hover}"
-    );
+    assert!(hover.contains("double(n: number): number"), "{hover}");
     assert!(hover.contains("Twice the number."), "{hover}");
 
     let symbols = server.call_ok("lsp", json!({"op": "symbols", "path": "web/lib.ts"}));
@@ -280,7 +278,7 @@ fn a_file_changed_by_bash_is_queried_as_it_is_on_disk() {
 
     server.call_ok(
         "bash",
-        json!({"command": "printf '\\ndef renamed(x):\\n    return add(x, x)\\n' >> util.py"}),
+        json!({"description": "append a function", "command": "printf '\\ndef renamed(x):\\n    return add(x, x)\\n' >> util.py"}),
     );
     let after = server.call_ok("lsp", json!({"op": "symbols", "path": "util.py"}));
     assert!(
@@ -392,7 +390,10 @@ fn hot_replacing_the_lsp_plugin_keeps_the_warm_server() {
     write_projects(&env);
     std::fs::create_dir_all(env.plugins_dir()).unwrap();
     std::fs::copy(built_plugin("lsp"), env.plugins_dir().join("lsp.wasm")).unwrap();
-    let server = McpServer::start(&env, &config());
+    // A plugin from the directory is granted what dsh.toml says (not the embedded
+    // plugin's defaults).
+    let config = config() + "\n[plugins.lsp]\ninterfaces = [\"lsp\"]\n";
+    let server = McpServer::start(&env, &config);
     let query = json!({"op": "hover", "path": "main.py", "line": 3, "symbol": "add"});
     let first = server.call_ok("lsp", query.clone());
     let pids = servers_of(&env, "pylsp");

@@ -41,6 +41,9 @@ pub struct ServerConfig {
     /// `workspace/configuration` by section).
     #[serde(default)]
     pub settings: Option<toml::Value>,
+    /// The `initializationOptions` of its `initialize` request (server-specific).
+    #[serde(default)]
+    pub initialization_options: Option<toml::Value>,
 }
 
 /// `[lsp]` as written, before the extension check.
@@ -138,6 +141,17 @@ pub const DEFAULT_SERVERS: &[(&str, &[&str], &[&str], &[&str])] = &[
     ("gopls", &["gopls"], &["go"], &["go.mod"]),
 ];
 
+/// What a built-in server is initialized with: typescript-language-server without its
+/// syntax-only server, which answers while the project loads with unresolved imports.
+fn default_initialization_options(name: &str) -> Option<toml::Value> {
+    match name {
+        "typescript-language-server" => {
+            toml::from_str("[tsserver]\nuseSyntaxServer = \"never\"").ok()
+        }
+        _ => None,
+    }
+}
+
 impl LspConfig {
     /// The servers in force: the configured ones, then each default whose program is
     /// found by `found` and whose extensions no configured server claims (an extension
@@ -182,6 +196,7 @@ impl LspConfig {
                     extensions,
                     root_markers: markers.iter().map(|m| m.to_string()).collect(),
                     settings: None,
+                    initialization_options: default_initialization_options(name),
                 },
             );
         }

@@ -406,12 +406,20 @@ impl LspService {
         } else if slot.started_once && slot.restarted {
             return Err(self.dead(name));
         }
-        let settings = config
-            .settings
-            .as_ref()
-            .and_then(|s| serde_json::to_value(s).ok())
-            .unwrap_or(Value::Null);
-        let started = Server::start(&self.launch, &config.command, root, settings).await;
+        let json = |value: &Option<toml::Value>| {
+            value
+                .as_ref()
+                .and_then(|v| serde_json::to_value(v).ok())
+                .unwrap_or(Value::Null)
+        };
+        let started = Server::start(
+            &self.launch,
+            &config.command,
+            root,
+            json(&config.settings),
+            json(&config.initialization_options),
+        )
+        .await;
         slot.started_once = true;
         match started {
             Ok(server) => {
@@ -577,6 +585,7 @@ impl LspService {
                 ),
             )
         })??;
+        tracing::debug!(server = %name, op = ?query.op, %result, "language server answered");
         Ok(self.answer(query.op, &result, &workspace))
     }
 

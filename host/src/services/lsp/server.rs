@@ -131,6 +131,7 @@ impl Server {
         command: &[String],
         root: &Path,
         settings: Value,
+        initialization_options: Value,
     ) -> Result<Arc<Server>, ServerError> {
         let program = command.first().map(String::as_str).unwrap_or("");
         let program_path =
@@ -200,12 +201,12 @@ impl Server {
             shared,
             Arc::downgrade(&server),
         ));
-        server.initialize(root).await?;
+        server.initialize(root, initialization_options).await?;
         tracing::info!(pid, program, root = %root.display(), "language server started");
         Ok(server)
     }
 
-    async fn initialize(&self, root: &Path) -> Result<(), ServerError> {
+    async fn initialize(&self, root: &Path, options: Value) -> Result<(), ServerError> {
         let root_uri = lsp_types::Url::from_directory_path(root)
             .map(|u| u.to_string())
             .unwrap_or_default();
@@ -230,7 +231,7 @@ impl Server {
                 },
                 "general": { "positionEncodings": ["utf-16"] }
             },
-            "initializationOptions": self.shared.settings.clone(),
+            "initializationOptions": options,
         });
         self.request("initialize", params).await?;
         self.notify("initialized", json!({})).await?;
