@@ -112,8 +112,16 @@ pub fn normalize_extension(extension: &str) -> String {
     extension.trim_start_matches('.').to_ascii_lowercase()
 }
 
-/// The built-in servers: name, argv, extensions, root markers.
-pub const DEFAULT_SERVERS: &[(&str, &[&str], &[&str], &[&str])] = &[
+/// A built-in server: name, argv, extensions, root markers.
+pub type DefaultServer = (
+    &'static str,
+    &'static [&'static str],
+    &'static [&'static str],
+    &'static [&'static str],
+);
+
+/// The built-in servers.
+pub const DEFAULT_SERVERS: &[DefaultServer] = &[
     (
         "rust-analyzer",
         &["rust-analyzer"],

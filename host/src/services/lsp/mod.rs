@@ -110,6 +110,12 @@ struct Slot {
     restarted: bool,
 }
 
+/// A slot's key: the server's name and its root.
+type SlotKey = (String, PathBuf);
+
+/// A flat symbol: its range's start and end (line, character), and itself.
+type Ranged = ((u64, u64), (u64, u64), Symbol);
+
 /// The host's language servers.
 #[derive(Debug)]
 pub struct LspService {
@@ -118,7 +124,7 @@ pub struct LspService {
     servers: BTreeMap<String, ServerConfig>,
     launch: Arc<Launch>,
     /// (server name, root) → its slot; a slot's lock is held while it starts.
-    slots: Mutex<HashMap<(String, PathBuf), Arc<tokio::sync::Mutex<Slot>>>>,
+    slots: Mutex<HashMap<SlotKey, Arc<tokio::sync::Mutex<Slot>>>>,
     reaper_started: std::sync::atomic::AtomicBool,
 }
 
@@ -695,7 +701,7 @@ fn symbols(result: &Value) -> Vec<Symbol> {
     let mut outline = Vec::new();
     if items.iter().any(|item| item.get("location").is_some()) {
         // (start, end, symbol) by start.
-        let mut flat: Vec<((u64, u64), (u64, u64), Symbol)> = items
+        let mut flat: Vec<Ranged> = items
             .iter()
             .filter_map(|item| {
                 let range = item.pointer("/location/range")?;
