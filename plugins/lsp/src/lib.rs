@@ -89,13 +89,15 @@ fn run(args_json: &str) -> Result<ToolResult, ToolResult> {
     let op = op_named(&args.op).ok_or_else(|| invalid(format!("unknown op {}", args.op)))?;
     let line = match op {
         Op::Symbols => args.line.unwrap_or(1),
-        Op::Definition | Op::References | Op::Hover => match (args.line, &args.column, &args.symbol) {
-            (None, _, _) => return Err(invalid(format!("{} needs a line", args.op))),
-            (Some(_), None, None) => {
-                return Err(invalid(format!("{} needs a column or a symbol", args.op)))
+        Op::Definition | Op::References | Op::Hover => {
+            match (args.line, &args.column, &args.symbol) {
+                (None, _, _) => return Err(invalid(format!("{} needs a line", args.op))),
+                (Some(_), None, None) => {
+                    return Err(invalid(format!("{} needs a column or a symbol", args.op)))
+                }
+                (Some(line), _, _) => line,
             }
-            (Some(line), _, _) => line,
-        },
+        }
     };
     let answer = lsp::query(&Request {
         op,
