@@ -52,6 +52,18 @@
 //! scrollback_lines = 10000      # lines the plain view returns at most
 //! shell = "bash"
 //!
+//! [lsp]                         # language servers for the `lsp` tool
+//! idle_ms = 600000              # a server unused this long is shut down
+//! request_timeout_ms = 30000    # one query, the server's start included; then TIMEOUT
+//! defaults = true               # use built-in servers found on PATH (rust-analyzer, pylsp,
+//!                               # typescript-language-server, clangd, gopls)
+//! [lsp.servers.pyright]         # replaces a default of the same name; an extension goes to
+//! command = ["pyright-langserver", "--stdio"]   # one server (two claiming it: an error)
+//! extensions = ["py"]
+//! root_markers = ["pyproject.toml"]  # nearest directory with one is the server's root
+//! settings = { python = { analysis = { typeCheckingMode = "basic" } } }
+//! initialization_options = {}   # its initialize request's initializationOptions
+//!
 //! [serve]
 //! owner_grace_ms = 30000        # a gone connection's resources live this long
 //! max_request_bytes = 4194304   # larger HTTP requests get 413
@@ -90,7 +102,7 @@
 //! # Grants: a plugin gets nothing it is not granted. `[plugins.NAME]` applies to the
 //! # plugin loaded as NAME; `[plugins."sha256:HEX"]` to exactly that build (it wins).
 //! [plugins.reader]
-//! interfaces = ["log"]          # host interfaces it may import: process, terminal, jobs, log, progress
+//! interfaces = ["log"]          # host interfaces it may import: process, terminal, jobs, log, progress, lsp
 //! env = ["LANG"]                # environment variables, values taken from the host
 //! network = ["127.0.0.1:8080"]  # HOST:PORT it may connect to (alias `connect`; see below)
 //! bind = ["127.0.0.1:9000"]     # HOST:PORT it may bind and listen on
