@@ -456,3 +456,22 @@ fn language_servers_are_gone_after_the_host_ends() {
         wait_gone(pid);
     }
 }
+
+#[test]
+fn an_idle_server_is_shut_down_and_the_next_query_starts_another() {
+    let env = Env::new();
+    write_projects(&env);
+    let config = config().replace("defaults = false", "defaults = false\nidle_ms = 1000");
+    let server = McpServer::start(&env, &config);
+    let query = json!({"op": "symbols", "path": "util.py"});
+    let first = server.call_ok("lsp", query.clone());
+    let pids = servers_of(&env, "pylsp");
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    wait_gone(pids[0]);
+
+    let second = server.call_ok("lsp", query);
+    assert_eq!(second, first);
+    let again = servers_of(&env, "pylsp");
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_ne!(again, pids, "a new server answered");
+}

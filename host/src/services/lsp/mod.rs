@@ -362,10 +362,7 @@ impl LspService {
                     let Ok(mut slot) = slot.try_lock() else {
                         continue;
                     };
-                    let idle_server = slot
-                        .server
-                        .as_ref()
-                        .is_some_and(|s| s.last_used().elapsed() >= idle);
+                    let idle_server = slot.server.as_ref().is_some_and(|s| s.idle_for(idle));
                     if idle_server {
                         if let Some(server) = slot.server.take() {
                             tracing::info!(pid = server.pid(), "idle language server shut down");

@@ -15,7 +15,7 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -63,6 +63,8 @@ pub struct Server {
     next_id: AtomicI64,
     documents: tokio::sync::Mutex<HashMap<PathBuf, OpenDocument>>,
     last_used: Mutex<Instant>,
+    /// Requests waiting for their response: a server with any is not idle.
+    in_flight: AtomicUsize,
     /// The server's container: killed when the server is dropped.
     run: containment::Run,
 }
@@ -188,6 +190,7 @@ impl Server {
             next_id: AtomicI64::new(1),
             documents: tokio::sync::Mutex::new(HashMap::new()),
             last_used: Mutex::new(Instant::now()),
+            in_flight: AtomicUsize::new(0),
             run,
         });
         // The reaper: the server is dead once its process is.
@@ -255,9 +258,15 @@ impl Server {
         self.shared.alive.load(Ordering::SeqCst)
     }
 
-    /// When it last answered a query.
-    pub fn last_used(&self) -> Instant {
-        *self.last_used.lock().unwrap_or_else(|e| e.into_inner())
+    /// Whether it has had no request in flight for `idle`.
+    pub fn idle_for(&self, idle: std::time::Duration) -> bool {
+        self.in_flight.load(Ordering::SeqCst) == 0
+            && self
+                .last_used
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .elapsed()
+                >= idle
     }
 
     pub fn touch(&self) {
@@ -282,6 +291,16 @@ impl Server {
     /// Sends a request and waits for its response (no timeout here: the caller bounds
     /// it; a dropped wait leaves the response to be discarded).
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, ServerError> {
+        /// Counts the request in flight until it is answered or dropped.
+        struct InFlight<'a>(&'a Server);
+        impl Drop for InFlight<'_> {
+            fn drop(&mut self) {
+                self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+                self.0.touch();
+            }
+        }
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let _in_flight = InFlight(self);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = oneshot::channel();
         self.shared
