@@ -20,4 +20,5 @@ mod network_grants;
 mod plugin_loading;
 mod private_state;
 mod sandbox;
+mod sandbox_executor;
 mod tool_manuals;

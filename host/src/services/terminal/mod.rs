@@ -61,6 +61,8 @@ pub struct OpenSpec {
     pub shell: Option<String>,
     pub cols: u16,
     pub rows: u16,
+    /// What runs the shell (a sandboxed session may write `cwd`).
+    pub executor: crate::services::process::Executor,
 }
 
 /// What is known of one session.
@@ -547,6 +549,11 @@ impl TerminalService {
             env.push(("PS1".to_string(), "$ ".to_string()));
         }
         env.extend(spec.env.iter().cloned());
+        // A sandboxed session's confinement; its TMPDIR goes when the shell exits.
+        let sandbox = self.launch.prepare(spec.executor, &spec.cwd)?;
+        if let Some(prepared) = &sandbox {
+            env.push(("TMPDIR".into(), prepared.tmp().display().to_string()));
+        }
         let run = self
             .launch
             .containment
@@ -572,6 +579,7 @@ impl TerminalService {
             cgroup: placement.cgroup,
             join: &placement.join,
             die_with_parent: true,
+            sandbox: self.launch.child_sandbox(sandbox.as_ref()),
         })
         .map_err(|e| internal("cannot start the shell", e))?;
         run.set_leader(child.pid());
@@ -615,7 +623,11 @@ impl TerminalService {
         });
         let reader = tokio::spawn(read_loop(session.clone()));
         *session.reader.lock().unwrap() = Some(reader);
-        tokio::spawn(watch_shell(session.clone(), child));
+        let watched = session.clone();
+        tokio::spawn(async move {
+            watch_shell(watched, child).await;
+            drop(sandbox);
+        });
         table.sessions.insert(id, session.clone());
         Ok(session.info())
     }
