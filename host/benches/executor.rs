@@ -36,11 +36,19 @@ fn spec(dir: &std::path::Path, executor: Executor) -> RunSpec {
 }
 
 fn median(samples: &mut [Duration]) -> Duration {
-    percentile(samples, 50.0)
+    percentile(samples, 0.5)
 }
 
 fn main() {
-    let scratch = tempfile::tempdir().unwrap();
+    // The state directory's place sets how many read rules a run gets (the siblings of
+    // each directory on its way from /): DSH_BENCH_DIR picks it (default: the temp dir).
+    let scratch = match std::env::var_os("DSH_BENCH_DIR") {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).unwrap();
+            tempfile::tempdir_in(dir).unwrap()
+        }
+        None => tempfile::tempdir().unwrap(),
+    };
     let work = scratch.path().join("work");
     let state = scratch.path().join("state");
     std::fs::create_dir_all(&work).unwrap();
@@ -77,12 +85,12 @@ fn main() {
     println!(
         "  local    median {:8.1} µs  p90 {:8.1} µs",
         us(l),
-        us(percentile(&mut local, 90.0))
+        us(percentile(&mut local, 0.9))
     );
     println!(
         "  sandbox  median {:8.1} µs  p90 {:8.1} µs",
         us(s),
-        us(percentile(&mut sandboxed, 90.0))
+        us(percentile(&mut sandboxed, 0.9))
     );
     println!("  ratio sandbox/local (medians): {:.2}", us(s) / us(l));
 
@@ -107,7 +115,11 @@ fn main() {
         drop(dir);
         tmp.push(made + started.elapsed());
     }
-    println!("sandbox setup ({RUNS} runs, medians):");
+    println!(
+        "sandbox setup ({RUNS} runs, medians; state dir {}, {} base rules):",
+        state.display(),
+        sandbox.base_rules()
+    );
     println!(
         "  per host: Sandbox::new (read rules, devices, program) {:8.1} µs",
         us(once)
@@ -124,10 +136,68 @@ fn main() {
         "  in child: no_new_privs + restrict_self + seccomp     {:8.1} µs",
         us(median(&mut child))
     );
+    let dir = sandbox.private_tmp().unwrap();
+    let fd = sandbox.ruleset(&work, dir.path()).unwrap();
+    println!(
+        "bash -c true by fork + exec (100 runs each, medians), what each step costs the command:"
+    );
+    let medians = confined_true(&fd, sandbox.filter());
+    for (median, what) in
+        medians
+            .iter()
+            .zip(["unconfined", "no_new_privs", "+ Landlock", "+ seccomp"])
+    {
+        println!("  {what:<14} {:8.1} µs", us(*median));
+    }
     println!(
         "  (per host, for scale: seccomp program built          {:8.1} µs)",
         us(median(&mut program))
     );
+}
+
+/// `bash -c true` spawned by `Command` (fork + exec) with the first `steps` of the
+/// child's confinement applied before exec (0: none, 1: no_new_privs, 2: + Landlock,
+/// 3: + seccomp); the four interleaved, 100 runs each: their medians.
+fn confined_true(ruleset: &std::os::fd::OwnedFd, filter: &[libc::sock_filter]) -> [Duration; 4] {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let fd = ruleset.as_raw_fd();
+    let program = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    let program = &program as *const libc::sock_fprog as usize;
+    let mut samples: [Vec<Duration>; 4] = Default::default();
+    for _ in 0..100 {
+        for steps in 0..4u8 {
+            let mut command = std::process::Command::new("bash");
+            command.args(["-c", "true"]);
+            // SAFETY: raw system calls only, between fork and exec.
+            unsafe {
+                command.pre_exec(move || {
+                    if steps >= 1 {
+                        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+                    }
+                    if steps >= 2 {
+                        libc::syscall(libc::SYS_landlock_restrict_self, fd, 0);
+                    }
+                    if steps >= 3 {
+                        libc::syscall(
+                            libc::SYS_seccomp,
+                            libc::SECCOMP_SET_MODE_FILTER,
+                            0,
+                            program as *const libc::sock_fprog,
+                        );
+                    }
+                    Ok(())
+                });
+            }
+            let started = Instant::now();
+            assert!(command.status().unwrap().success());
+            samples[steps as usize].push(started.elapsed());
+        }
+    }
+    samples.map(|mut s| median(&mut s))
 }
 
 /// The child's three steps, on a new thread (they confine only that thread).

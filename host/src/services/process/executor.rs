@@ -236,6 +236,11 @@ impl Sandbox {
         })
     }
 
+    /// How many Landlock rules every run's ruleset starts with (read, listing, write).
+    pub fn base_rules(&self) -> usize {
+        self.read.len() + self.list.len() + self.write.len()
+    }
+
     /// The seccomp program every sandboxed child loads.
     pub fn filter(&self) -> &[libc::sock_filter] {
         &self.filter
