@@ -2,9 +2,11 @@
 //! `local` one, samples interleaved (so load from elsewhere moves both alike), with the
 //! ratio of their medians; then the sandbox's setup cost per run, broken down: the
 //! private temporary directory (made and removed), the Landlock ruleset (created, rules
-//! added), the seccomp program (built once per host, shown for scale), and the child's
-//! own steps (no_new_privs, `landlock_restrict_self`, loading the filter), measured on a
-//! throwaway thread.
+//! added: paid once per slot and workspace, since slots keep theirs), a run's prepare
+//! and release as served (a kept ruleset), the seccomp program (built once per host,
+//! shown for scale), the child's own steps (no_new_privs, `landlock_restrict_self`,
+//! loading the filter, measured on a throwaway thread), and what each step costs the
+//! command itself (`bash -c true` by fork + exec with each applied).
 //!
 //! Run with `cargo bench --bench executor` (or `--profile dev` to reuse a debug build).
 
@@ -98,8 +100,8 @@ fn main() {
     let started = Instant::now();
     let sandbox = Sandbox::new(&SandboxConfig::default(), Some(&state)).unwrap();
     let once = started.elapsed();
-    let (mut tmp, mut ruleset, mut program, mut child) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut tmp, mut ruleset, mut program, mut child, mut prepare) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..RUNS {
         let started = Instant::now();
         let dir = sandbox.private_tmp().unwrap();
@@ -114,6 +116,9 @@ fn main() {
         let started = Instant::now();
         drop(dir);
         tmp.push(made + started.elapsed());
+        let started = Instant::now();
+        drop(sandbox.prepare(&work).unwrap());
+        prepare.push(started.elapsed());
     }
     println!(
         "sandbox setup ({RUNS} runs, medians; state dir {}, {} base rules):",
@@ -131,6 +136,10 @@ fn main() {
     println!(
         "  per run:  Landlock ruleset created + rules added     {:8.1} µs",
         us(median(&mut ruleset))
+    );
+    println!(
+        "  per run as served: prepare (slot's kept ruleset, TMPDIR) + release {:8.1} µs",
+        us(median(&mut prepare))
     );
     println!(
         "  in child: no_new_privs + restrict_self + seccomp     {:8.1} µs",

@@ -9,7 +9,14 @@
 //! ruleset (a descriptor) granting read on the read rules, write on the workspace, the
 //! temporary directory, the devices and the configured paths, TCP connect to the
 //! allowlisted ports, and scoping signals and abstract Unix sockets to the run's own
-//! domain. The child ([`super::spawn`]) then makes three raw system calls:
+//! domain.
+//!
+//! Building a ruleset costs a system call per rule (hundreds where the state directory
+//! has many siblings), so rulesets are kept: each run takes a *slot* (a directory
+//! `STATE/sandbox-tmp/slot-PID-N`, held by one run at a time) whose ruleset grants that
+//! slot and the workspace; the run's temporary directory is made inside its slot and
+//! removed when it ends, and the slot (with its ruleset, reused while the workspace is
+//! the same directory) goes back to the pool. A run can reach no other slot. The child ([`super::spawn`]) then makes three raw system calls:
 //! `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self(fd)`, `seccomp(SET_MODE_FILTER)`.
 //!
 //! The seccomp filter returns `EACCES` for `socket()` of UDP, raw and packet sockets
@@ -85,15 +92,74 @@ pub struct Sandbox {
     filter: Vec<libc::sock_filter>,
     tmp_root: PathBuf,
     next_tmp: AtomicU64,
+    /// Free slots (see the module doc).
+    slots: std::sync::Arc<std::sync::Mutex<Vec<Slot>>>,
+}
+
+/// A directory one run at a time makes its temporary directory in, with the ruleset
+/// last built for it (and the workspace it was built for).
+#[derive(Debug)]
+struct Slot {
+    dir: PathBuf,
+    ruleset: Option<(WorkspaceId, std::sync::Arc<OwnedFd>)>,
+}
+
+/// A workspace as a ruleset knows it: its path and inode (rules hold the inode).
+type WorkspaceId = (PathBuf, u64, u64);
+
+fn workspace_id(workspace: &Path) -> Option<WorkspaceId> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(workspace).ok()?;
+    Some((workspace.to_path_buf(), meta.dev(), meta.ino()))
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        for slot in self
+            .slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            let _ = std::fs::remove_dir_all(&slot.dir);
+        }
+    }
 }
 
 /// One run's confinement: its ruleset descriptor and private temporary directory
 /// (removed when this is dropped).
 #[derive(Debug)]
 pub struct Prepared {
-    ruleset: OwnedFd,
-    tmp: PrivateTmp,
+    ruleset: std::sync::Arc<OwnedFd>,
+    /// Removed first, then the slot goes back to `pool`.
+    tmp: Option<PrivateTmp>,
+    slot: Option<Slot>,
+    pool: std::sync::Weak<std::sync::Mutex<Vec<Slot>>>,
     marker: String,
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        drop(self.tmp.take());
+        let Some(slot) = self.slot.take() else { return };
+        // Whatever the run left in its slot goes too, so the next run finds it empty;
+        // a slot that cannot be emptied is not used again.
+        let emptied = std::fs::read_dir(&slot.dir).is_ok_and(|entries| {
+            entries.flatten().all(|entry| {
+                let path = entry.path();
+                match entry.file_type() {
+                    Ok(kind) if kind.is_dir() => std::fs::remove_dir_all(&path).is_ok(),
+                    _ => std::fs::remove_file(&path).is_ok(),
+                }
+            })
+        });
+        match self.pool.upgrade() {
+            Some(pool) if emptied => pool.lock().unwrap_or_else(|e| e.into_inner()).push(slot),
+            _ => {
+                let _ = std::fs::remove_dir_all(&slot.dir);
+            }
+        }
+    }
 }
 
 impl Prepared {
@@ -104,7 +170,9 @@ impl Prepared {
 
     /// The run's `TMPDIR`.
     pub fn tmp(&self) -> &Path {
-        &self.tmp.0
+        self.tmp
+            .as_ref()
+            .map_or(Path::new("/nonexistent"), |t| &t.0)
     }
 
     /// The line a result gets: `[sandbox: fs=workspace net=off]`.
@@ -233,6 +301,7 @@ impl Sandbox {
             filter: seccomp_program()?,
             tmp_root,
             next_tmp: AtomicU64::new(1),
+            slots: Default::default(),
         })
     }
 
@@ -259,16 +328,46 @@ impl Sandbox {
                 abi: self.abi,
             });
         }
-        let tmp = self.private_tmp()?;
-        let ruleset = self.ruleset(workspace, &tmp.0)?;
+        let mut slot = self.take_slot()?;
+        let id = workspace_id(workspace);
+        let ruleset = match &slot.ruleset {
+            Some((built_for, ruleset)) if id.as_ref() == Some(built_for) => ruleset.clone(),
+            _ => {
+                let ruleset = std::sync::Arc::new(self.ruleset(workspace, &slot.dir)?);
+                slot.ruleset = id.map(|id| (id, ruleset.clone()));
+                ruleset
+            }
+        };
+        let n = self.next_tmp.fetch_add(1, Ordering::Relaxed);
+        let tmp = PrivateTmp::create(slot.dir.join(format!("run-{n}")))?;
         Ok(Prepared {
             ruleset,
-            tmp,
+            tmp: Some(tmp),
+            slot: Some(slot),
+            pool: std::sync::Arc::downgrade(&self.slots),
             marker: self.marker(),
         })
     }
 
-    /// A new private temporary directory.
+    /// A free slot, or a new one.
+    fn take_slot(&self) -> Result<Slot, SandboxError> {
+        if let Some(slot) = self.slots.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+            return Ok(slot);
+        }
+        let n = self.next_tmp.fetch_add(1, Ordering::Relaxed);
+        let dir = PrivateTmp::create(
+            self.tmp_root
+                .join(format!("slot-{}-{n}", std::process::id())),
+        )?;
+        // Kept for the host's life (removed when the sandbox is dropped).
+        let dir = std::mem::ManuallyDrop::new(dir);
+        Ok(Slot {
+            dir: dir.0.clone(),
+            ruleset: None,
+        })
+    }
+
+    /// A new private temporary directory (outside any slot; for measuring).
     pub fn private_tmp(&self) -> Result<PrivateTmp, SandboxError> {
         let n = self.next_tmp.fetch_add(1, Ordering::Relaxed);
         PrivateTmp::create(
@@ -301,6 +400,7 @@ impl Sandbox {
     }
 
     /// The Landlock ruleset of one run (its descriptor).
+    /// (What a run gets comes through its slot; this builds one afresh.)
     pub fn ruleset(&self, workspace: &Path, tmp: &Path) -> Result<OwnedFd, SandboxError> {
         let abi = abi_of(self.abi);
         let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
@@ -527,7 +627,14 @@ mod tests {
         );
         let tmp = prepared.tmp().to_path_buf();
         assert!(tmp.is_dir());
+        std::fs::write(tmp.join("f"), "x").unwrap();
+        std::fs::write(tmp.parent().unwrap().join("left-in-the-slot"), "x").unwrap();
         drop(prepared);
         assert!(!tmp.exists());
+        assert_eq!(std::fs::read_dir(tmp.parent().unwrap()).unwrap().count(), 0);
+        // The next run takes the same slot, its ruleset, and a new directory.
+        let again = sandbox.prepare(state.path()).unwrap();
+        assert_ne!(again.tmp(), tmp);
+        assert_eq!(again.tmp().parent(), tmp.parent());
     }
 }
