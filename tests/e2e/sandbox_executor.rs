@@ -293,6 +293,24 @@ fn a_terminal_session_opened_under_the_sandbox_is_confined() {
     assert!(env.workdir().join("in-workspace").exists());
     assert!(outside.untouched());
     assert!(bystander.alive());
+
+    // The session's TMPDIR lives as long as its shell.
+    let text = server.call_ok(
+        "terminal_send",
+        json!({"id": term, "input": "touch $TMPDIR/t && echo tmp=$TMPDIR:$((6*7))", "wait": {"pattern": ":42"}}),
+    );
+    let tmp = text
+        .lines()
+        .find_map(|l| l.strip_prefix("tmp=")?.strip_suffix(":42"))
+        .unwrap_or_else(|| panic!("no TMPDIR in {text}"))
+        .to_string();
+    assert!(Path::new(&tmp).join("t").exists(), "{tmp}");
+    server.call_ok("terminal_close", json!({"id": term}));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Path::new(&tmp).exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!Path::new(&tmp).exists(), "{tmp} is left after the session");
 }
 
 #[test]
@@ -393,4 +411,54 @@ fn a_sandbox_needing_a_feature_the_kernel_lacks_refuses_the_call_unless_configur
         "{out:?}"
     );
     assert!(!Path::new(&format!("/{marker}-x")).exists());
+}
+
+#[test]
+fn the_sandbox_cannot_read_the_state_directory_where_local_can() {
+    let env = Env::new();
+    let marker = unique_marker();
+    let spill = env.state_dir().join("sessions/other-owner/spill");
+    std::fs::create_dir_all(&spill).unwrap();
+    std::fs::write(
+        spill.join("call-1-output.txt"),
+        format!("secret-{marker}\n"),
+    )
+    .unwrap();
+    let command = format!("cat {}/call-1-output.txt", spill.display());
+    let local = bash(&env, "", &command);
+    assert!(
+        local.content.contains(&format!("secret-{marker}")),
+        "{local:?}"
+    );
+    let sandboxed = bash(&env, SANDBOX, &command);
+    assert!(
+        !sandboxed.content.contains(&format!("secret-{marker}")),
+        "{sandboxed:?}"
+    );
+    assert!(
+        sandboxed.content.contains("Permission denied"),
+        "{sandboxed:?}"
+    );
+}
+
+#[test]
+fn a_sandboxed_run_is_still_contained_and_gets_the_environment_policy() {
+    let env = Env::new();
+    let marker = unique_marker();
+    let config =
+        format!("{SANDBOX}[process.env]\nset = {{ SANDBOX_POLICY = \"applied-{marker}\" }}\n");
+    let command = format!(
+        "(setsid sleep 97{marker} >/dev/null 2>&1 &); setsid -f sleep 98{marker} >/dev/null 2>&1; echo policy=$SANDBOX_POLICY"
+    );
+    let out = bash(&env, &config, &command);
+    assert!(
+        out.content.contains(&format!("policy=applied-{marker}")),
+        "{out:?}"
+    );
+    assert!(
+        out.content.contains("[sandbox: fs=workspace net=off]"),
+        "{out:?}"
+    );
+    let left = crate::support::survivors(&marker, Duration::from_secs(5));
+    assert!(left.is_empty(), "{left:?}");
 }
