@@ -462,3 +462,42 @@ fn a_sandboxed_run_is_still_contained_and_gets_the_environment_policy() {
     let left = crate::support::survivors(&marker, Duration::from_secs(5));
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn a_sandboxed_run_holds_no_capabilities_and_cannot_read_the_hosts_environment() {
+    let env = Env::new();
+    let marker = unique_marker();
+    let command = "grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status; \
+                   tr '\\0' '\\n' < /proc/$PPID/environ | grep -c SANDBOX_HOST_SECRET";
+    let run = |config: &str| {
+        let output = env
+            .dsh_configured(config)
+            .env("SANDBOX_HOST_SECRET", &marker)
+            .args([
+                "call",
+                "bash",
+                &json!({"command": command, "description": "caps"}).to_string(),
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        crate::support::CallOutput::parse(output)
+    };
+    // Local runs as the host does (here root: every capability; the host's environment
+    // readable through /proc).
+    let local = run("");
+    assert!(local.content.contains("\n1\n"), "{local:?}");
+    let sandboxed = run(SANDBOX);
+    for set in ["CapEff", "CapPrm", "CapBnd"] {
+        assert!(
+            sandboxed
+                .content
+                .contains(&format!("{set}:\t0000000000000000")),
+            "{set}: {sandboxed:?}"
+        );
+    }
+    assert!(
+        sandboxed.content.contains("environ: Permission denied"),
+        "{sandboxed:?}"
+    );
+}

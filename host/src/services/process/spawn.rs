@@ -22,7 +22,8 @@
 //!
 //! A sandboxed run confines itself last, with descriptors and a program the parent
 //! prepared ([`super::executor`]): `prctl(PR_SET_NO_NEW_PRIVS)`,
-//! `landlock_restrict_self`, `seccomp(SECCOMP_SET_MODE_FILTER)`, then `exec`.
+//! dropping every capability, `landlock_restrict_self`,
+//! `seccomp(SECCOMP_SET_MODE_FILTER)`, then `exec`.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -319,9 +320,11 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         {
             return fail(args);
         }
-        // The sandbox: no new privileges, the Landlock domain, the seccomp filter.
+        // The sandbox: no new privileges, no capabilities (a root host's runs keep none,
+        // and regain none at exec), the Landlock domain, the seccomp filter.
         if args.ruleset >= 0
             && (libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || !drop_capabilities()
                 || libc::syscall(libc::SYS_landlock_restrict_self, args.ruleset, 0) != 0
                 || libc::syscall(
                     libc::SYS_seccomp,
@@ -337,6 +340,57 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
         libc::execve(args.program, args.argv, args.envp);
         fail(args)
+    }
+}
+
+/// Empties the bounding set (where this process may: it takes CAP_SETPCAP), the
+/// ambient set, and the effective, permitted and inheritable sets. Raw system calls on
+/// the stack only (it runs in the child before exec); false when `capset` failed.
+///
+/// # Safety
+/// Changes this thread's credentials.
+unsafe fn drop_capabilities() -> bool {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    // SAFETY: prctl and capset on plain data on this stack.
+    unsafe {
+        for cap in 0..64 {
+            // EINVAL past the kernel's last capability; EPERM without CAP_SETPCAP.
+            libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+        }
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
+        let header = Header {
+            version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+            pid: 0,
+        };
+        let none = [
+            Data {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+            Data {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+        ];
+        libc::syscall(libc::SYS_capset, &header, none.as_ptr()) == 0
     }
 }
 
