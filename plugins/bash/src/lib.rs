@@ -25,8 +25,8 @@ in a file whose path is given. Use `timeoutMs` for commands that may run long, a
 `run_in_background` for servers, watchers and long test suites. Commands may run \
 sandboxed: then the result ends with a `[sandbox: ...]` line before the exit code, and \
 the command can write only the workspace and `$TMPDIR` (a private directory removed \
-afterwards), has no network unless the line names TCP ports (`net=tcp:443`), and \
-cannot signal or trace processes it did not start; a denied operation fails with the \
+afterwards), has no network unless the line names TCP ports (`net=tcp:443`), holds \
+no privileges, and cannot signal or trace processes it did not start; a denied operation fails with the \
 command's own error (`Permission denied`, `Operation not permitted`).";
 
 const SCHEMA: &str = r#"{

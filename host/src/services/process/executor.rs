@@ -9,15 +9,18 @@
 //! ruleset (a descriptor) granting read on the read rules, write on the workspace, the
 //! temporary directory, the devices and the configured paths, TCP connect to the
 //! allowlisted ports, and scoping signals and abstract Unix sockets to the run's own
-//! domain.
+//! domain. The child ([`super::spawn`]) then makes raw system calls only:
+//! `prctl(PR_SET_NO_NEW_PRIVS)`, drops every capability (bounding, ambient, effective,
+//! permitted, inheritable: a root host's runs keep none, and with no_new_privs regain
+//! none at exec), `landlock_restrict_self(fd)`, `seccomp(SET_MODE_FILTER)`.
 //!
 //! Building a ruleset costs a system call per rule (hundreds where the state directory
 //! has many siblings), so rulesets are kept: each run takes a *slot* (a directory
 //! `STATE/sandbox-tmp/slot-PID-N`, held by one run at a time) whose ruleset grants that
 //! slot and the workspace; the run's temporary directory is made inside its slot and
-//! removed when it ends, and the slot (with its ruleset, reused while the workspace is
-//! the same directory) goes back to the pool. A run can reach no other slot. The child ([`super::spawn`]) then makes three raw system calls:
-//! `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self(fd)`, `seccomp(SET_MODE_FILTER)`.
+//! removed when it ends, the slot is emptied, and it goes back to the pool with its
+//! ruleset (reused while the workspace is the same directory, same inode). A run can
+//! reach no other slot.
 //!
 //! The seccomp filter returns `EACCES` for `socket()` of UDP, raw and packet sockets
 //! (so DNS too), of any address family but Unix, IPv4, IPv6 and netlink, and of stream
