@@ -104,6 +104,11 @@ fn main() {
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..RUNS {
         let started = Instant::now();
+        drop(sandbox.prepare(&work).unwrap());
+        prepare.push(started.elapsed());
+    }
+    for _ in 0..RUNS {
+        let started = Instant::now();
         let dir = sandbox.private_tmp().unwrap();
         let made = started.elapsed();
         let started = Instant::now();
@@ -116,9 +121,6 @@ fn main() {
         let started = Instant::now();
         drop(dir);
         tmp.push(made + started.elapsed());
-        let started = Instant::now();
-        drop(sandbox.prepare(&work).unwrap());
-        prepare.push(started.elapsed());
     }
     println!(
         "sandbox setup ({RUNS} runs, medians; state dir {}, {} base rules):",

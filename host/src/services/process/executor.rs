@@ -94,7 +94,6 @@ pub struct Sandbox {
     tcp_ports: Vec<u16>,
     filter: Vec<libc::sock_filter>,
     tmp_root: PathBuf,
-    next_tmp: AtomicU64,
     /// Free slots (see the module doc).
     slots: std::sync::Arc<std::sync::Mutex<Vec<Slot>>>,
 }
@@ -218,6 +217,10 @@ impl Drop for PrivateTmp {
     }
 }
 
+/// Numbers the slot and temporary directories of this process (unique across its
+/// sandboxes, which may share a state directory).
+static NEXT_DIR: AtomicU64 = AtomicU64::new(1);
+
 /// Devices a shell needs to write: `/dev/null`-like ones and terminals.
 const DEVICES: &[&str] = &[
     "/dev/null",
@@ -303,7 +306,6 @@ impl Sandbox {
             tcp_ports: config.tcp_ports.clone(),
             filter: seccomp_program()?,
             tmp_root,
-            next_tmp: AtomicU64::new(1),
             slots: Default::default(),
         })
     }
@@ -341,7 +343,7 @@ impl Sandbox {
                 ruleset
             }
         };
-        let n = self.next_tmp.fetch_add(1, Ordering::Relaxed);
+        let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
         let tmp = PrivateTmp::create(slot.dir.join(format!("run-{n}")))?;
         Ok(Prepared {
             ruleset,
@@ -357,7 +359,7 @@ impl Sandbox {
         if let Some(slot) = self.slots.lock().unwrap_or_else(|e| e.into_inner()).pop() {
             return Ok(slot);
         }
-        let n = self.next_tmp.fetch_add(1, Ordering::Relaxed);
+        let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
         let dir = PrivateTmp::create(
             self.tmp_root
                 .join(format!("slot-{}-{n}", std::process::id())),
@@ -372,7 +374,7 @@ impl Sandbox {
 
     /// A new private temporary directory (outside any slot; for measuring).
     pub fn private_tmp(&self) -> Result<PrivateTmp, SandboxError> {
-        let n = self.next_tmp.fetch_add(1, Ordering::Relaxed);
+        let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
         PrivateTmp::create(
             self.tmp_root
                 .join(format!("run-{}-{n}", std::process::id())),
