@@ -26,7 +26,8 @@
 //! (so DNS too), of any address family but Unix, IPv4, IPv6 and netlink, and of stream
 //! sockets with a protocol other than TCP; for io_uring (which creates sockets past
 //! the filter); and for privileged calls a root host could otherwise make (modules,
-//! kexec, reboot, swap, BPF, perf events, clocks, keyrings).
+//! kexec, reboot, swap, BPF, perf events, clocks, keyrings), and on x86-64 for every
+//! x32-ABI call (their numbers would miss the rules).
 //!
 //! Fails closed: where the kernel's Landlock ABI lacks a feature `require` names, every
 //! sandboxed run is refused with [`SandboxError::Unavailable`].
@@ -565,14 +566,44 @@ pub fn seccomp_program() -> Result<Vec<libc::sock_filter>, SandboxError> {
         arch,
     )?;
     let program: seccompiler::BpfProgram = filter.try_into()?;
-    Ok(program
-        .into_iter()
-        .map(|i| libc::sock_filter {
+    // First, on x86-64: the x32 ABI's numbers (bit 30 set) would miss every rule
+    // above, so they are refused whole (where the kernel has x32 at all).
+    let x32: &[libc::sock_filter] = if cfg!(target_arch = "x86_64") {
+        const X32_BIT: u32 = 0x4000_0000;
+        &[
+            // A = seccomp_data.nr
+            libc::sock_filter {
+                code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+                jt: 0,
+                jf: 0,
+                k: 0,
+            },
+            // nr >= X32_BIT: the next instruction, else skip it
+            libc::sock_filter {
+                code: (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16,
+                jt: 0,
+                jf: 1,
+                k: X32_BIT,
+            },
+            libc::sock_filter {
+                code: (libc::BPF_RET | libc::BPF_K) as u16,
+                jt: 0,
+                jf: 0,
+                k: libc::SECCOMP_RET_ERRNO | libc::EACCES as u32,
+            },
+        ]
+    } else {
+        &[]
+    };
+    Ok(x32
+        .iter()
+        .copied()
+        .chain(program.into_iter().map(|i| libc::sock_filter {
             code: i.code,
             jt: i.jt,
             jf: i.jf,
             k: i.k,
-        })
+        }))
         .collect())
 }
 
