@@ -115,7 +115,7 @@ fn main() {
         let fd = sandbox.ruleset(&work, dir.path()).unwrap();
         ruleset.push(started.elapsed());
         let started = Instant::now();
-        let _ = seccomp_program().unwrap();
+        let _ = seccomp_program(false).unwrap();
         program.push(started.elapsed());
         child.push(restrict_on_a_thread(&fd, sandbox.filter()));
         let started = Instant::now();

@@ -501,3 +501,29 @@ fn a_sandboxed_run_holds_no_capabilities_and_cannot_read_the_hosts_environment()
         "{sandboxed:?}"
     );
 }
+
+#[test]
+fn named_unix_sockets_are_unreachable_in_the_sandbox_unless_allowed() {
+    let env = Env::new();
+    let path = env.dir.path().join("agent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            use std::io::Write;
+            let mut stream = stream;
+            let _ = stream.write_all(b"unix-hello\n");
+        }
+    });
+    let command = format!(
+        "python3 -c 'import socket\ns=socket.socket(socket.AF_UNIX)\ns.connect(\"{}\")\nprint(s.recv(64).decode().strip())'; \
+         python3 -c 'import socket\na,b=socket.socketpair()\na.send(b\"pair-ok\")\nprint(b.recv(9).decode())'",
+        path.display()
+    );
+    let out = bash(&env, SANDBOX, &command);
+    assert!(!out.content.contains("unix-hello"), "{out:?}");
+    assert!(out.content.contains("PermissionError"), "{out:?}");
+    assert!(out.content.contains("pair-ok"), "{out:?}");
+    let allowed = format!("{SANDBOX}[process.sandbox]\nunix_sockets = true\n");
+    let out = bash(&env, &allowed, &command);
+    assert!(out.content.contains("unix-hello"), "{out:?}");
+}

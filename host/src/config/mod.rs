@@ -37,6 +37,7 @@
 //! write = []                    # further writable paths
 //! tcp_ports = []                # TCP ports it may connect to, on any host
 //! require = ["fs", "net", "signals"] # missing from the kernel: sandboxed calls refused
+//! unix_sockets = false          # true: may connect to named Unix sockets
 //!
 //! [gate]
 //! default = "allow"             # what a call matching no rule gets

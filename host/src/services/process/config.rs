@@ -15,6 +15,7 @@
 //! write = ["/var/cache/ccache"]      # writable besides the workspace and the run's TMPDIR
 //! tcp_ports = [443]                  # TCP ports it may connect to (any host); none by default
 //! require = ["fs", "net", "signals"] # features whose absence refuses sandboxed calls
+//! unix_sockets = false               # true: may connect to named Unix sockets
 //! # assume_abi = 3                   # test only: act as if the kernel's Landlock ABI were this
 //! ```
 //!
@@ -113,6 +114,10 @@ pub struct SandboxConfig {
     /// The features a sandboxed run must have; a kernel without one refuses the call.
     /// A feature left out is used where the kernel has it, skipped where it does not.
     pub require: Vec<SandboxFeature>,
+    /// Whether runs may make Unix sockets (`socket(AF_UNIX)`: connecting to named
+    /// sockets such as a Docker or D-Bus socket, which Landlock before ABI 9 cannot
+    /// confine). Off by default; `socketpair` works either way.
+    pub unix_sockets: bool,
     /// Test only: act as if the kernel's Landlock ABI were at most this.
     pub assume_abi: Option<i32>,
 }
@@ -127,6 +132,7 @@ impl Default for SandboxConfig {
                 SandboxFeature::Net,
                 SandboxFeature::Signals,
             ],
+            unix_sockets: false,
             assume_abi: None,
         }
     }

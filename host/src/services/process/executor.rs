@@ -23,8 +23,8 @@
 //! reach no other slot.
 //!
 //! The seccomp filter returns `EACCES` for `socket()` of UDP, raw and packet sockets
-//! (so DNS too), of any address family but Unix, IPv4, IPv6 and netlink, and of stream
-//! sockets with a protocol other than TCP; for io_uring (which creates sockets past
+//! (so DNS too), of any address family but IPv4, IPv6 and netlink (and Unix with
+//! `unix_sockets = true`), and of stream sockets with a protocol other than TCP; for io_uring (which creates sockets past
 //! the filter); and for privileged calls a root host could otherwise make (modules,
 //! kexec, reboot, swap, BPF, perf events, clocks, keyrings), and on x86-64 for every
 //! x32-ABI call (their numbers would miss the rules).
@@ -305,7 +305,7 @@ impl Sandbox {
             list,
             write: open_all(&write),
             tcp_ports: config.tcp_ports.clone(),
-            filter: seccomp_program()?,
+            filter: seccomp_program(config.unix_sockets)?,
             tmp_root,
             slots: Default::default(),
         })
@@ -500,8 +500,9 @@ fn open_all(paths: &[PathBuf]) -> Vec<(PathFd, bool)> {
         .collect()
 }
 
-/// The seccomp program of sandboxed runs (x86-64 and aarch64; see the module doc).
-pub fn seccomp_program() -> Result<Vec<libc::sock_filter>, SandboxError> {
+/// The seccomp program of sandboxed runs (x86-64 and aarch64; see the module doc);
+/// `unix_sockets`: whether `socket(AF_UNIX)` is allowed.
+pub fn seccomp_program(unix_sockets: bool) -> Result<Vec<libc::sock_filter>, SandboxError> {
     let cond = |arg, op, value| SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value);
     let type_mask = SeccompCmpOp::MaskedEq(0xf);
     let mut socket_rules = Vec::new();
@@ -519,13 +520,16 @@ pub fn seccomp_program() -> Result<Vec<libc::sock_filter>, SandboxError> {
             cond(2, SeccompCmpOp::Ne, libc::IPPROTO_TCP as u64)?,
         ])?);
     }
-    // Every other family but Unix and netlink.
-    socket_rules.push(SeccompRule::new(vec![
-        cond(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?,
+    // Every other family but netlink (and Unix where allowed).
+    let mut others = vec![
         cond(0, SeccompCmpOp::Ne, libc::AF_INET as u64)?,
         cond(0, SeccompCmpOp::Ne, libc::AF_INET6 as u64)?,
         cond(0, SeccompCmpOp::Ne, libc::AF_NETLINK as u64)?,
-    ])?);
+    ];
+    if unix_sockets {
+        others.push(cond(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?);
+    }
+    socket_rules.push(SeccompRule::new(others)?);
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     rules.insert(libc::SYS_socket, socket_rules);
     for denied in [
