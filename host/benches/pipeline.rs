@@ -66,6 +66,7 @@ async fn main() {
         call_id: "call-0".into(),
         workdir: scratch.path().to_path_buf(),
         scope: "default".into(),
+        tool: "echo".into(),
         spill_dir: scratch.path().to_path_buf(),
         output_budget: 30_000,
         spill_cap: dsh::output::DEFAULT_SPILL_CAP,

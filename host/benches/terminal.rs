@@ -156,42 +156,50 @@ async fn run() {
         Vec::with_capacity(n),
         Vec::with_capacity(n),
     );
+    // The three take turns going first (each after the same pause), so that none of them
+    // always meets a machine just woken from idle or still busy from the one before.
     for i in 0..n + 50 {
-        let (reply, took) = tokio::sync::oneshot::channel();
-        raw_pty.send(reply).unwrap();
-        let took = took.await.unwrap();
-        if i >= 50 {
-            raw.push(took);
+        for turn in 0..3 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            match (i + turn) % 3 {
+                0 => {
+                    let (reply, took) = tokio::sync::oneshot::channel();
+                    raw_pty.send(reply).unwrap();
+                    let took = took.await.unwrap();
+                    if i >= 50 {
+                        raw.push(took);
+                    }
+                }
+                1 => {
+                    let started = Instant::now();
+                    let result = host
+                        .pipeline
+                        .call(call("terminal_send", send.clone()), &never)
+                        .await;
+                    if i >= 50 {
+                        dsh.push(started.elapsed());
+                    }
+                    assert!(result.content_text().contains("\nhi\n"), "{result:?}");
+                }
+                _ => {
+                    // The terminal service alone, without the pipeline and the plugin.
+                    let wait = dsh::services::terminal::SendWait {
+                        quiet: Duration::from_millis(300),
+                        pattern: Some(hi.clone()),
+                        timeout: Duration::from_secs(10),
+                    };
+                    let started = Instant::now();
+                    host.services
+                        .terminal
+                        .send(&owner, &id, "echo hi", true, wait, false)
+                        .await
+                        .unwrap();
+                    if i >= 50 {
+                        service.push(started.elapsed());
+                    }
+                }
+            }
         }
-
-        let started = Instant::now();
-        let result = host
-            .pipeline
-            .call(call("terminal_send", send.clone()), &never)
-            .await;
-        if i >= 50 {
-            dsh.push(started.elapsed());
-        }
-        assert!(result.content_text().contains("\nhi\n"), "{result:?}");
-        // Let the prompt come back before the next send.
-        tokio::time::sleep(Duration::from_millis(2)).await;
-
-        // The terminal service alone, without the pipeline and the plugin.
-        let wait = dsh::services::terminal::SendWait {
-            quiet: Duration::from_millis(300),
-            pattern: Some(hi.clone()),
-            timeout: Duration::from_secs(10),
-        };
-        let started = Instant::now();
-        host.services
-            .terminal
-            .send(&owner, &id, "echo hi", true, wait, false)
-            .await
-            .unwrap();
-        if i >= 50 {
-            service.push(started.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
     }
     drop(raw_pty);
     raw_thread.join().unwrap();

@@ -21,6 +21,8 @@ pub struct CallContext {
     /// The session workspace (absolute).
     pub workdir: PathBuf,
     pub scope: Arc<str>,
+    /// The tool called (what `[process.executor] tools` names).
+    pub tool: Arc<str>,
     /// Where this session's spill files go.
     pub spill_dir: PathBuf,
     /// The budget of this call's content, in bytes.

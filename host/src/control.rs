@@ -69,12 +69,16 @@ impl ControlSocket {
         crate::private::create_dir_all(&dir)
             .and_then(|()| std::fs::set_permissions(&dir, private_dir))
             .map_err(listen_error)?;
-        // A file left by an earlier process with this pid is stale.
-        let _ = std::fs::remove_file(&path);
-        let listener = tokio::net::UnixListener::bind(&path).map_err(listen_error)?;
-        // bind() applies the umask; the socket is this user's only.
+        // bind() applies the umask: the socket is bound under a temporary name, made this
+        // user's only, and only then renamed into place, so it is never seen with
+        // another mode. A file left by an earlier process with this pid is stale.
+        let bound = dir.join(format!("{}.sock.new", std::process::id()));
+        let _ = std::fs::remove_file(&bound);
+        let listener = tokio::net::UnixListener::bind(&bound).map_err(listen_error)?;
         let private_file = std::fs::Permissions::from_mode(crate::private::FILE_MODE);
-        std::fs::set_permissions(&path, private_file).map_err(listen_error)?;
+        std::fs::set_permissions(&bound, private_file)
+            .and_then(|()| std::fs::rename(&bound, &path))
+            .map_err(listen_error)?;
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {

@@ -105,6 +105,12 @@ pub fn mode_of(path: &Path) -> std::io::Result<u32> {
     Ok(std::fs::metadata(path)?.permissions().mode() & 0o7777)
 }
 
+/// This process's effective uid.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,4 +23,5 @@ mod plugin_loading;
 mod private_state;
 mod rewrite;
 mod sandbox;
+mod sandbox_executor;
 mod tool_manuals;

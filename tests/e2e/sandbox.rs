@@ -358,6 +358,15 @@ fn grants_can_be_pinned_to_a_build_by_digest_and_are_listed() {
         text.contains("interfaces: process"),
         "bash keeps its default grant: {text}"
     );
+    // The grantable interfaces, read from the host's capability list.
+    for capability in ["process", "jobs", "terminal", "log", "progress"] {
+        assert!(
+            text.lines()
+                .any(|line| line.trim_start().starts_with(capability)
+                    && line.len() > capability.len() + 20),
+            "{capability} listed with its summary: {text}"
+        );
+    }
 }
 
 #[test]

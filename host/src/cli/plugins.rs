@@ -122,6 +122,15 @@ fn print_plugins(
             println!("    imports:    {}", list(&p.imports));
         }
     }
+    if args.grants {
+        println!();
+        println!(
+            "host interfaces a plugin can be granted (`interfaces = [...]` in [plugins.NAME]):"
+        );
+        for capability in dsh::services::capabilities::ALL {
+            println!("  {:<10} {}", capability.name, capability.summary);
+        }
+    }
     Ok(())
 }
 

@@ -28,6 +28,17 @@
 //! exclude = ["DATABASE_URL"]    # name globs never passed (wins over include)
 //! set = { PAGER = "cat" }       # set after everything else
 //!
+//! [process.executor]            # what runs commands (bash, jobs, terminals)
+//! default = "local"             # "local" | "sandbox" (Landlock + seccomp)
+//! scopes = { untrusted = "sandbox" } # per scope; any matching "sandbox" wins
+//! tools = { bash = "sandbox" }  # per tool
+//!
+//! [process.sandbox]             # what a sandboxed run may do besides its workspace
+//! write = []                    # further writable paths
+//! tcp_ports = []                # TCP ports it may connect to, on any host
+//! require = ["fs", "net", "signals"] # missing from the kernel: sandboxed calls refused
+//! unix_sockets = false          # true: may connect to named Unix sockets
+//!
 //! [gate]
 //! default = "allow"             # what a call matching no rule gets
 //! [[gate.rules]]

@@ -218,7 +218,7 @@ fn load_or_create_key(dir: &Path) -> Result<[u8; KEY_BYTES], KeyError> {
         match std::fs::symlink_metadata(&path) {
             Ok(meta) => {
                 let private_file = meta.is_file()
-                    && meta.uid() == crate::session::euid()
+                    && meta.uid() == crate::private::euid()
                     && meta.mode() & 0o077 == 0
                     && meta.len() == KEY_BYTES as u64;
                 if private_file {

@@ -303,6 +303,7 @@ impl Plugin {
             call_id: "describe".into(),
             workdir: std::env::temp_dir(),
             scope: "default".into(),
+            tool: "describe".into(),
             spill_dir: std::env::temp_dir(),
             output_budget: 0,
             spill_cap: 0,

@@ -218,6 +218,7 @@ impl Pipeline {
             call_id,
             workdir: self.session.workdir.clone(),
             scope: request.scope.clone(),
+            tool: request.tool.as_str().into(),
             spill_dir: self.session.spill_dir.clone(),
             output_budget: tool
                 .spec

@@ -110,6 +110,7 @@ mod tests {
             call_id: "call-9".into(),
             workdir: "/".into(),
             scope: "default".into(),
+            tool: "t".into(),
             spill_dir: dir.to_path_buf(),
             output_budget: 100,
             spill_cap: crate::output::DEFAULT_SPILL_CAP,

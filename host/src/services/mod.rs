@@ -173,7 +173,11 @@ for_each_capability!(define_services);
 impl Foundation {
     fn new(config: &ServicesConfig, spill_dir: PathBuf) -> Result<Self, CapabilityError> {
         Ok(Foundation {
-            launch: Arc::new(process::Launch::new(&config.process)?),
+            // Sandboxed runs cannot read the state directory: STATE/sessions/ID/spill.
+            launch: Arc::new(process::Launch::for_host(
+                &config.process,
+                spill_dir.ancestors().nth(3),
+            )?),
             jobs: Arc::new(jobs::JobRegistry::new(
                 config.jobs.clone(),
                 Duration::from_millis(config.process.kill_grace_ms),

@@ -86,11 +86,7 @@ impl Session {
     }
 }
 
-/// This process's effective uid.
-pub fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
+pub use crate::private::euid;
 
 /// The default state directory: `$XDG_STATE_HOME/dsh`, else `$HOME/.local/state/dsh`,
 /// else `$XDG_RUNTIME_DIR/dsh`, else `/tmp/dsh-UID` (never a directory shared by

@@ -22,7 +22,12 @@ followed by `[exit code: N]`. Each call is a new shell: `cd`, variables and back
 processes do not carry over to the next call, and every process the command starts is \
 killed when it returns. Long output is cut to its head and tail; the full output is kept \
 in a file whose path is given. Use `timeoutMs` for commands that may run long, and \
-`run_in_background` for servers, watchers and long test suites.";
+`run_in_background` for servers, watchers and long test suites. Commands may run \
+sandboxed: then the result ends with a `[sandbox: ...]` line before the exit code, and \
+the command can write only the workspace and `$TMPDIR` (a private directory removed \
+afterwards), has no network unless the line names TCP ports (`net=tcp:443`), holds \
+no privileges, and cannot signal or trace processes it did not start; a denied operation fails with the \
+command's own error (`Permission denied`, `Operation not permitted`).";
 
 const SCHEMA: &str = r#"{
   "type": "object",

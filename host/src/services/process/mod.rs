@@ -11,12 +11,19 @@
 //! call. A run whose future is dropped (a cancelled or timed-out call) is killed on the
 //! spot.
 //!
+//! Each run has an executor ([`Executor`], chosen per call by `[process.executor]`):
+//! `local` runs the command as described; `sandbox` ([`executor`]) also confines it
+//! with Landlock and seccomp, applied by the child just before `exec`, and gives it a
+//! private `TMPDIR` removed when the run ends. Containment and the environment policy
+//! are the same for both; a sandboxed outcome carries its `[sandbox: …]` line.
+//!
 //! Native only: nothing here knows wasmtime. The WIT binding is in [`wit`].
 
 pub mod capability;
 pub mod config;
 pub mod containment;
 pub mod environment;
+pub mod executor;
 pub(crate) mod spawn;
 pub mod wit;
 
@@ -36,7 +43,7 @@ use std::os::unix::process::ExitStatusExt;
 use crate::error::{ErrorCode, ToolError};
 use crate::output::BoundedCapture;
 use crate::services::jobs::{JobRegistry, JobState};
-pub use config::{ContainmentMode, ProcessConfig};
+pub use config::{ContainmentMode, Executor, ProcessConfig};
 
 /// Why a command could not be run at all.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +58,21 @@ pub enum ProcessError {
     Output(std::io::Error),
     #[error(transparent)]
     Containment(#[from] containment::ContainmentError),
+    #[error(transparent)]
+    Sandbox(#[from] executor::SandboxError),
+}
+
+impl ProcessError {
+    /// The structured error a caller gets.
+    pub fn into_tool_error(self) -> ToolError {
+        match self {
+            ProcessError::BadWorkdir(_) | ProcessError::NulByte => {
+                ToolError::new(ErrorCode::InvalidArguments, self.to_string())
+            }
+            ProcessError::Sandbox(error) => error.into(),
+            _ => ToolError::new(ErrorCode::Internal, self.to_string()),
+        }
+    }
 }
 
 /// A foreground command.
@@ -69,6 +91,8 @@ pub struct RunSpec {
     /// The most bytes the spill file holds (`[limits] max_spill_bytes`).
     pub spill_cap: u64,
     pub env: Vec<(String, String)>,
+    /// What runs it.
+    pub executor: Executor,
 }
 
 /// How a command ended.
@@ -79,6 +103,8 @@ pub struct RunOutcome {
     pub signal: Option<i32>,
     pub timed_out: bool,
     pub duration: Duration,
+    /// A sandboxed run's `[sandbox: …]` line.
+    pub sandbox: Option<String>,
 }
 
 /// Live runs by process group, with their owners.
@@ -105,25 +131,87 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
 }
 
 /// What every spawn reuses: the shell's path, the commands' environment, `/dev/null`,
-/// and the containment runs are made in. Shared by the process and terminal services.
+/// the containment runs are made in, and the sandbox. Shared by the process and
+/// terminal services.
 #[derive(Debug)]
 pub struct Launch {
     bash: CString,
     environment: Vec<(Vec<u8>, CString)>,
     dev_null: std::io::Result<OwnedFd>,
     pub(crate) containment: containment::Containment,
+    sandbox_config: config::SandboxConfig,
+    state_dir: Option<PathBuf>,
+    /// Built at start when the configuration names the sandbox, else at first use; a
+    /// failure refuses every sandboxed run.
+    sandbox: std::sync::OnceLock<Result<executor::Sandbox, String>>,
 }
 
 impl Launch {
+    /// A launch with no state directory to hide from sandboxed runs.
     pub fn new(config: &ProcessConfig) -> Result<Self, containment::ContainmentError> {
+        Self::for_host(config, None)
+    }
+
+    /// A launch for a host whose state directory is `state_dir`: sandboxed runs cannot
+    /// read it.
+    pub fn for_host(
+        config: &ProcessConfig,
+        state_dir: Option<&std::path::Path>,
+    ) -> Result<Self, containment::ContainmentError> {
         let bash = find_program("bash").unwrap_or_else(|| PathBuf::from("/bin/bash"));
         let environment = environment::command_environment(&config.env, std::env::vars_os());
-        Ok(Launch {
+        let launch = Launch {
             bash: CString::new(bash.as_os_str().as_bytes()).unwrap_or_else(|_| c"/bin/bash".into()),
             environment,
             dev_null: std::fs::File::open("/dev/null").map(OwnedFd::from),
             containment: containment::Containment::start(config)?,
-        })
+            sandbox_config: config.sandbox.clone(),
+            state_dir: state_dir.map(PathBuf::from),
+            sandbox: std::sync::OnceLock::new(),
+        };
+        if config.uses_sandbox() {
+            match launch.sandbox() {
+                Ok(sandbox) => tracing::info!(?sandbox, "sandbox executor prepared"),
+                Err(error) => {
+                    tracing::warn!(%error, "the sandbox executor cannot be prepared; sandboxed calls will be refused")
+                }
+            }
+        }
+        Ok(launch)
+    }
+
+    /// The sandbox, built on first use.
+    fn sandbox(&self) -> Result<&executor::Sandbox, executor::SandboxError> {
+        self.sandbox
+            .get_or_init(|| {
+                executor::Sandbox::new(&self.sandbox_config, self.state_dir.as_deref())
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| executor::SandboxError::Setup(e.clone()))
+    }
+
+    /// The confinement of one run under `executor` (none for `local`); `workspace` is
+    /// what it may write.
+    pub fn prepare(
+        &self,
+        executor: Executor,
+        workspace: &std::path::Path,
+    ) -> Result<Option<executor::Prepared>, executor::SandboxError> {
+        match executor {
+            Executor::Local => Ok(None),
+            Executor::Sandbox => Ok(Some(self.sandbox()?.prepare(workspace)?)),
+        }
+    }
+
+    /// What the child of a run confined by `prepared` applies before `exec`.
+    pub(crate) fn child_sandbox<'a>(
+        &'a self,
+        prepared: Option<&executor::Prepared>,
+    ) -> Option<(std::os::fd::RawFd, &'a [libc::sock_filter])> {
+        let prepared = prepared?;
+        let sandbox = self.sandbox().ok()?;
+        Some((prepared.ruleset().as_raw_fd(), sandbox.filter()))
     }
 
     /// The commands' environment with `extra` added (replacing variables of the same
@@ -192,7 +280,14 @@ impl ProcessService {
     /// (or when the future is dropped).
     pub async fn run(&self, spec: RunSpec) -> Result<RunOutcome, ProcessError> {
         let started = Instant::now();
-        let tree = self.launch(&spec.owner, &spec.command, &spec.cwd, &spec.env)?;
+        let tree = self.launch(
+            &spec.owner,
+            &spec.command,
+            &spec.cwd,
+            &spec.env,
+            spec.executor,
+        )?;
+        let sandbox = tree.sandbox.as_ref().map(|s| s.marker().to_string());
         let mut capture = BoundedCapture::new(spec.capture_bytes, spec.spill_path.clone())
             .spill_cap(spec.spill_cap);
         let ended = self
@@ -208,12 +303,20 @@ impl ProcessService {
             signal: ended.status.signal(),
             timed_out: ended.timed_out,
             duration: started.elapsed(),
+            sandbox,
         })
+    }
+
+    /// The executor for a run started by `tool` in `scope` (`[process.executor]`).
+    pub fn executor_for(&self, scope: &str, tool: &str) -> Executor {
+        self.config.executor_for(scope, tool)
     }
 
     /// Starts `command` as a background job of `jobs` (kind `bash`) and returns its id
     /// at once. The job's process group lives until it ends, is killed with `job_kill`,
-    /// its owner goes away, or the host exits; its output goes to the job.
+    /// its owner goes away, or the host exits; its output goes to the job (a sandboxed
+    /// job's ends with its `[sandbox: …]` line).
+    #[allow(clippy::too_many_arguments)]
     pub fn start_background(
         &self,
         jobs: &JobRegistry,
@@ -222,24 +325,19 @@ impl ProcessService {
         cwd: PathBuf,
         env: Vec<(String, String)>,
         description: String,
+        executor: Executor,
     ) -> Result<String, ToolError> {
         let job = jobs.create("bash", owner.clone(), description, command.clone())?;
-        let tree = match self.launch(&owner, &command, &cwd, &env) {
+        let tree = match self.launch(&owner, &command, &cwd, &env, executor) {
             Ok(tree) => tree,
             Err(error) => {
-                let reason = error.to_string();
                 job.finish(JobState::Failed {
-                    reason: reason.clone(),
+                    reason: error.to_string(),
                 });
-                let code = match error {
-                    ProcessError::BadWorkdir(_) | ProcessError::NulByte => {
-                        ErrorCode::InvalidArguments
-                    }
-                    _ => ErrorCode::Internal,
-                };
-                return Err(ToolError::new(code, reason));
+                return Err(error.into_tool_error());
             }
         };
+        let marker = tree.sandbox.as_ref().map(|s| format!("\n{}\n", s.marker()));
         job.set_process_group(tree.child.pid());
         let id = job.id.clone();
         let service = self.clone();
@@ -250,6 +348,9 @@ impl ProcessService {
                     sink.push_output(chunk).map_err(Stop::Limit)
                 })
                 .await;
+            if let Some(marker) = marker {
+                let _ = job.push_output(marker.as_bytes());
+            }
             let state = match ended {
                 Ok(Ended {
                     cut_off: Some(reason),
@@ -277,16 +378,23 @@ impl ProcessService {
         Ok(id)
     }
 
-    /// Starts `bash -c COMMAND` as the leader of a new process group.
+    /// Starts `bash -c COMMAND` as the leader of a new process group, under
+    /// `executor` (a sandboxed run may write `cwd`).
     fn launch(
         &self,
         owner: &Arc<str>,
         command: &str,
         cwd: &std::path::Path,
         env: &[(String, String)],
+        executor: Executor,
     ) -> Result<ProcessTree, ProcessError> {
         if !cwd.is_dir() {
             return Err(ProcessError::BadWorkdir(cwd.to_path_buf()));
+        }
+        let sandbox = self.launch.prepare(executor, cwd)?;
+        let mut env = env.to_vec();
+        if let Some(prepared) = &sandbox {
+            env.push(("TMPDIR".into(), prepared.tmp().display().to_string()));
         }
         let (pipe_writer, output) = tokio::net::unix::pipe::pipe().map_err(ProcessError::Spawn)?;
         let write_fd: OwnedFd = pipe_writer
@@ -305,7 +413,7 @@ impl ProcessService {
         let cwd = CString::new(cwd.as_os_str().as_bytes()).map_err(|_| ProcessError::NulByte)?;
         let run = self.launch.containment.new_run()?;
         let placement = run.placement();
-        let envp = self.launch.envp(env, &placement)?;
+        let envp = self.launch.envp(&env, &placement)?;
         let child = spawn::spawn(&spawn::SpawnSpec {
             program: &self.launch.bash,
             argv: &argv,
@@ -317,6 +425,7 @@ impl ProcessService {
             cgroup: placement.cgroup,
             join: &placement.join,
             die_with_parent: true,
+            sandbox: self.launch.child_sandbox(sandbox.as_ref()),
         })
         .map_err(ProcessError::Spawn)?;
         // The pipe's write end now lives only in the child.
@@ -327,6 +436,7 @@ impl ProcessService {
             child,
             output,
             group,
+            sandbox,
         })
     }
 
@@ -343,6 +453,7 @@ impl ProcessService {
             mut child,
             output: mut pipe_reader,
             group,
+            sandbox,
         } = tree;
         let pgid = child.pid();
         let mut buf = vec![0u8; 64 * 1024];
@@ -399,8 +510,10 @@ impl ProcessService {
                 },
             }
         }
-        // Killing the run: everything in its container, escapees included.
+        // Killing the run: everything in its container, escapees included; then its
+        // private temporary directory goes.
         drop(group);
+        drop(sandbox);
         let status = status.expect("loop ends only after the shell exited");
         Ok(Ended {
             status,
@@ -415,6 +528,8 @@ struct ProcessTree {
     child: spawn::Child,
     output: tokio::net::unix::pipe::Receiver,
     group: GroupGuard,
+    /// A sandboxed run's confinement (its temporary directory lives as long).
+    sandbox: Option<executor::Prepared>,
 }
 
 /// Why an output sink wants the tree stopped.
@@ -589,6 +704,7 @@ mod tests {
             spill_path: dir.join("spill.txt"),
             spill_cap: crate::output::DEFAULT_SPILL_CAP,
             env: Vec::new(),
+            executor: Executor::Local,
         }
     }
 

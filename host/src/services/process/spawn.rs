@@ -19,6 +19,11 @@
 //! `cgroup.procs`. Every child spawned here is tracked until it is reaped, so the
 //! reaper of adopted orphans (dsh is a child subreaper) never takes a status that
 //! belongs to a [`Child`].
+//!
+//! A sandboxed run confines itself last, with descriptors and a program the parent
+//! prepared ([`super::executor`]): `prctl(PR_SET_NO_NEW_PRIVS)`,
+//! dropping every capability, `landlock_restrict_self`,
+//! `seccomp(SECCOMP_SET_MODE_FILTER)`, then `exec`.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -50,6 +55,9 @@ pub struct SpawnSpec<'a> {
     pub join: &'a [RawFd],
     /// The child gets SIGKILL when the host dies (every run; not the keeper).
     pub die_with_parent: bool,
+    /// A sandboxed run: the Landlock ruleset descriptor and the seccomp program the
+    /// child confines itself with, last thing before `exec` (no new privileges first).
+    pub sandbox: Option<(RawFd, &'a [libc::sock_filter])>,
 }
 
 /// Everything the child reads, laid out before `clone`; the child writes `error`.
@@ -67,6 +75,10 @@ struct ChildArgs {
     join: *const RawFd,
     join_len: usize,
     parent: libc::pid_t,
+    /// The Landlock ruleset to restrict to, or -1.
+    ruleset: libc::c_int,
+    /// The seccomp program to load (with a ruleset).
+    filter: *const libc::sock_fprog,
     /// 0, or the errno of the step that failed.
     error: libc::c_int,
 }
@@ -148,6 +160,10 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Child> {
         .map(|e| e.as_ptr())
         .chain(std::iter::once(std::ptr::null()))
         .collect();
+    let fprog = spec.sandbox.map(|(_, filter)| libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    });
     let mut args = ChildArgs {
         program: spec.program.as_ptr(),
         argv: argv.as_ptr(),
@@ -161,6 +177,10 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Child> {
         join_len: 0,
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
+        ruleset: spec.sandbox.map_or(-1, |(fd, _)| fd),
+        filter: fprog
+            .as_ref()
+            .map_or(std::ptr::null(), |f| f as *const libc::sock_fprog),
         error: 0,
     };
     let into_cgroup = spec
@@ -300,11 +320,77 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         {
             return fail(args);
         }
+        // The sandbox: no new privileges, no capabilities (a root host's runs keep none,
+        // and regain none at exec), the Landlock domain, the seccomp filter.
+        if args.ruleset >= 0
+            && (libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || !drop_capabilities()
+                || libc::syscall(libc::SYS_landlock_restrict_self, args.ruleset, 0) != 0
+                || libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0,
+                    args.filter,
+                ) != 0)
+        {
+            return fail(args);
+        }
         let mut none: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut none);
         libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
         libc::execve(args.program, args.argv, args.envp);
         fail(args)
+    }
+}
+
+/// Empties the bounding set (where this process may: it takes CAP_SETPCAP), the
+/// ambient set, and the effective, permitted and inheritable sets. Raw system calls on
+/// the stack only (it runs in the child before exec); false when `capset` failed.
+///
+/// # Safety
+/// Changes this thread's credentials.
+unsafe fn drop_capabilities() -> bool {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    // SAFETY: prctl and capset on plain data on this stack.
+    unsafe {
+        for cap in 0..64 {
+            // EINVAL past the kernel's last capability; EPERM without CAP_SETPCAP.
+            libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+        }
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
+        let header = Header {
+            version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+            pid: 0,
+        };
+        let none = [
+            Data {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+            Data {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+        ];
+        libc::syscall(libc::SYS_capset, &header, none.as_ptr()) == 0
     }
 }
 

@@ -1,5 +1,7 @@
 //! The `dsh:plugin/process` binding: turns a plugin's `run` request into a
-//! [`RunSpec`](super::RunSpec) for the call's owner and workdir, and its outcome back.
+//! [`RunSpec`](super::RunSpec) for the call's owner, workdir and executor (from its
+//! scope and tool, `[process.executor]`), and its outcome back: a sandboxed run's output
+//! ends with its `[sandbox: …]` line, which the bash plugin follows with `[exit code: N]`.
 
 use wasmtime::component::Linker;
 
@@ -7,7 +9,7 @@ use crate::bindings::dsh::plugin::process::{
     self as interface, BackgroundRequest, Host, RunOutcome, RunRequest,
 };
 use crate::bindings::dsh::plugin::types::ToolError as WitToolError;
-use crate::error::{ErrorCode, ToolError};
+use crate::error::ToolError;
 use crate::services::wit::HasCall;
 use crate::services::{CallCtx, CallView};
 
@@ -41,6 +43,9 @@ impl Host for CallCtx<'_> {
                 cwd,
                 request.env,
                 request.description,
+                services
+                    .process
+                    .executor_for(&self.call.scope, &self.call.tool),
             )
             .map_err(Into::into)
     }
@@ -61,15 +66,27 @@ impl CallCtx<'_> {
             spill_path: self.call.spill_path("output"),
             spill_cap: self.call.spill_cap,
             env: request.env,
+            executor: self
+                .services
+                .process
+                .executor_for(&self.call.scope, &self.call.tool),
         };
-        let outcome = self.services.process.run(spec).await.map_err(|e| match e {
-            super::ProcessError::BadWorkdir(_) => {
-                ToolError::new(ErrorCode::InvalidArguments, e.to_string())
+        let outcome = self
+            .services
+            .process
+            .run(spec)
+            .await
+            .map_err(super::ProcessError::into_tool_error)?;
+        let mut output = outcome.output.text;
+        if let Some(marker) = &outcome.sandbox {
+            if !output.is_empty() && !output.ends_with('\n') {
+                output.push('\n');
             }
-            _ => ToolError::new(ErrorCode::Internal, e.to_string()),
-        })?;
+            output.push_str(marker);
+            output.push('\n');
+        }
         Ok(RunOutcome {
-            output: outcome.output.text,
+            output,
             total_bytes: outcome.output.total_bytes,
             full_output_path: outcome
                 .output

@@ -56,6 +56,8 @@ pub struct OpenSpec {
     pub shell: Option<String>,
     pub cols: u16,
     pub rows: u16,
+    /// What runs the shell (a sandboxed session may write `cwd`).
+    pub executor: crate::services::process::Executor,
 }
 
 /// What is known of one session.
@@ -341,6 +343,7 @@ mod tests {
             shell: Some("bash".into()),
             cols: 120,
             rows: 40,
+            executor: crate::services::process::Executor::Local,
         };
         let id = terminals.open(owner.clone(), spec).unwrap().id;
         let wait = SendWait {

@@ -30,6 +30,9 @@ pub(super) struct Shell {
     pub master: AsyncFd<OwnedFd>,
     pub child: spawn::Child,
     pub run: containment::Run,
+    /// A sandboxed session's confinement; its TMPDIR goes when this is dropped (when the
+    /// shell exits).
+    pub sandbox: Option<crate::services::process::executor::Prepared>,
 }
 
 /// Starts `program` (named `shell_name`; bash gets `--noprofile --norc -i` and a `$ `
@@ -61,6 +64,10 @@ pub(super) fn start_shell(
         env.push(("PS1".to_string(), "$ ".to_string()));
     }
     env.extend(spec.env.iter().cloned());
+    let sandbox = launch.prepare(spec.executor, &spec.cwd)?;
+    if let Some(prepared) = &sandbox {
+        env.push(("TMPDIR".into(), prepared.tmp().display().to_string()));
+    }
     let run = launch
         .containment
         .new_run()
@@ -84,6 +91,7 @@ pub(super) fn start_shell(
         cgroup: placement.cgroup,
         join: &placement.join,
         die_with_parent: true,
+        sandbox: launch.child_sandbox(sandbox.as_ref()),
     })
     .map_err(|e| internal("cannot start the shell", e))?;
     run.set_leader(child.pid());
@@ -94,7 +102,12 @@ pub(super) fn start_shell(
         AsyncFd::register_with_interest(master, tokio::io::Interest::READABLE)
     }
     .map_err(|e| internal("cannot watch the PTY", e.into()))?;
-    Ok(Shell { master, child, run })
+    Ok(Shell {
+        master,
+        child,
+        run,
+        sandbox,
+    })
 }
 
 impl Session {

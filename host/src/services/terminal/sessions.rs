@@ -307,7 +307,7 @@ impl TerminalService {
         }
 
         let shell = start_shell(&self.launch, &spec, &shell_name, &program, is_bash)?;
-        let (master, child, run) = (shell.master, shell.child, shell.run);
+        let (master, child, run, sandbox) = (shell.master, shell.child, shell.run, shell.sandbox);
 
         table.next += 1;
         let id = format!("term-{}", table.next);
@@ -331,7 +331,11 @@ impl TerminalService {
         });
         let reader = tokio::spawn(read_loop(session.clone()));
         *session.reader.lock().unwrap() = Some(reader);
-        tokio::spawn(watch_shell(session.clone(), child));
+        let watched = session.clone();
+        tokio::spawn(async move {
+            watch_shell(watched, child).await;
+            drop(sandbox);
+        });
         table.sessions.insert(id, session.clone());
         Ok(session.info())
     }

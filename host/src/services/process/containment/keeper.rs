@@ -72,6 +72,7 @@ impl Keeper {
             cgroup: None,
             join: &[],
             die_with_parent: false,
+            sandbox: None,
         })?;
         let pid = child.pid();
         // The keeper must outlive us: never kill it; reap it if it ends first.

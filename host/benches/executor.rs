@@ -1,0 +1,247 @@
+//! `bash -c true` through the process service under the `sandbox` executor against the
+//! `local` one, samples interleaved (so load from elsewhere moves both alike), with the
+//! ratio of their medians; then the sandbox's setup cost per run, broken down: the
+//! private temporary directory (made and removed), the Landlock ruleset (created, rules
+//! added: paid once per slot and workspace, since slots keep theirs), a run's prepare
+//! and release as served (a kept ruleset), the seccomp program (built once per host,
+//! shown for scale), the child's own steps (no_new_privs, `landlock_restrict_self`,
+//! loading the filter, measured on a throwaway thread), and what each step costs the
+//! command itself (`bash -c true` by fork + exec with each applied).
+//!
+//! Run with `cargo bench --bench executor` (or `--profile dev` to reuse a debug build).
+
+mod support;
+
+use support::{percentile, us};
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dsh::services::process::config::SandboxConfig;
+use dsh::services::process::executor::{seccomp_program, Sandbox};
+use dsh::services::process::{Executor, Launch, ProcessConfig, ProcessService, RunSpec};
+
+const RUNS: usize = 200;
+
+fn spec(dir: &std::path::Path, executor: Executor) -> RunSpec {
+    RunSpec {
+        owner: "bench".into(),
+        command: "true".into(),
+        cwd: dir.to_path_buf(),
+        timeout: Duration::from_secs(10),
+        capture_bytes: 1000,
+        spill_path: dir.join("spill.txt"),
+        spill_cap: dsh::output::DEFAULT_SPILL_CAP,
+        env: Vec::new(),
+        executor,
+    }
+}
+
+fn median(samples: &mut [Duration]) -> Duration {
+    percentile(samples, 0.5)
+}
+
+fn main() {
+    // The state directory's place sets how many read rules a run gets (the siblings of
+    // each directory on its way from /): DSH_BENCH_DIR picks it (default: the temp dir).
+    let scratch = match std::env::var_os("DSH_BENCH_DIR") {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).unwrap();
+            tempfile::tempdir_in(dir).unwrap()
+        }
+        None => tempfile::tempdir().unwrap(),
+    };
+    let work = scratch.path().join("work");
+    let state = scratch.path().join("state");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&state).unwrap();
+    let config = ProcessConfig {
+        drain_ms: 0,
+        ..ProcessConfig::default()
+    };
+    let launch = Arc::new(Launch::for_host(&config, Some(&state)).unwrap());
+    let service = ProcessService::new(config, launch);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+
+    let (mut local, mut sandboxed) = (Vec::new(), Vec::new());
+    runtime.block_on(async {
+        // Warm-up (and the sandbox's one-time preparation).
+        for executor in [Executor::Local, Executor::Sandbox] {
+            let out = service.run(spec(&work, executor)).await.unwrap();
+            assert_eq!(out.exit_code, Some(0));
+        }
+        for _ in 0..RUNS {
+            for (executor, samples) in [
+                (Executor::Local, &mut local),
+                (Executor::Sandbox, &mut sandboxed),
+            ] {
+                let started = Instant::now();
+                let out = service.run(spec(&work, executor)).await.unwrap();
+                samples.push(started.elapsed());
+                assert_eq!(out.exit_code, Some(0));
+            }
+        }
+    });
+    let (l, s) = (median(&mut local), median(&mut sandboxed));
+    println!("bash -c true, {RUNS} runs each, interleaved:");
+    println!(
+        "  local    median {:8.1} µs  p90 {:8.1} µs",
+        us(l),
+        us(percentile(&mut local, 0.9))
+    );
+    println!(
+        "  sandbox  median {:8.1} µs  p90 {:8.1} µs",
+        us(s),
+        us(percentile(&mut sandboxed, 0.9))
+    );
+    println!("  ratio sandbox/local (medians): {:.2}", us(s) / us(l));
+
+    // The setup, step by step.
+    let started = Instant::now();
+    let sandbox = Sandbox::new(&SandboxConfig::default(), Some(&state)).unwrap();
+    let once = started.elapsed();
+    let (mut tmp, mut ruleset, mut program, mut child, mut prepare) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        drop(sandbox.prepare(&work).unwrap());
+        prepare.push(started.elapsed());
+    }
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        let dir = sandbox.private_tmp().unwrap();
+        let made = started.elapsed();
+        let started = Instant::now();
+        let fd = sandbox.ruleset(&work, dir.path()).unwrap();
+        ruleset.push(started.elapsed());
+        let started = Instant::now();
+        let _ = seccomp_program(false).unwrap();
+        program.push(started.elapsed());
+        child.push(restrict_on_a_thread(&fd, sandbox.filter()));
+        let started = Instant::now();
+        drop(dir);
+        tmp.push(made + started.elapsed());
+    }
+    println!(
+        "sandbox setup ({RUNS} runs, medians; state dir {}, {} base rules):",
+        state.display(),
+        sandbox.base_rules()
+    );
+    println!(
+        "  per host: Sandbox::new (read rules, devices, program) {:8.1} µs",
+        us(once)
+    );
+    println!(
+        "  per run:  private TMPDIR made + removed              {:8.1} µs",
+        us(median(&mut tmp))
+    );
+    println!(
+        "  per run:  Landlock ruleset created + rules added     {:8.1} µs",
+        us(median(&mut ruleset))
+    );
+    println!(
+        "  per run as served: prepare (slot's kept ruleset, TMPDIR) + release {:8.1} µs",
+        us(median(&mut prepare))
+    );
+    println!(
+        "  in child: no_new_privs + restrict_self + seccomp     {:8.1} µs",
+        us(median(&mut child))
+    );
+    let dir = sandbox.private_tmp().unwrap();
+    let fd = sandbox.ruleset(&work, dir.path()).unwrap();
+    println!(
+        "bash -c true by fork + exec (100 runs each, medians), what each step costs the command:"
+    );
+    let medians = confined_true(&fd, sandbox.filter());
+    for (median, what) in
+        medians
+            .iter()
+            .zip(["unconfined", "no_new_privs", "+ Landlock", "+ seccomp"])
+    {
+        println!("  {what:<14} {:8.1} µs", us(*median));
+    }
+    println!(
+        "  (per host, for scale: seccomp program built          {:8.1} µs)",
+        us(median(&mut program))
+    );
+}
+
+/// `bash -c true` spawned by `Command` (fork + exec) with the first `steps` of the
+/// child's confinement applied before exec (0: none, 1: no_new_privs, 2: + Landlock,
+/// 3: + seccomp); the four interleaved, 100 runs each: their medians.
+fn confined_true(ruleset: &std::os::fd::OwnedFd, filter: &[libc::sock_filter]) -> [Duration; 4] {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let fd = ruleset.as_raw_fd();
+    let program = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    let program = &program as *const libc::sock_fprog as usize;
+    let mut samples: [Vec<Duration>; 4] = Default::default();
+    for _ in 0..100 {
+        for steps in 0..4u8 {
+            let mut command = std::process::Command::new("bash");
+            command.args(["-c", "true"]);
+            // SAFETY: raw system calls only, between fork and exec.
+            unsafe {
+                command.pre_exec(move || {
+                    if steps >= 1 {
+                        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+                    }
+                    if steps >= 2 {
+                        libc::syscall(libc::SYS_landlock_restrict_self, fd, 0);
+                    }
+                    if steps >= 3 {
+                        libc::syscall(
+                            libc::SYS_seccomp,
+                            libc::SECCOMP_SET_MODE_FILTER,
+                            0,
+                            program as *const libc::sock_fprog,
+                        );
+                    }
+                    Ok(())
+                });
+            }
+            let started = Instant::now();
+            assert!(command.status().unwrap().success());
+            samples[steps as usize].push(started.elapsed());
+        }
+    }
+    samples.map(|mut s| median(&mut s))
+}
+
+/// The child's three steps, on a new thread (they confine only that thread).
+fn restrict_on_a_thread(ruleset: &std::os::fd::OwnedFd, filter: &[libc::sock_filter]) -> Duration {
+    use std::os::fd::AsRawFd;
+    let fd = ruleset.as_raw_fd();
+    let program = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    let program = &program as *const libc::sock_fprog as usize;
+    std::thread::scope(|scope| {
+        scope
+            .spawn(move || {
+                let started = Instant::now();
+                // SAFETY: raw system calls on a descriptor and program that outlive them;
+                // they confine this thread only, which ends right after.
+                unsafe {
+                    assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+                    assert_eq!(libc::syscall(libc::SYS_landlock_restrict_self, fd, 0), 0);
+                    assert_eq!(
+                        libc::syscall(
+                            libc::SYS_seccomp,
+                            libc::SECCOMP_SET_MODE_FILTER,
+                            0,
+                            program as *const libc::sock_fprog,
+                        ),
+                        0
+                    );
+                }
+                started.elapsed()
+            })
+            .join()
+            .unwrap()
+    })
+}
