@@ -173,6 +173,9 @@ impl Server {
             cgroup: placement.cgroup,
             join: &placement.join,
             die_with_parent: true,
+            // Contained, not sandboxed: a server reads the project and its toolchain
+            // (site-packages, node_modules, sysroots) wherever they are.
+            sandbox: None,
         })
         .map_err(|e| start(&e))?;
         drop((stdin_fd, stdout_fd));
