@@ -18,6 +18,7 @@ mod live_config;
 mod long_running;
 mod mcp_clients;
 mod network_grants;
+mod plugin_cli;
 mod plugin_loading;
 mod private_state;
 mod rewrite;
