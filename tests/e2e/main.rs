@@ -14,6 +14,7 @@ mod cpu_budget;
 mod environment;
 mod event_log;
 mod guards;
+mod languages;
 mod live_config;
 mod long_running;
 mod mcp_clients;
