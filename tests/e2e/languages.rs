@@ -21,7 +21,7 @@ const COMPONENTIZE_JS: &str = "@bytecodealliance/componentize-js@0.23.0";
 /// componentize-js imports it without depending on it (jco used to bring it).
 const PREVIEW2_SHIM: &str = "@bytecodealliance/preview2-shim@0.25.0";
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lang {
     Rust,
     Python,
@@ -109,6 +109,19 @@ fn componentize_js() -> PathBuf {
     bin
 }
 
+/// `componentize-py` on `dir/app.py` against the `world` of the current contract.
+fn componentize_python(dir: &Path, world: &str, out: &Path) {
+    run(
+        Command::new(componentize_py())
+            .arg("-d")
+            .arg(root().join("wit/v0.2.0"))
+            .args(["-w", world, "componentize", "app", "-o"])
+            .arg(out)
+            .current_dir(dir),
+        &format!("componentize-py {}", dir.display()),
+    );
+}
+
 /// Builds the `todos` example in `lang` (again only when its source changed) and
 /// returns the component.
 fn build(lang: Lang) -> PathBuf {
@@ -144,35 +157,27 @@ fn build(lang: Lang) -> PathBuf {
                     return out;
                 }
                 std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-                let mut command = match lang {
-                    Lang::Python => {
-                        let mut c = Command::new(componentize_py());
-                        c.args(["-d", "../../../../wit/v0.2.0", "-w", "tool", "componentize"])
-                            .args(["app", "-o"])
-                            .arg(&out);
-                        c
-                    }
-                    _ => {
-                        // The contract goes beside the WASI interfaces as a copy:
-                        // componentize-js reads no file outside the project.
-                        let deps = dir.join("wit/deps/dsh-plugin");
-                        std::fs::create_dir_all(&deps).unwrap();
-                        std::fs::copy(
-                            root().join("wit/v0.2.0/plugin.wit"),
-                            deps.join("plugin.wit"),
-                        )
-                        .unwrap();
-                        let mut c = Command::new(componentize_js());
-                        c.args(["todos.js", "--wit", "wit", "--world-name", "todos"])
+                if lang == Lang::Python {
+                    componentize_python(&dir, "tool", &out);
+                } else {
+                    // The contract goes beside the WASI interfaces as a copy:
+                    // componentize-js reads no file outside the project.
+                    let deps = dir.join("wit/deps/dsh-plugin");
+                    std::fs::create_dir_all(&deps).unwrap();
+                    std::fs::copy(
+                        root().join("wit/v0.2.0/plugin.wit"),
+                        deps.join("plugin.wit"),
+                    )
+                    .unwrap();
+                    run(
+                        Command::new(componentize_js())
+                            .args(["todos.js", "--wit", "wit", "--world-name", "todos"])
                             .args(["-d", "http", "-d", "fetch-event", "-o"])
-                            .arg(&out);
-                        c
-                    }
-                };
-                run(
-                    command.current_dir(&dir),
-                    &format!("building the {lang:?} todos"),
-                );
+                            .arg(&out)
+                            .current_dir(&dir),
+                        "building the JavaScript todos",
+                    );
+                }
                 std::fs::write(&stamp, text).unwrap();
                 out
             }
@@ -327,4 +332,94 @@ fn todos_in_python_answers_like_the_others_with_only_log_and_its_directory() {
 #[test]
 fn todos_in_javascript_answers_like_the_others_with_only_log_and_its_directory() {
     todos_answers_the_same(Lang::Js);
+}
+
+/// Builds the Python guard, as it is (`v1`) and with its VERSION set to 2 (`v2`).
+fn build_guard() -> (PathBuf, PathBuf) {
+    locked("langs-guard", || {
+        let dir = root().join("examples/plugins/python/guard_paths");
+        let text = std::fs::read_to_string(dir.join("app.py")).unwrap();
+        let build = tmp().join("langs-build/guard_paths");
+        let stamp = build.join("app.py.source");
+        let (v1, v2) = (build.join("v1.wasm"), build.join("v2.wasm"));
+        if v1.exists()
+            && v2.exists()
+            && std::fs::read_to_string(&stamp).ok().as_deref() == Some(&text)
+        {
+            return (v1, v2);
+        }
+        let v2_dir = build.join("v2-source");
+        std::fs::create_dir_all(&v2_dir).unwrap();
+        assert!(text.contains("VERSION = \"1\""));
+        std::fs::write(
+            v2_dir.join("app.py"),
+            text.replace("VERSION = \"1\"", "VERSION = \"2\""),
+        )
+        .unwrap();
+        componentize_python(&dir, "guard", &v1);
+        componentize_python(&v2_dir, "guard", &v2);
+        std::fs::write(&stamp, text).unwrap();
+        (v1, v2)
+    })
+}
+
+#[test]
+fn a_python_guard_denies_and_allows_bash_commands_and_is_hot_swapped_in_place() {
+    let (v1, v2) = build_guard();
+    let env = Env::new();
+    let secret = env.dir.path().join("secret");
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::write(secret.join("key"), "hunter2\n").unwrap();
+    std::fs::create_dir_all(env.plugins_dir()).unwrap();
+    std::fs::copy(&v1, env.plugins_dir().join("guard_paths.wasm")).unwrap();
+    let config = format!(
+        "[pipeline]\nguards = [\"guard_paths\"]\n[plugins.guard_paths]\ninterfaces = [\"log\"]\n\
+         settings = {{ paths = [{:?}] }}\n",
+        secret.display().to_string()
+    );
+    let server = McpServer::start(&env, &config);
+    let touching =
+        json!({"command": format!("cat {}/key", secret.display()), "description": "read the key"});
+    let denied = server.call("bash", touching.clone());
+    assert_eq!(denied.code.as_deref(), Some("DENIED"), "{denied:?}");
+    assert!(
+        denied.text.contains("which guard_paths (v1) protects"),
+        "{denied:?}"
+    );
+    assert!(!denied.text.contains("hunter2"), "{denied:?}");
+    let marker = crate::support::unique_marker();
+    let allowed = server.call_ok(
+        "bash",
+        json!({"command": format!("echo {marker}"), "description": "echo"}),
+    );
+    assert!(allowed.contains(&marker), "{allowed}");
+
+    // Swap in v2 whole (a rename, so the watcher never sees half a file): the server
+    // keeps serving and the new build decides once it is loaded.
+    let staged = env.dir.path().join("guard_paths.staged");
+    std::fs::copy(&v2, &staged).unwrap();
+    std::fs::rename(&staged, env.plugins_dir().join("guard_paths.wasm")).unwrap();
+    let deadline = Instant::now() + std::time::Duration::from_secs(180);
+    let swapped = loop {
+        let reply = server.call("bash", touching.clone());
+        assert_eq!(
+            reply.code.as_deref(),
+            Some("DENIED"),
+            "denied throughout the swap: {reply:?}"
+        );
+        if reply.text.contains("(v2)") || Instant::now() > deadline {
+            break reply;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert!(
+        swapped.text.contains("which guard_paths (v2) protects"),
+        "{swapped:?}\n{}",
+        server.stderr()
+    );
+    let allowed = server.call_ok(
+        "bash",
+        json!({"command": format!("echo {marker}"), "description": "echo"}),
+    );
+    assert!(allowed.contains(&marker), "{allowed}");
 }
