@@ -62,7 +62,7 @@ fn locked<T>(name: &str, f: impl FnOnce() -> T) -> T {
 }
 
 /// `componentize-py` in a virtual environment of its own, installed from PyPI once.
-fn componentize_py() -> PathBuf {
+pub fn componentize_py() -> PathBuf {
     let venv = tmp().join("langs-py");
     let bin = venv.join("bin/componentize-py");
     let stamp = venv.join("dsh-installed");

@@ -3,6 +3,7 @@
 //! and the same refusal reasons as at load.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use serde_json::Value;
 
@@ -152,4 +153,84 @@ fn plugin_check_refuses_an_unsupported_contract_version_naming_it() {
         reason.contains("dsh:plugin@0.1.0, dsh:plugin@0.2.0"),
         "{reason}"
     );
+}
+
+/// `dsh plugin new NAME --lang LANG`, its printed build command run as printed, then
+/// `dsh plugin check` (refused until granted, the lines to grant printed) and a call.
+fn new_build_check_call(lang: &str) {
+    let env = Env::new();
+    let name = format!("hello_{lang}");
+    let project = env.dir.path().join(&name);
+    let output = env
+        .dsh()
+        .args(["plugin", "new", &name, "--lang", lang, "--dir"])
+        .arg(&project)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let printed = String::from_utf8_lossy(&output.stdout).to_string();
+    let mut lines = printed.lines().map(str::trim);
+    let build = lines
+        .find(|l| l.starts_with("build it"))
+        .and_then(|_| lines.next())
+        .unwrap()
+        .to_string();
+    let check_line = lines.find(|l| l.starts_with("dsh plugin check ")).unwrap();
+    let mut wasm = project.join(check_line.trim_start_matches("dsh plugin check "));
+    assert!(project.join("README.md").exists() && project.join("wit/plugin.wit").exists());
+
+    // The build command exactly as printed, with the toolchain on PATH.
+    let mut command = Command::new("sh");
+    command.args(["-c", &build]).current_dir(&project);
+    match lang {
+        "python" => {
+            let bin = crate::languages::componentize_py();
+            let path = format!(
+                "{}:{}",
+                bin.parent().unwrap().display(),
+                std::env::var("PATH").unwrap_or_default()
+            );
+            command.env("PATH", path);
+        }
+        _ => {
+            // The test plugins' target directory: wit-bindgen is built there already.
+            let target = Path::new(env!("DSH_WASM_TARGET_DIR"));
+            command.env("CARGO_TARGET_DIR", target);
+            wasm = target.join(format!("wasm32-wasip2/release/{name}.wasm"));
+        }
+    }
+    let built = command.output().unwrap();
+    assert!(built.status.success(), "{build}: {built:?}");
+
+    // Refused until granted `log` (and `progress`), with the lines to add...
+    let (status, report) = check(&env, "", &wasm);
+    assert_eq!(status, 1, "{report:#}");
+    assert_eq!(report["kind"], "tool");
+    let missing = report["missing_grants"].as_str().unwrap();
+    assert!(missing.contains(&format!("[plugins.{name}]")), "{missing}");
+    let grant: Vec<&str> = report["grant_lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.as_str())
+        .filter(|l| !l.starts_with("fs ="))
+        .collect();
+    let config = grant.join("\n") + "\n";
+    // ...and served once they are in dsh.toml.
+    let (status, report) = check(&env, &config, &wasm);
+    assert_eq!(status, 0, "{report:#}");
+    std::fs::create_dir_all(env.plugins_dir()).unwrap();
+    std::fs::copy(&wasm, env.plugins_dir().join(format!("{name}.wasm"))).unwrap();
+    let called = env.call_configured(&config, &name, &serde_json::json!({"name": "dsh"}), &[]);
+    assert_eq!(called.content, "hello, dsh", "{called:?}");
+}
+
+#[test]
+fn plugin_new_in_rust_builds_checks_and_answers_a_call() {
+    new_build_check_call("rust");
+}
+
+#[test]
+fn plugin_new_in_python_builds_checks_and_answers_a_call() {
+    new_build_check_call("python");
 }

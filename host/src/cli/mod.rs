@@ -5,6 +5,7 @@
 
 pub mod call;
 pub mod plugin;
+pub mod plugin_new;
 pub mod plugins;
 pub mod print;
 pub mod serve;

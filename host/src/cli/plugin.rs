@@ -1,4 +1,5 @@
-//! `dsh plugin`: working on one plugin file. `dsh plugin check FILE` loads a component
+//! `dsh plugin`: working on one plugin. `dsh plugin new` writes a project
+//! ([`super::plugin_new`]); `dsh plugin check FILE` loads a component
 //! through the same path `dsh serve` does (compile through the cache, contract version,
 //! grants, link, `describe()`, schema validation by the registry) and prints what it
 //! found: its kind and contract version, its tools and schemas, its imports, the
@@ -36,6 +37,9 @@ enum Command {
     /// it needs, its size and compile time. Exit status 1 when `dsh serve` would refuse
     /// it under the configuration in use, with the reason.
     Check(CheckArgs),
+    /// Write a new plugin project (Rust, Python or JavaScript; a tool, guard or result
+    /// filter) that builds with one command, printed and in its README
+    New(super::plugin_new::NewArgs),
 }
 
 #[derive(clap::Args)]
@@ -89,6 +93,7 @@ struct ToolReport {
 pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         Command::Check(args) => check(globals, args).await,
+        Command::New(args) => super::plugin_new::run(args),
     }
 }
 

@@ -23,7 +23,13 @@ fn scan(root: &Path) -> std::io::Result<(Vec<(String, usize)>, usize)> {
     if !std::fs::metadata(root)?.is_dir() {
         let n = count_lines(&std::fs::read(root)?);
         let name = root.file_name().map(|n| n.to_string_lossy().into_owned());
-        return Ok((name.filter(|_| n > 0).map(|name| (name, n)).into_iter().collect(), 1));
+        return Ok((
+            name.filter(|_| n > 0)
+                .map(|name| (name, n))
+                .into_iter()
+                .collect(),
+            1,
+        ));
     }
     let (mut found, mut scanned) = (Vec::new(), 0);
     let mut stack = vec![String::new()];
@@ -34,7 +40,11 @@ fn scan(root: &Path) -> std::io::Result<(Vec<(String, usize)>, usize)> {
             .collect();
         names.sort();
         for name in names.into_iter().rev() {
-            let child = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+            let child = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
             let full = root.join(&child);
             if full.is_dir() {
                 stack.push(child);
@@ -62,7 +72,9 @@ impl Guest for Todos {
     fn describe() -> Vec<ToolSpec> {
         vec![ToolSpec {
             name: "todos".into(),
-            description: "Count the TODO and FIXME lines under a path (a file or a directory), per file.".into(),
+            description:
+                "Count the TODO and FIXME lines under a path (a file or a directory), per file."
+                    .into(),
             input_schema: SCHEMA.into(),
             idempotent: true,
             output_budget: None,
@@ -79,20 +91,23 @@ impl Guest for Todos {
         };
         let (found, scanned) = match scan(&root) {
             Ok(scan) => scan,
-            Err(_) => {
-                return ToolResult {
-                    content: vec![],
-                    structured_json: None,
-                    error: Some(ToolError {
-                        code: ErrorCode::InvalidArguments,
-                        message: format!("cannot read {path}: no such file or directory in the granted directories"),
-                    }),
-                    full_output_path: None,
-                }
-            }
+            Err(_) => return ToolResult {
+                content: vec![],
+                structured_json: None,
+                error: Some(ToolError {
+                    code: ErrorCode::InvalidArguments,
+                    message: format!(
+                        "cannot read {path}: no such file or directory in the granted directories"
+                    ),
+                }),
+                full_output_path: None,
+            },
         };
         let total: usize = found.iter().map(|(_, n)| n).sum();
-        log::write(Level::Info, &format!("todos: {scanned} files scanned, {total} lines found"));
+        log::write(
+            Level::Info,
+            &format!("todos: {scanned} files scanned, {total} lines found"),
+        );
         let mut lines: Vec<String> = found.iter().map(|(rel, n)| format!("{rel}: {n}")).collect();
         lines.push(format!("total: {total} in {} files", found.len()));
         let files: serde_json::Map<String, serde_json::Value> =
