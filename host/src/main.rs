@@ -49,8 +49,8 @@ enum Command {
     /// version and why, settings changed that wait for a restart. With none, shows the
     /// plugin set as `dsh serve` would load it.
     Plugins(cli::plugins::Args),
-    /// Work on one plugin: `check FILE` loads it as `dsh serve` would and says what it
-    /// is, what it needs, or why it is refused
+    /// Work on one plugin: `new NAME --lang L` writes a project; `check FILE` loads it
+    /// as `dsh serve` would and says what it is, what it needs, or why it is refused
     Plugin(cli::plugin::Args),
 }
 
