@@ -217,10 +217,19 @@ fn check(env: &Env, config: &str, wasm: &Path) -> Value {
 }
 
 fn rss_kib(pid: i32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+fn peak_rss_kib(pid: i32) -> u64 {
+    status_kib(pid, "VmHWM:")
+}
+
+/// A `/proc/PID/status` figure in KiB.
+fn status_kib(pid: i32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap()
 }
@@ -308,14 +317,24 @@ fn todos_answers_the_same(lang: Lang) {
         })
         .collect();
     times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let rss_loaded = rss_kib(server.pid());
+    // Eight calls at once, each in its own instance.
+    let pending: Vec<_> = (0..8)
+        .map(|_| server.start_call("todos", json!({"path": data})))
+        .collect();
+    for call in pending {
+        let reply = call.reply(&server);
+        assert!(!reply.is_error, "{reply:?}");
+    }
     eprintln!(
         "languages: {lang:?} todos: {} KiB, first check (compile) {:.0} ms, cached serve start {:.0} ms, \
-         call p50 {:.2} ms (MCP round trip), server RSS {} MiB",
+         call p50 {:.2} ms (MCP round trip), server RSS {} MiB loaded, peak {} MiB after 8 concurrent calls",
         report["size_bytes"].as_u64().unwrap() / 1024,
         first_load.as_secs_f64() * 1000.0,
         cached_start.as_secs_f64() * 1000.0,
         times[times.len() / 2],
-        rss_kib(server.pid()) / 1024
+        rss_loaded / 1024,
+        peak_rss_kib(server.pid()) / 1024
     );
 }
 
