@@ -49,7 +49,16 @@ fn status_kib(field: &str) -> u64 {
 #[tokio::main]
 async fn main() {
     println!("== todos in three languages (fresh instance per call)");
+    // DSH_BENCH_LANG=python (say) runs one language; DSH_BENCH_CALLS the calls measured.
+    let only = std::env::var("DSH_BENCH_LANG").ok();
+    let n: usize = std::env::var("DSH_BENCH_CALLS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(300);
     for (lang, wasm) in components() {
+        if only.as_deref().is_some_and(|only| only != lang) {
+            continue;
+        }
         if !wasm.exists() {
             println!(
                 "{lang}: {} missing: run `cargo test --test e2e languages::todos` first",
@@ -104,7 +113,6 @@ async fn main() {
         let args = serde_json::json!({ "path": data.join("a.rs") });
         let args_json = args.to_string();
         let never = tokio_util::sync::CancellationToken::new();
-        let n = 300;
         let mut direct = Vec::with_capacity(n);
         let mut through = Vec::with_capacity(n);
         for _ in 0..20 {
