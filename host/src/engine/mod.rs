@@ -36,9 +36,9 @@ pub const MAX_MEMORIES_PER_COMPONENT: u32 = 1;
 /// `wasm32-wasip2` plugin has 2 (its own and the component shim's).
 pub const MAX_TABLES_PER_COMPONENT: u32 = 4;
 /// Elements one table may have, initially or after growing.
-pub const MAX_TABLE_ELEMENTS: usize = 100_000;
+pub const MAX_TABLE_ELEMENTS: usize = 10_000;
 /// Core module instances one component may create. A Rust `wasm32-wasip2` plugin
-/// creates 3 (its module, the shim and the fixups).
+/// creates 3 (its module, the shim and the fixups); a componentize-py (Python) one 14.
 pub const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 32;
 /// Bytes of each reused memory, table and stack slot kept mapped between calls.
 const KEEP_RESIDENT_BYTES: usize = 64 << 10;
