@@ -49,6 +49,9 @@ enum Command {
     /// version and why, settings changed that wait for a restart. With none, shows the
     /// plugin set as `dsh serve` would load it.
     Plugins(cli::plugins::Args),
+    /// Work on one plugin: `new NAME --lang L` writes a project; `check FILE` loads it
+    /// as `dsh serve` would and says what it is, what it needs, or why it is refused
+    Plugin(cli::plugin::Args),
 }
 
 fn main() -> ExitCode {
@@ -95,5 +98,6 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => cli::serve::run(globals, args).await,
         Command::Stats(args) => cli::stats::run(globals, args).await,
         Command::Plugins(args) => cli::plugins::run(globals, args).await,
+        Command::Plugin(args) => cli::plugin::run(globals, args).await,
     }
 }

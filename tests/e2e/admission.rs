@@ -147,7 +147,7 @@ fn components_with_two_memories_or_oversized_tables_are_refused_at_load_with_the
     write("huge_table", component_of(&[module_with_table(10_001)])).unwrap();
     write(
         "many_instances",
-        component_of(&(0..9).map(|_| Module::new()).collect::<Vec<_>>()),
+        component_of(&(0..33).map(|_| Module::new()).collect::<Vec<_>>()),
     )
     .unwrap();
     write(
@@ -176,7 +176,7 @@ fn components_with_two_memories_or_oversized_tables_are_refused_at_load_with_the
         ("two_memories", "2 Wasm linear memories"),
         ("huge_table", "minimum element size of 10001"),
         ("many_tables", "5 tables"),
-        ("many_instances", "9 core module instances"),
+        ("many_instances", "33 core module instances"),
     ] {
         let reason = reason(name);
         assert!(

@@ -4,6 +4,8 @@
 //! command. Part of the binary: errors here are `anyhow`, output goes to stdout.
 
 pub mod call;
+pub mod plugin;
+pub mod plugin_new;
 pub mod plugins;
 pub mod print;
 pub mod serve;

@@ -38,8 +38,8 @@ pub const MAX_TABLES_PER_COMPONENT: u32 = 4;
 /// Elements one table may have, initially or after growing.
 pub const MAX_TABLE_ELEMENTS: usize = 10_000;
 /// Core module instances one component may create. A Rust `wasm32-wasip2` plugin
-/// creates 3 (its module, the shim and the fixups).
-pub const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 8;
+/// creates 3 (its module, the shim and the fixups); a componentize-py (Python) one 14.
+pub const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 32;
 /// Bytes of each reused memory, table and stack slot kept mapped between calls.
 const KEEP_RESIDENT_BYTES: usize = 64 << 10;
 /// The largest linear memory any plugin may have; per-plugin caps are lower.
