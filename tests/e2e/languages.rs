@@ -235,13 +235,14 @@ fn status_kib(pid: i32, field: &str) -> u64 {
 }
 
 /// Builds `lang`'s todos, checks its imports, serves it with only its directory and
-/// `log`/`progress` granted, and asks it the same questions as every other language.
+/// `log` granted (progress needs none), and asks it the same questions as every other
+/// language.
 fn todos_answers_the_same(lang: Lang) {
     let wasm = build(lang);
     let env = Env::new();
     let (data, secret) = fixture(&env);
     let config = format!(
-        "[plugins.todos]\ninterfaces = [\"log\", \"progress\"]\nfs = [{{ path = {:?}, mode = \"ro\" }}]\n",
+        "[plugins.todos]\ninterfaces = [\"log\"]\nfs = [{{ path = {:?}, mode = \"ro\" }}]\n",
         data.display().to_string()
     );
 

@@ -202,7 +202,7 @@ fn new_build_check_call(lang: &str) {
     let built = command.output().unwrap();
     assert!(built.status.success(), "{build}: {built:?}");
 
-    // Refused until granted `log` (and `progress`), with the lines to add...
+    // Refused until granted `log` (progress needs no grant), with the lines to add...
     let (status, report) = check(&env, "", &wasm);
     assert_eq!(status, 1, "{report:#}");
     assert_eq!(report["kind"], "tool");

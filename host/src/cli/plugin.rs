@@ -255,10 +255,17 @@ fn host_interfaces(imports: &[String]) -> impl Iterator<Item = &str> {
         .filter(|interface| *interface != "types")
 }
 
+/// The host interfaces among `imports` that need a grant (progress needs none).
+fn granted_interfaces(imports: &[String]) -> BTreeSet<&str> {
+    host_interfaces(imports)
+        .filter(|interface| dsh::services::capabilities::needs_grant(interface))
+        .collect()
+}
+
 /// The `dsh.toml` section granting what `imports` need: the host interfaces, and a
 /// directory line (to fill in) when it imports the filesystem.
 fn grant_lines(name: &str, imports: &[String], config: &dsh::config::PluginConfig) -> Vec<String> {
-    let interfaces: BTreeSet<&str> = host_interfaces(imports).collect();
+    let interfaces = granted_interfaces(imports);
     let mut lines = vec![format!("[plugins.{name}]")];
     let quoted: Vec<String> = interfaces.iter().map(|i| format!("{i:?}")).collect();
     lines.push(format!("interfaces = [{}]", quoted.join(", ")));

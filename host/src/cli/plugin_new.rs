@@ -161,7 +161,7 @@ fn readme(name: &str, kind: Kind, project: &Project) -> String {
         _ => "npm install -g @bytecodealliance/componentize-js @bytecodealliance/preview2-shim@0.25.0",
     };
     let config = match kind {
-        Kind::Tool => format!("[plugins.{name}]\ninterfaces = [\"log\", \"progress\"]\n"),
+        Kind::Tool => format!("[plugins.{name}]\ninterfaces = [\"log\"]\n"),
         Kind::Guard => {
             format!("[pipeline]\nguards = [\"{name}\"]\n[plugins.{name}]\ninterfaces = [\"log\"]\n")
         }

@@ -384,7 +384,9 @@ impl Grants {
             .iter()
             .filter_map(|import| import.strip_prefix(HOST_PACKAGE))
             .map(|rest| rest.split('@').next().unwrap_or(rest))
-            .filter(|interface| *interface != "types")
+            .filter(|interface| {
+                *interface != "types" && crate::services::capabilities::needs_grant(interface)
+            })
             .collect();
         let missing: Vec<&str> = needed
             .iter()
@@ -545,7 +547,7 @@ mod tests {
     }
 
     #[test]
-    fn progress_is_granted_like_log_in_every_contract_version() {
+    fn progress_needs_no_grant_and_log_does_in_every_contract_version() {
         let granted = |interfaces: &[&str]| Grants {
             view: GrantsView {
                 interfaces: interfaces.iter().map(|i| i.to_string()).collect(),
@@ -559,17 +561,12 @@ mod tests {
             "dsh:plugin/log@0.2.0".to_string(),
             "dsh:plugin/progress@0.2.0".to_string(),
         ];
-        let error = granted(&["log"])
-            .check_imports("slow", &imports)
-            .unwrap_err();
-        assert!(error.contains("`dsh:plugin/progress`"), "{error}");
-        assert!(
-            error.contains("interfaces = [\"log\", \"progress\"]"),
-            "{error}"
-        );
-        assert!(granted(&["log", "progress"])
-            .check_imports("slow", &imports)
-            .is_ok());
+        // Progress reaches only the call's own caller: importing it needs no grant.
+        assert!(granted(&["log"]).check_imports("slow", &imports).is_ok());
+        let error = granted(&[]).check_imports("slow", &imports).unwrap_err();
+        assert!(error.contains("`dsh:plugin/log`"), "{error}");
+        assert!(!error.contains("`dsh:plugin/progress`"), "{error}");
+        assert!(error.contains("interfaces = [\"log\"]"), "{error}");
         // The same grant covers a 0.1.0 plugin's `log` import.
         assert!(granted(&["log"])
             .check_imports("old", &["dsh:plugin/log@0.1.0".to_string()])

@@ -53,6 +53,9 @@ pub struct CapabilityInfo {
     pub name: &'static str,
     /// One line on what a plugin granted it can do.
     pub summary: &'static str,
+    /// Whether a plugin needs `interfaces = ["NAME"]` to import it. An interface that
+    /// reaches only the call's own caller (progress) needs none.
+    pub needs_grant: bool,
     /// The error codes its calls may give besides `INTERNAL`.
     pub errors: &'static [ErrorCode],
 }
@@ -137,6 +140,11 @@ macro_rules! define_services {
             pub const ALL: &[CapabilityInfo] = &[$(<$ty as Capability>::INFO,)*];
             /// Their names: the interfaces a plugin can be granted.
             pub const NAMES: &[&str] = &[$(<$ty as Capability>::INFO.name,)*];
+
+            /// Whether importing `name` needs a grant (unknown names do).
+            pub fn needs_grant(name: &str) -> bool {
+                ALL.iter().find(|c| c.name == name).is_none_or(|c| c.needs_grant)
+            }
         }
 
         impl Services {

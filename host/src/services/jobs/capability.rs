@@ -14,6 +14,7 @@ impl Capability for Arc<JobRegistry> {
     const INFO: CapabilityInfo = CapabilityInfo {
         name: "jobs",
         summary: "list, read and kill the caller's background jobs",
+        needs_grant: true,
         errors: &[ErrorCode::NotFound, ErrorCode::InvalidArguments],
     };
 

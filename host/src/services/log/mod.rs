@@ -21,6 +21,7 @@ impl Capability for LogCapability {
     const INFO: CapabilityInfo = CapabilityInfo {
         name: "log",
         summary: "write log lines into the host's log, attributed to the plugin and call",
+        needs_grant: true,
         errors: &[],
     };
 

@@ -16,6 +16,7 @@ impl Capability for Arc<LspService> {
         name: "lsp",
         summary: "ask language servers the host owns for definitions, references, hovers \
                   and document symbols",
+        needs_grant: true,
         errors: &[
             ErrorCode::InvalidArguments,
             ErrorCode::LspUnavailable,

@@ -12,6 +12,7 @@ impl Capability for ProcessService {
         name: "process",
         summary:
             "run shell commands as contained process trees, in the foreground or as background jobs",
+        needs_grant: true,
         errors: &[ErrorCode::InvalidArguments, ErrorCode::LimitExceeded],
     };
 

@@ -22,6 +22,7 @@ impl Capability for ProgressCapability {
     const INFO: CapabilityInfo = CapabilityInfo {
         name: "progress",
         summary: "report a call's progress (a fraction and a message) to its caller",
+        needs_grant: false,
         errors: &[],
     };
 

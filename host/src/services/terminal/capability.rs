@@ -13,6 +13,7 @@ impl Capability for Arc<TerminalService> {
     const INFO: CapabilityInfo = CapabilityInfo {
         name: "terminal",
         summary: "open, drive, read and close interactive PTY sessions",
+        needs_grant: true,
         errors: &[
             ErrorCode::NotFound,
             ErrorCode::InvalidArguments,
