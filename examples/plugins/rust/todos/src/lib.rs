@@ -91,17 +91,19 @@ impl Guest for Todos {
         };
         let (found, scanned) = match scan(&root) {
             Ok(scan) => scan,
-            Err(_) => return ToolResult {
-                content: vec![],
-                structured_json: None,
-                error: Some(ToolError {
-                    code: ErrorCode::InvalidArguments,
-                    message: format!(
+            Err(_) => {
+                return ToolResult {
+                    content: vec![],
+                    structured_json: None,
+                    error: Some(ToolError {
+                        code: ErrorCode::InvalidArguments,
+                        message: format!(
                         "cannot read {path}: no such file or directory in the granted directories"
                     ),
-                }),
-                full_output_path: None,
-            },
+                    }),
+                    full_output_path: None,
+                }
+            }
         };
         let total: usize = found.iter().map(|(_, n)| n).sum();
         log::write(
