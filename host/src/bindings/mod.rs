@@ -153,8 +153,8 @@ impl std::fmt::Display for ContractVersion {
     }
 }
 
+use self::dsh::plugin::types as wit;
 use crate::error::{ErrorCode, ToolError};
-use dsh::plugin::types as wit;
 
 /// Content items as one text: text items as they are, the others as a bracketed line
 /// naming them (`[image image/png, 1234 bytes]`), joined by newlines. The text is moved,
