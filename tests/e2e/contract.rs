@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::mcp_stdio::McpServer;
-use crate::support::{built_plugin, Env};
+use crate::support::{built_plugin, with_bytes_replaced, Env};
 
 /// A committed component built against contract 0.1.0.
 fn fixture(name: &str) -> PathBuf {
@@ -170,21 +170,7 @@ fn a_component_of_an_unsupported_contract_version_is_refused_naming_the_served_v
     // The 0.1.0 echo with its contract's version rewritten to 0.9.0 (same length, so the
     // component stays well formed): what a plugin built against a future dsh looks like.
     let bytes = std::fs::read(fixture("echo")).unwrap();
-    let (from, to) = (b"dsh:plugin/types@0.1.0", b"dsh:plugin/types@0.9.0");
-    let mut patched = Vec::with_capacity(bytes.len());
-    let mut rest = &bytes[..];
-    let mut replaced = 0;
-    while !rest.is_empty() {
-        if rest.starts_with(from) {
-            patched.extend_from_slice(to);
-            rest = &rest[from.len()..];
-            replaced += 1;
-        } else {
-            patched.push(rest[0]);
-            rest = &rest[1..];
-        }
-    }
-    assert!(replaced > 0, "the fixture names dsh:plugin/types@0.1.0");
+    let patched = with_bytes_replaced(&bytes, b"dsh:plugin/types@0.1.0", b"dsh:plugin/types@0.9.0");
     std::fs::create_dir_all(env.plugins_dir()).unwrap();
     std::fs::write(env.plugins_dir().join("future.wasm"), &patched).unwrap();
     install(&env, "echo", &built_plugin("echo"));

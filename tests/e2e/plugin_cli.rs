@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::{built_plugin, Env};
+use crate::support::{built_plugin, with_bytes_replaced, Env};
 
 /// `dsh plugin check FILE --json` under `config`: (exit status, the report).
 fn check(env: &Env, config: &str, file: &Path) -> (i32, Value) {
@@ -128,21 +128,7 @@ fn plugin_check_refuses_a_bad_schema_with_the_reason_serve_gives() {
 fn plugin_check_refuses_an_unsupported_contract_version_naming_it() {
     let env = Env::new();
     let bytes = std::fs::read(built_plugin("echo")).unwrap();
-    let (from, to) = (b"dsh:plugin/types@0.2.0", b"dsh:plugin/types@0.9.0");
-    let mut patched = Vec::with_capacity(bytes.len());
-    let mut rest = &bytes[..];
-    let mut replaced = 0;
-    while !rest.is_empty() {
-        if rest.starts_with(from) {
-            patched.extend_from_slice(to);
-            rest = &rest[from.len()..];
-            replaced += 1;
-        } else {
-            patched.push(rest[0]);
-            rest = &rest[1..];
-        }
-    }
-    assert!(replaced > 0, "echo names dsh:plugin/types@0.2.0");
+    let patched = with_bytes_replaced(&bytes, b"dsh:plugin/types@0.2.0", b"dsh:plugin/types@0.9.0");
     let file = env.dir.path().join("future.wasm");
     std::fs::write(&file, &patched).unwrap();
     let (status, report) = check(&env, "", &file);

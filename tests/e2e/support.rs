@@ -257,3 +257,29 @@ pub fn output_and_peak_rss(command: &mut Command) -> (Output, i64) {
     };
     (output, usage.ru_maxrss)
 }
+
+/// `bytes` with every `from` replaced by `to`, which has the same length, so a component
+/// stays well formed (a plugin "built against" another contract version). Panics when
+/// `from` is not in `bytes`.
+pub fn with_bytes_replaced(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    assert_eq!(from.len(), to.len(), "a replacement of the same length");
+    let mut patched = Vec::with_capacity(bytes.len());
+    let mut rest = bytes;
+    let mut replaced = 0;
+    while !rest.is_empty() {
+        if rest.starts_with(from) {
+            patched.extend_from_slice(to);
+            rest = &rest[from.len()..];
+            replaced += 1;
+        } else {
+            patched.push(rest[0]);
+            rest = &rest[1..];
+        }
+    }
+    assert!(
+        replaced > 0,
+        "{} is not in the bytes",
+        String::from_utf8_lossy(from)
+    );
+    patched
+}
