@@ -15,7 +15,7 @@ use support::{percentile, us};
 
 use std::time::{Duration, Instant};
 
-use dsh::call::{CallContext, CallRequest};
+use dsh::call::CallRequest;
 
 fn report(name: &str, samples: &mut [Duration]) -> Duration {
     let p50 = percentile(samples, 0.50);
@@ -55,18 +55,7 @@ async fn main() {
     let text = "x".repeat(1024);
     let echo_args = serde_json::json!({ "text": text });
     let args_json = echo_args.to_string();
-    let context = |scratch: &std::path::Path| CallContext {
-        owner: "bench".into(),
-        session: "bench".into(),
-        call_id: "call-0".into(),
-        workdir: scratch.to_path_buf(),
-        scope: "default".into(),
-        tool: "echo".into(),
-        spill_dir: scratch.to_path_buf(),
-        output_budget: 30_000,
-        spill_cap: dsh::output::DEFAULT_SPILL_CAP,
-        notices: Default::default(),
-    };
+    let context = |scratch: &std::path::Path| support::bench_context(scratch, "echo");
     let (old_context, new_context) = (context(old_scratch.path()), context(new_scratch.path()));
     let never = tokio_util::sync::CancellationToken::new();
     let request = || CallRequest::new("echo", echo_args.clone(), "bench", "default");

@@ -13,7 +13,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use dsh::call::{CallContext, CallRequest};
+use dsh::call::CallRequest;
 use dsh::config::Config;
 use support::{ms, percentile, us};
 
@@ -99,18 +99,7 @@ async fn main() {
         let catalog = host.registry.snapshot();
         let scope = host.registry.scope("default").unwrap();
         let todos = catalog.resolve("todos", &scope).unwrap();
-        let context = CallContext {
-            owner: "bench".into(),
-            session: "bench".into(),
-            call_id: "call-0".into(),
-            workdir: scratch.path().to_path_buf(),
-            scope: "default".into(),
-            tool: "todos".into(),
-            spill_dir: scratch.path().to_path_buf(),
-            output_budget: 30_000,
-            spill_cap: dsh::output::DEFAULT_SPILL_CAP,
-            notices: Default::default(),
-        };
+        let context = support::bench_context(scratch.path(), "todos");
         let args = serde_json::json!({ "path": data.join("a.rs") });
         let args_json = args.to_string();
         let never = tokio_util::sync::CancellationToken::new();

@@ -15,7 +15,7 @@ use support::{percentile, us};
 
 use std::time::{Duration, Instant};
 
-use dsh::call::{CallContext, CallRequest};
+use dsh::call::CallRequest;
 
 fn report(name: &str, samples: &mut [Duration]) -> Duration {
     let p50 = percentile(samples, 0.50);
@@ -60,18 +60,7 @@ async fn main() {
     let catalog = host.registry.snapshot();
     let scope = host.registry.scope("default").unwrap();
     let echo = catalog.resolve("echo", &scope).unwrap();
-    let context = CallContext {
-        owner: "bench".into(),
-        session: "bench".into(),
-        call_id: "call-0".into(),
-        workdir: scratch.path().to_path_buf(),
-        scope: "default".into(),
-        tool: "echo".into(),
-        spill_dir: scratch.path().to_path_buf(),
-        output_budget: 30_000,
-        spill_cap: dsh::output::DEFAULT_SPILL_CAP,
-        notices: Default::default(),
-    };
+    let context = support::bench_context(scratch.path(), "echo");
     let args_json = echo_args.to_string();
     for _ in 0..200 {
         pipeline.call(request("echo", &echo_args), &never).await;

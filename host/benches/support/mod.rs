@@ -74,3 +74,20 @@ pub fn process_cpu() -> Duration {
     let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     time(usage.ru_utime) + time(usage.ru_stime)
 }
+
+/// The context of a call by owner `bench` in scope `default` to `tool`, with `scratch` as
+/// its workspace and spill directory: for benches that call a plugin directly.
+pub fn bench_context(scratch: &std::path::Path, tool: &str) -> dsh::call::CallContext {
+    dsh::call::CallContext {
+        owner: "bench".into(),
+        session: "bench".into(),
+        call_id: "call-0".into(),
+        workdir: scratch.to_path_buf(),
+        scope: "default".into(),
+        tool: tool.into(),
+        spill_dir: scratch.to_path_buf(),
+        output_budget: 30_000,
+        spill_cap: dsh::output::DEFAULT_SPILL_CAP,
+        notices: Default::default(),
+    }
+}
