@@ -172,17 +172,7 @@ async fn main() {
                 "processId": std::process::id(),
                 "rootUri": root,
                 "workspaceFolders": [{ "uri": root, "name": "work" }],
-                "capabilities": {
-                    "workspace": { "configuration": true, "workspaceFolders": true },
-                    "textDocument": {
-                        "synchronization": { "didSave": false },
-                        "hover": { "contentFormat": ["plaintext", "markdown"] },
-                        "definition": { "linkSupport": true },
-                        "references": {},
-                        "documentSymbol": { "hierarchicalDocumentSymbolSupport": true }
-                    },
-                    "general": { "positionEncodings": ["utf-16"] }
-                },
+                "capabilities": dsh::services::lsp::client_capabilities(),
                 "initializationOptions": null,
             }),
         )

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::mcp_stdio::McpServer;
-use crate::support::{built_plugin, with_bytes_replaced, Env};
+use crate::support::{built_plugin, plugins_listed, with_bytes_replaced, Env};
 
 /// A committed component built against contract 0.1.0.
 fn fixture(name: &str) -> PathBuf {
@@ -28,17 +28,7 @@ fn install(env: &Env, name: &str, from: &Path) {
 
 /// `dsh plugins --json` of the running server: every plugin's status.
 fn statuses(env: &Env) -> Vec<Value> {
-    let output = env.dsh().args(["plugins", "--json"]).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice::<Value>(&output.stdout)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
+    plugins_listed(env.dsh())
 }
 
 fn status_of(plugins: &[Value], name: &str) -> Value {

@@ -95,21 +95,7 @@ impl Env {
 
     /// `dsh plugins --json` under `config`, parsed.
     pub fn plugins_configured(&self, config: &str) -> Vec<Value> {
-        let output = self
-            .dsh_configured(config)
-            .args(["plugins", "--json"])
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        serde_json::from_slice::<Value>(&output.stdout)
-            .unwrap()
-            .as_array()
-            .unwrap()
-            .clone()
+        plugins_listed(self.dsh_configured(config))
     }
 
     /// `dsh call TOOL ARGS --json`, parsed.
@@ -282,4 +268,19 @@ pub fn with_bytes_replaced(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
         String::from_utf8_lossy(from)
     );
     patched
+}
+
+/// `dsh plugins --json` run from `dsh` (with whatever configuration it was given), parsed.
+pub fn plugins_listed(mut dsh: Command) -> Vec<Value> {
+    let output = dsh.args(["plugins", "--json"]).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice::<Value>(&output.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
 }

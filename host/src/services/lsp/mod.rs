@@ -20,6 +20,8 @@
 pub mod capability;
 pub mod config;
 mod server;
+
+pub use server::client_capabilities;
 pub mod wit;
 
 use std::collections::{BTreeMap, HashMap};

@@ -226,17 +226,7 @@ impl Server {
             "rootPath": root.display().to_string(),
             "rootUri": root_uri,
             "workspaceFolders": [{ "uri": root_uri, "name": name }],
-            "capabilities": {
-                "workspace": { "configuration": true, "workspaceFolders": true },
-                "textDocument": {
-                    "synchronization": { "didSave": false },
-                    "hover": { "contentFormat": ["plaintext", "markdown"] },
-                    "definition": { "linkSupport": true },
-                    "references": {},
-                    "documentSymbol": { "hierarchicalDocumentSymbolSupport": true }
-                },
-                "general": { "positionEncodings": ["utf-16"] }
-            },
+            "capabilities": client_capabilities(),
             "initializationOptions": options,
         });
         self.request("initialize", params).await?;
@@ -474,6 +464,22 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
         }
     }
     fail_all(&shared);
+}
+
+/// The client capabilities dsh declares in `initialize`: what the four queries need
+/// (plain-text hover first, location links, hierarchical symbols, UTF-16 positions).
+pub fn client_capabilities() -> Value {
+    json!({
+        "workspace": { "configuration": true, "workspaceFolders": true },
+        "textDocument": {
+            "synchronization": { "didSave": false },
+            "hover": { "contentFormat": ["plaintext", "markdown"] },
+            "definition": { "linkSupport": true },
+            "references": {},
+            "documentSymbol": { "hierarchicalDocumentSymbolSupport": true }
+        },
+        "general": { "positionEncodings": ["utf-16"] }
+    })
 }
 
 #[cfg(test)]
