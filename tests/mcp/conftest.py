@@ -570,20 +570,20 @@ def _stop_http_server(server: HttpServer) -> None:
 
 @pytest.fixture
 def start_http_server(dsh_bin: str, dsh_env: dict[str, str], dsh_dirs: DshDirs):
-    """`start_http_server(config=None, nofile=None)` -> a running `dsh serve --http 127.0.0.1:0` with a random token.
+    """`start_http_server(config=None, nofile=None, env=None)` -> a running `dsh serve --http 127.0.0.1:0` with a random token.
 
     `config`: the text of a `dsh.toml` to start it with (`--config`); `nofile`: its
-    open file descriptor limit (`ulimit -n`). Every
+    open file descriptor limit (`ulimit -n`); `env`: more environment variables. Every
     server started is stopped at teardown (TERM, then KILL to its group).
     """
     servers: list[HttpServer] = []
 
-    def start(config: str | None = None, nofile: int | None = None) -> HttpServer:
+    def start(config: str | None = None, nofile: int | None = None, env: dict[str, str] | None = None) -> HttpServer:
         argv = [dsh_bin, "serve", "--http", "127.0.0.1:0", *_config_args(dsh_dirs, config)]
         if nofile is not None:
             # `ulimit -n` for dsh alone: the shell sets it, then becomes dsh (same pid).
             argv = ["sh", "-c", f'ulimit -n {int(nofile)} && exec "$@"', "sh", *argv]
-        server = _launch_http_server(argv, dsh_env, dsh_dirs.work)
+        server = _launch_http_server(argv, dsh_env | (env or {}), dsh_dirs.work)
         servers.append(server)
         return server
 

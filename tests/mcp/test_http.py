@@ -9,13 +9,16 @@ and a server that keeps its results and its head: a call longer than the
 session idle time returns its result (an idle session still ends), silent
 connections do not starve a valid client (header timeout, connection cap),
 a body that never arrives gets 408, the `Origin` check (403), and the session
-cap (503).
+cap (503); and scopes served side by side, each to its own token, a session of one
+scope unreachable with another's token.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import secrets
 import select
 import socket
 import time
@@ -625,3 +628,52 @@ async def test_http_session_past_the_cap_gets_503(start_http_server):
         closed = await http.delete(server.url, headers=first.headers())
         assert closed.status_code in (200, 202, 204), describe(closed)
         await third.initialize()
+
+
+async def test_http_each_token_reaches_its_own_scope_and_executor(
+    start_http_server, open_http_session, text_of, tmp_path
+):
+    """One server, two scopes: the default one runs commands `local`, `untrusted` (its
+    own token) `sandbox`; each call runs under its token's scope and the marker says so."""
+    untrusted_token = secrets.token_hex(24)
+    config = (
+        '[scopes]\nuntrusted = ["*"]\n'
+        '[process.executor]\nscopes = { untrusted = "sandbox" }\n'
+        '[serve]\nhttp_scope_tokens = { untrusted = "DSH_UNTRUSTED_TOKEN" }\n'
+    )
+    server = start_http_server(config=config, env={"DSH_UNTRUSTED_TOKEN": untrusted_token})
+    untrusted = dataclasses.replace(server, token=untrusted_token)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    probe = {"command": f"touch {outside}/$MARK && echo wrote", "description": "probe"}
+
+    def run(scope: str) -> dict[str, Any]:
+        return {"name": "bash", "arguments": probe | {"command": probe["command"].replace("$MARK", scope)}}
+
+    async with open_http_session(server) as local, open_http_session(untrusted) as sandboxed:
+        local_result = await local.call_tool(**run("local"))
+        sandboxed_result = await sandboxed.call_tool(**run("sandboxed"))
+        # And again in the other order, the two sessions open side by side.
+        local_again = await local.call_tool(**run("local-again"))
+    local_text, sandboxed_text, again_text = (text_of(r) for r in (local_result, sandboxed_result, local_again))
+    assert "wrote" in local_text and "[sandbox:" not in local_text, local_text
+    assert "wrote" in again_text and "[sandbox:" not in again_text, again_text
+    assert "wrote" not in sandboxed_text, sandboxed_text
+    assert "[sandbox: fs=workspace net=off]" in sandboxed_text, sandboxed_text
+    assert sorted(p.name for p in outside.iterdir()) == ["local", "local-again"]
+
+    async with httpx2.AsyncClient(timeout=10) as http:
+        # A session opened with one scope's token does not exist for the other's.
+        mine = RawSession(http, server.url, server.token)
+        await mine.initialize()
+        theirs = RawSession(http, server.url, untrusted_token)
+        theirs.session_id = mine.session_id
+        listed = await theirs.call(2, "tools/list")
+        assert listed.status_code == 404, describe(listed)
+        closed = await http.delete(server.url, headers=theirs.headers())
+        still = await mine.call(3, "tools/list")
+        assert any(m.get("id") == 3 and "result" in m for m in jsonrpc_messages(still)), (
+            f"another scope's DELETE closed the session: {describe(closed)}\n{describe(still)}"
+        )
+        wrong = RawSession(http, server.url, "not-a-token")
+        assert (await wrong.post(json.dumps(INITIALIZE).encode())).status_code == 401

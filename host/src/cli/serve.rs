@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use dsh::config_watch::{ConfigStatus, LiveConfig};
 use dsh::control::{Answer, ControlSocket};
 use dsh::host::Host;
-use dsh::mcp::http::{generate_token, serve_http, MCP_PATH};
+use dsh::mcp::http::{generate_token, serve_http, ServedScope, MCP_PATH};
 use dsh::mcp::{serve_stdio, McpServer};
 use dsh::registry::DEFAULT_SCOPE;
 
@@ -25,7 +25,8 @@ pub struct Args {
     /// Serve streamable HTTP at http://ADDR/mcp instead of stdio (loopback by default)
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8765")]
     http: Option<SocketAddr>,
-    /// The scope connections see tools in
+    /// The scope connections see tools in (over HTTP: the scope of `$DSH_HTTP_TOKEN`;
+    /// `[serve] http_scope_tokens` serves more scopes, each to its own token)
     #[arg(long, default_value = DEFAULT_SCOPE)]
     scope: String,
     /// Do not watch the plugin directory and the configuration file (by default a
@@ -108,16 +109,67 @@ fn control_answer(host: &Host, live: Option<Arc<LiveConfig>>) -> Answer {
     })
 }
 
-/// Serves streamable HTTP on `addr` until a signal, then gives connections 5 s to end.
-async fn serve_http_until_signal(server: Arc<McpServer>, addr: SocketAddr) -> anyhow::Result<()> {
-    let token = match std::env::var("DSH_HTTP_TOKEN") {
-        Ok(token) if !token.is_empty() => token,
+/// The token in the environment variable `variable`, or a generated one, printed
+/// (naming `scope` when it is not the only one).
+fn token_from(variable: &str, scope: Option<&str>) -> anyhow::Result<String> {
+    match std::env::var(variable) {
+        Ok(token) if !token.is_empty() => Ok(token),
         _ => {
             let token = generate_token().context("cannot generate a bearer token")?;
-            eprintln!("dsh: bearer token: {token}");
-            token
+            match scope {
+                None => eprintln!("dsh: bearer token: {token}"),
+                Some(scope) => {
+                    eprintln!("dsh: bearer token for scope {scope} (${variable} unset): {token}")
+                }
+            }
+            Ok(token)
         }
-    };
+    }
+}
+
+/// The scopes served over HTTP: `--scope` to `$DSH_HTTP_TOKEN`, then each of
+/// `[serve] http_scope_tokens` to its own; every scope known, every token different.
+fn served_scopes(server: Arc<McpServer>) -> anyhow::Result<Vec<ServedScope>> {
+    let extra = &server.host.config.serve.http_scope_tokens;
+    let main_scope = (!extra.is_empty()).then_some(&*server.scope);
+    let mut scopes = vec![ServedScope {
+        token: token_from("DSH_HTTP_TOKEN", main_scope)?,
+        server: server.clone(),
+    }];
+    for (scope, variable) in extra {
+        if **scope == *server.scope {
+            anyhow::bail!(
+                "[serve] http_scope_tokens names {scope:?}, the scope of `--scope` \
+                 (reached with $DSH_HTTP_TOKEN); remove it or serve another scope"
+            );
+        }
+        server
+            .host
+            .registry
+            .scope(scope)
+            .map_err(|e| anyhow::anyhow!("[serve] http_scope_tokens: {}", e.message))?;
+        let token = token_from(variable, Some(scope))?;
+        if let Some(same) = scopes.iter().find(|s| s.token == token) {
+            anyhow::bail!(
+                "scopes {} and {scope} have the same token: each scope needs its own \
+                 (${variable})",
+                same.server.scope
+            );
+        }
+        scopes.push(ServedScope {
+            server: Arc::new(McpServer {
+                host: server.host.clone(),
+                scope: Arc::from(scope.as_str()),
+            }),
+            token,
+        });
+    }
+    Ok(scopes)
+}
+
+/// Serves streamable HTTP on `addr` until a signal, then gives connections 5 s to end.
+async fn serve_http_until_signal(server: Arc<McpServer>, addr: SocketAddr) -> anyhow::Result<()> {
+    let scopes = served_scopes(server)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
@@ -126,8 +178,15 @@ async fn serve_http_until_signal(server: Arc<McpServer>, addr: SocketAddr) -> an
         tracing::warn!(%local, "serving MCP beyond loopback; anyone with the token can run tools here");
     }
     eprintln!("dsh: listening on http://{local}{MCP_PATH}");
+    if scopes.len() > 1 {
+        let names: Vec<&str> = scopes.iter().map(|s| &*s.server.scope).collect();
+        eprintln!(
+            "dsh: serving scopes {} (each to its own token)",
+            names.join(", ")
+        );
+    }
     let shutdown = CancellationToken::new();
-    let serving = tokio::spawn(serve_http(server, listener, token, shutdown.clone()));
+    let serving = tokio::spawn(serve_http(scopes, listener, shutdown.clone()));
     let signal = shutdown_signal().await;
     tracing::info!(signal, "shutting down");
     shutdown.cancel();

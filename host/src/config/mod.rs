@@ -90,6 +90,9 @@
 //! http_body_timeout_ms = 30000  # a request body not complete this long after its head: 408
 //! http_allowed_origins = []     # browser origins allowed besides loopback ones, e.g.
 //!                               # "https://app.example", "http://dev.example:*"; others: 403
+//! http_scope_tokens = {}        # more scopes served over HTTP, each to its own token, e.g.
+//!                               # { untrusted = "DSH_UNTRUSTED_TOKEN" }: the scope, and the
+//!                               # environment variable holding its token
 //! reload_debounce_ms = 100      # a changed plugin reloads after this long without writes
 //! approval_timeout_ms = 300000  # an approval asked of an MCP client (elicitation) not
 //!                               # answered in this long is a denial
@@ -325,6 +328,10 @@ pub struct ServeConfig {
     /// scheme's default port), `scheme://host:PORT`, `scheme://host:*` or `null`.
     /// A request with any other `Origin` gets 403; one with no `Origin` passes.
     pub http_allowed_origins: Vec<String>,
+    /// More scopes `dsh serve --http` serves besides `--scope` (whose token is
+    /// `DSH_HTTP_TOKEN`): each scope, and the environment variable holding the token that
+    /// reaches it (generated and printed when unset). A client's token decides its scope.
+    pub http_scope_tokens: BTreeMap<String, String>,
     /// A changed plugin file is reloaded once it has had no write for this long.
     pub reload_debounce_ms: u64,
     /// How long an approval asked of an MCP client may go unanswered (then: denied).
@@ -343,6 +350,7 @@ impl Default for ServeConfig {
             http_header_timeout_ms: 10_000,
             http_body_timeout_ms: 30_000,
             http_allowed_origins: Vec::new(),
+            http_scope_tokens: BTreeMap::new(),
             reload_debounce_ms: 100,
             approval_timeout_ms: 300_000,
         }
@@ -365,6 +373,18 @@ impl ServeConfig {
         for entry in &self.http_allowed_origins {
             origin::AllowedOrigin::parse(entry)
                 .map_err(|e| format!("serve.http_allowed_origins: {e}"))?;
+        }
+        for (scope, variable) in &self.http_scope_tokens {
+            let valid = variable.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                && variable
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(format!(
+                    "serve.http_scope_tokens.{scope}: {variable:?} is not an environment \
+                     variable name (letters, digits and _, not starting with a digit)"
+                ));
+            }
         }
         Ok(())
     }

@@ -1,8 +1,10 @@
 //! MCP over streamable HTTP: one MCP session per client, each its own owner
-//! (`http-1`, `http-2`, …), behind a bearer token.
+//! (`http-1`, `http-2`, …), behind a bearer token per served scope.
 //!
 //! Every request passes, in order: the `Origin` check (403, see [`origin`]), the bearer
-//! token (`Authorization: Bearer TOKEN`, the scheme in any case; 401), the session cap
+//! token (`Authorization: Bearer TOKEN`, the scheme in any case; 401), which names the
+//! scope the request is served in (its own MCP service; a session opened with one scope's
+//! token does not exist for another's, see [`sessions`]), the session cap
 //! for a request that would open a session (503), and the body read, whole, within
 //! `http_body_timeout_ms` (408) and `max_request_bytes` (413). Connections are bounded
 //! in [`connections`], sessions and their idleness in [`sessions`].
@@ -10,12 +12,13 @@
 pub mod connections;
 pub mod sessions;
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{Extension, Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -24,7 +27,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use self::connections::ConnectionLimits;
-use self::sessions::Sessions;
+use self::sessions::{ScopedSessions, Sessions};
 use super::{McpConnection, McpServer, ServeError};
 use crate::config::origin::OriginPolicy;
 
@@ -34,14 +37,31 @@ pub const MCP_PATH: &str = "/mcp";
 /// The header naming a request's MCP session.
 const SESSION_HEADER: &str = "mcp-session-id";
 
-/// Serves MCP on `listener` until `shutdown` is cancelled.
+/// One scope served over HTTP: its server and the bearer token that reaches it.
+pub struct ServedScope {
+    pub server: Arc<McpServer>,
+    pub token: String,
+}
+
+/// The scope a request was admitted to, as its token named it.
+#[derive(Clone)]
+struct AdmittedScope(Arc<str>);
+
+/// Each served scope's MCP service.
+type ScopeServices = HashMap<Arc<str>, StreamableHttpService<McpConnection, ScopedSessions>>;
+
+/// Serves MCP on `listener` until `shutdown` is cancelled, each scope in `scopes` to the
+/// clients presenting its token (tokens differ; the first scope's server gives the
+/// settings).
 pub async fn serve_http(
-    server: Arc<McpServer>,
+    scopes: Vec<ServedScope>,
     listener: tokio::net::TcpListener,
-    token: String,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    let serve = server.host.config.serve.clone();
+    let Some(first) = scopes.first() else {
+        return Ok(());
+    };
+    let serve = first.server.host.config.serve.clone();
     let sessions = Arc::new(Sessions::new(
         serve.http_max_sessions,
         Duration::from_millis(serve.http_session_idle_ms),
@@ -60,24 +80,33 @@ pub async fn serve_http(
     let mut config = StreamableHttpServerConfig::default();
     config.max_request_body_bytes = serve.max_request_bytes;
     config.cancellation_token = shutdown.child_token();
+    // Owners are numbered across scopes: `http-N` names one client whatever its scope.
     let opened = Arc::new(AtomicU64::new(0));
-    let service = StreamableHttpService::new(
-        move || {
-            let n = opened.fetch_add(1, Ordering::Relaxed) + 1;
-            Ok(McpConnection::new(server.clone(), format!("http-{n}")))
-        },
-        sessions.clone(),
-        config,
-    );
+    let mut services = ScopeServices::new();
+    let mut tokens = Vec::new();
+    for ServedScope { server, token } in scopes {
+        let (opened, scope) = (opened.clone(), server.scope.clone());
+        let service = StreamableHttpService::new(
+            move || {
+                let n = opened.fetch_add(1, Ordering::Relaxed) + 1;
+                Ok(McpConnection::new(server.clone(), format!("http-{n}")))
+            },
+            Arc::new(sessions.scoped(scope.clone())),
+            config.clone(),
+        );
+        services.insert(scope.clone(), service);
+        tokens.push((Arc::<str>::from(token), scope));
+    }
     let admission = Arc::new(Admission {
-        token: token.into(),
+        tokens,
         origins: OriginPolicy::new(&serve.http_allowed_origins),
         sessions: sessions.clone(),
         max_body_bytes: serve.max_request_bytes,
         body_timeout: Duration::from_millis(serve.http_body_timeout_ms),
     });
     let router = axum::Router::new()
-        .nest_service(MCP_PATH, service)
+        .route(MCP_PATH, axum::routing::any(serve_in_scope))
+        .with_state(Arc::new(services))
         .layer(axum::middleware::from_fn_with_state(admission, admit));
     let reaper = tokio::spawn(sessions.reap_until(shutdown.clone()));
     connections::serve(listener, router, limits, shutdown).await;
@@ -85,9 +114,22 @@ pub async fn serve_http(
     Ok(())
 }
 
+/// Hands an admitted request to its scope's MCP service.
+async fn serve_in_scope(
+    State(services): State<Arc<ScopeServices>>,
+    Extension(AdmittedScope(scope)): Extension<AdmittedScope>,
+    request: Request,
+) -> Response {
+    match services.get(&scope) {
+        Some(service) => service.handle(request).await.into_response(),
+        None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
 /// What a request must pass before it reaches MCP.
 struct Admission {
-    token: Arc<str>,
+    /// Each token and the scope it reaches.
+    tokens: Vec<(Arc<str>, Arc<str>)>,
     origins: OriginPolicy,
     sessions: Arc<Sessions>,
     max_body_bytes: usize,
@@ -115,7 +157,16 @@ async fn admit(State(admission): State<Arc<Admission>>, request: Request, next: 
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(bearer_token);
-    if !presented.is_some_and(|p| constant_time_eq(p.as_bytes(), admission.token.as_bytes())) {
+    let scope = presented.and_then(|presented| {
+        // Every token is compared, so timing tells nothing of which one came close.
+        admission.tokens.iter().fold(None, |found, (token, scope)| {
+            match constant_time_eq(presented.as_bytes(), token.as_bytes()) {
+                true => Some(scope.clone()),
+                false => found,
+            }
+        })
+    });
+    let Some(scope) = scope else {
         let mut response = refusal(
             StatusCode::UNAUTHORIZED,
             "401 Unauthorized: a valid `Authorization: Bearer TOKEN` header is required\n".into(),
@@ -124,7 +175,7 @@ async fn admit(State(admission): State<Arc<Admission>>, request: Request, next: 
             .headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return response;
-    }
+    };
     if request.method() == Method::POST
         && !headers.contains_key(SESSION_HEADER)
         && admission.sessions.is_full()
@@ -143,7 +194,8 @@ async fn admit(State(admission): State<Arc<Admission>>, request: Request, next: 
             .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
         return response;
     }
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
+    parts.extensions.insert(AdmittedScope(scope));
     let read = Limited::new(body, admission.max_body_bytes).collect();
     let bytes = match tokio::time::timeout(admission.body_timeout, read).await {
         Ok(Ok(collected)) => collected.to_bytes(),

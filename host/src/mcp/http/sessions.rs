@@ -7,6 +7,10 @@
 //! keeps its result. rmcp's own keep-alive (which counts only messages, so a quiet
 //! call of 4 s in a session idle after 2 s lost its stream) is turned off; a reaper
 //! task closes idle sessions instead.
+//!
+//! Every session belongs to the scope whose token opened it: each scope's MCP service
+//! sees the sessions through its own [`ScopedSessions`], to which another scope's
+//! sessions do not exist (404), so a token reaches only its own scope's sessions.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -35,11 +39,15 @@ pub enum SessionsError {
     Full(usize),
     #[error("the session {0} is closing")]
     Closing(SessionId),
+    #[error("no session {0}")]
+    Unknown(SessionId),
 }
 
 /// What is known of one session's use.
 #[derive(Debug)]
 struct Activity {
+    /// The scope whose token opened it.
+    scope: Arc<str>,
     /// Response streams open now: calls in flight (and resumed streams).
     streams: usize,
     /// When the last request reached it or its last stream ended.
@@ -62,6 +70,11 @@ impl Table {
         self.sessions
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// True when `id` is a session of `scope`.
+    fn belongs(&self, id: &SessionId, scope: &str) -> bool {
+        self.lock().get(id).is_some_and(|a| &*a.scope == scope)
     }
 
     /// Records a request reaching `id`; false when the session is unknown (closing).
@@ -111,8 +124,8 @@ impl Table {
     }
 }
 
-/// rmcp's local session manager with a session cap and idle sessions closed only
-/// when no call is in flight.
+/// rmcp's local session manager with a session cap (over all scopes) and idle sessions
+/// closed only when no call is in flight.
 #[derive(Debug)]
 pub struct Sessions {
     local: LocalSessionManager,
@@ -171,6 +184,14 @@ impl Sessions {
         }
     }
 
+    /// The sessions as `scope`'s MCP service sees them: its own only.
+    pub fn scoped(self: &Arc<Self>, scope: Arc<str>) -> ScopedSessions {
+        ScopedSessions {
+            sessions: self.clone(),
+            scope,
+        }
+    }
+
     fn tracked<S>(&self, id: &SessionId, stream: S) -> Tracked<S> {
         Tracked {
             stream: Box::pin(stream),
@@ -182,29 +203,48 @@ impl Sessions {
     }
 }
 
-impl SessionManager for Sessions {
+/// One scope's view of the sessions: it opens sessions in its scope and finds no other.
+#[derive(Debug, Clone)]
+pub struct ScopedSessions {
+    sessions: Arc<Sessions>,
+    scope: Arc<str>,
+}
+
+impl ScopedSessions {
+    /// `id` if it is a session of this scope.
+    fn own(&self, id: &SessionId) -> Result<(), SessionsError> {
+        match self.sessions.table.belongs(id, &self.scope) {
+            true => Ok(()),
+            false => Err(SessionsError::Unknown(id.clone())),
+        }
+    }
+}
+
+impl SessionManager for ScopedSessions {
     type Error = SessionsError;
     type Transport = <LocalSessionManager as SessionManager>::Transport;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let Sessions { local, table } = &*self.sessions;
         {
-            let sessions = self.table.lock();
-            if sessions.len() + self.table.creating.load(Ordering::Relaxed) >= self.table.max {
+            let sessions = table.lock();
+            if sessions.len() + table.creating.load(Ordering::Relaxed) >= table.max {
                 tracing::warn!(
-                    max = self.table.max,
+                    max = table.max,
                     "HTTP session refused: at http_max_sessions"
                 );
-                return Err(SessionsError::Full(self.table.max));
+                return Err(SessionsError::Full(table.max));
             }
-            self.table.creating.fetch_add(1, Ordering::Relaxed);
+            table.creating.fetch_add(1, Ordering::Relaxed);
         }
-        let created = self.local.create_session().await;
-        let mut sessions = self.table.lock();
-        self.table.creating.fetch_sub(1, Ordering::Relaxed);
+        let created = local.create_session().await;
+        let mut sessions = table.lock();
+        table.creating.fetch_sub(1, Ordering::Relaxed);
         let (id, transport) = created?;
         sessions.insert(
             id.clone(),
             Activity {
+                scope: self.scope.clone(),
                 streams: 0,
                 last: Instant::now(),
             },
@@ -217,18 +257,28 @@ impl SessionManager for Sessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<ServerJsonRpcMessage, Self::Error> {
-        self.table.touch(id);
-        Ok(self.local.initialize_session(id, message).await?)
+        self.own(id)?;
+        self.sessions.table.touch(id);
+        Ok(self.sessions.local.initialize_session(id, message).await?)
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
         // A session the reaper took is gone for clients (404), even while it closes.
-        Ok(self.table.lock().contains_key(id) && self.local.has_session(id).await?)
+        // Another scope's session is unknown here, like one that never was.
+        Ok(self.sessions.table.belongs(id, &self.scope)
+            && self.sessions.local.has_session(id).await?)
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
-        self.table.lock().remove(id);
-        Ok(self.local.close_session(id).await?)
+        let Sessions { local, table } = &*self.sessions;
+        {
+            let mut sessions = table.lock();
+            match sessions.get(id) {
+                Some(activity) if activity.scope != self.scope => return Ok(()),
+                _ => sessions.remove(id),
+            };
+        }
+        Ok(local.close_session(id).await?)
     }
 
     async fn create_stream(
@@ -236,13 +286,15 @@ impl SessionManager for Sessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        if !self.table.open_stream(id) {
+        self.own(id)?;
+        let Sessions { local, table } = &*self.sessions;
+        if !table.open_stream(id) {
             return Err(SessionsError::Closing(id.clone()));
         }
-        match self.local.create_stream(id, message).await {
-            Ok(stream) => Ok(self.tracked(id, stream)),
+        match local.create_stream(id, message).await {
+            Ok(stream) => Ok(self.sessions.tracked(id, stream)),
             Err(error) => {
-                self.table.close_stream(id);
+                table.close_stream(id);
                 Err(error.into())
             }
         }
@@ -253,8 +305,9 @@ impl SessionManager for Sessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<(), Self::Error> {
-        self.table.touch(id);
-        Ok(self.local.accept_message(id, message).await?)
+        self.own(id)?;
+        self.sessions.table.touch(id);
+        Ok(self.sessions.local.accept_message(id, message).await?)
     }
 
     async fn create_standalone_stream(
@@ -263,8 +316,9 @@ impl SessionManager for Sessions {
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         // The standalone stream (GET) carries no call: opening it is activity, holding
         // it open is not (a vanished client's GET can stay open until TCP gives up).
-        self.table.touch(id);
-        Ok(self.local.create_standalone_stream(id).await?)
+        self.own(id)?;
+        self.sessions.table.touch(id);
+        Ok(self.sessions.local.create_standalone_stream(id).await?)
     }
 
     async fn resume(
@@ -273,13 +327,15 @@ impl SessionManager for Sessions {
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         // A resumed stream is a client coming back for a call's result.
-        if !self.table.open_stream(id) {
+        self.own(id)?;
+        let Sessions { local, table } = &*self.sessions;
+        if !table.open_stream(id) {
             return Err(SessionsError::Closing(id.clone()));
         }
-        match self.local.resume(id, last_event_id).await {
-            Ok(stream) => Ok(self.tracked(id, stream)),
+        match local.resume(id, last_event_id).await {
+            Ok(stream) => Ok(self.sessions.tracked(id, stream)),
             Err(error) => {
-                self.table.close_stream(id);
+                table.close_stream(id);
                 Err(error.into())
             }
         }
@@ -327,9 +383,14 @@ mod tests {
 
     fn add(table: &Table, id: &str, last: Instant) -> SessionId {
         let id: SessionId = id.into();
-        table
-            .lock()
-            .insert(id.clone(), Activity { streams: 0, last });
+        table.lock().insert(
+            id.clone(),
+            Activity {
+                scope: "default".into(),
+                streams: 0,
+                last,
+            },
+        );
         id
     }
 
@@ -376,13 +437,48 @@ mod tests {
 
     #[tokio::test]
     async fn sessions_past_the_cap_are_refused() {
-        let sessions = Sessions::new(2, Duration::from_secs(60));
-        let _a = sessions.create_session().await.unwrap();
-        let _b = sessions.create_session().await.unwrap();
-        assert!(sessions.is_full());
-        match sessions.create_session().await {
+        let sessions = Arc::new(Sessions::new(2, Duration::from_secs(60)));
+        let (one, other) = (sessions.scoped("a".into()), sessions.scoped("b".into()));
+        let _a = one.create_session().await.unwrap();
+        let _b = other.create_session().await.unwrap();
+        assert!(sessions.is_full(), "the cap counts every scope's sessions");
+        match one.create_session().await {
             Err(SessionsError::Full(2)) => {}
             other => panic!("expected Full(2), got {:?}", other.map(|(id, _)| id)),
         }
+    }
+
+    #[tokio::test]
+    async fn a_scope_never_reaches_another_scopes_session() {
+        let sessions = Arc::new(Sessions::new(4, Duration::from_secs(60)));
+        let (trusted, untrusted) = (
+            sessions.scoped("trusted".into()),
+            sessions.scoped("untrusted".into()),
+        );
+        let (id, _transport) = trusted.create_session().await.unwrap();
+        assert!(trusted.has_session(&id).await.unwrap());
+        assert!(
+            !untrusted.has_session(&id).await.unwrap(),
+            "404 to the other scope"
+        );
+        let message: ClientJsonRpcMessage = serde_json::from_value(serde_json::json!(
+            {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        ))
+        .unwrap();
+        assert!(matches!(
+            untrusted.accept_message(&id, message).await,
+            Err(SessionsError::Unknown(_))
+        ));
+        assert!(matches!(
+            untrusted.create_standalone_stream(&id).await,
+            Err(SessionsError::Unknown(_))
+        ));
+        untrusted.close_session(&id).await.unwrap();
+        assert!(
+            trusted.has_session(&id).await.unwrap(),
+            "another scope's DELETE does not close it"
+        );
+        trusted.close_session(&id).await.unwrap();
+        assert!(!trusted.has_session(&id).await.unwrap());
     }
 }
