@@ -16,7 +16,10 @@
 //! prompt; the terminal is then canonical without echo and nothing is taken out at
 //! all; a full-screen program) still has all its output searched, and the echo of a
 //! later line of a multi-line input, printed after the earlier lines' output, is still
-//! recognised. The line being written (no newline yet) is left out while it may be the
+//! recognised. A line can be echoed twice: input typed while the shell is still busy is
+//! echoed by the kernel at once, then again by readline (after the prompt) when the
+//! shell reads it; so after its first echo each printable typed line may still take out
+//! one later line ending with it, in order. The line being written (no newline yet) is left out while it may be the
 //! start of an expected echo (it ends with a beginning of the typed line). A typed line
 //! with control characters (Tab completion, arrow keys, Ctrl-C) is echoed as something
 //! else: the next line of output is taken as its echo.
@@ -121,6 +124,9 @@ impl Typed {
 #[derive(Debug, Clone, Default)]
 pub struct Echo {
     pending: VecDeque<Typed>,
+    /// Printable lines echoed once, whose second echo (readline showing a line the
+    /// kernel echoed when it was typed ahead) may still come, in order.
+    echoed_once: VecDeque<Typed>,
 }
 
 impl Echo {
@@ -136,26 +142,39 @@ impl Echo {
         if matches!(pending.back(), Some(Typed::Text { text, .. }) if text.is_empty()) {
             pending.pop_back();
         }
-        Echo { pending }
+        Echo {
+            pending,
+            echoed_once: VecDeque::new(),
+        }
     }
 
     /// Whether a completed `line` is the echo of the next typed line (then that line's
     /// echo has been seen).
     fn take(&mut self, line: &str) -> bool {
-        match self.pending.front() {
-            Some(typed) if typed.is_echo(line) => {
-                self.pending.pop_front();
-                true
+        if let Some(typed) = self.pending.front().filter(|typed| typed.is_echo(line)) {
+            if matches!(typed, Typed::Text { .. }) {
+                self.echoed_once.push_back(typed.clone());
             }
-            _ => false,
+            self.pending.pop_front();
+            return true;
         }
+        // A second echo (see the module doc): `$ sleep 1; echo done` after the kernel's
+        // `sleep 1; echo done`.
+        if self
+            .echoed_once
+            .front()
+            .is_some_and(|typed| typed.is_echo(line))
+        {
+            self.echoed_once.pop_front();
+            return true;
+        }
+        false
     }
 
-    /// Whether the line being written may be an echo still.
+    /// Whether the line being written may be an echo still (a first or a second one).
     fn hides(&self, line: &str) -> bool {
-        self.pending
-            .front()
-            .is_some_and(|typed| typed.may_be_echo(line))
+        let may_be = |typed: Option<&Typed>| typed.is_some_and(|typed| typed.may_be_echo(line));
+        may_be(self.pending.front()) || may_be(self.echoed_once.front())
     }
 }
 
@@ -423,6 +442,32 @@ mod tests {
         assert_eq!(matched_at(&mut wait_multiline, &chunks), Some(2));
         // Without (?m) `^b$` cannot match: only the echo `echo b` could, and does not.
         assert_eq!(matched_at(&mut wait, &chunks), None);
+    }
+
+    #[test]
+    fn input_typed_ahead_echoed_twice_has_both_echoes_left_out() {
+        // Typed while bash was busy: the kernel echoes both lines at once, then readline
+        // shows each again after its prompt as bash reads it.
+        let mut wait = wait(
+            "second-marker",
+            "echo first-$((1+1))\nsleep 1; echo second-marker\r",
+        );
+        let chunks = [
+            "echo first-$((1+1))\r\nsleep 1; echo second-marker\r\n",
+            "\x1b[?2004h$ echo first-$((1+1))\r\n\x1b[?2004l\rfirst-2\r\n",
+            "\x1b[?2004h$ sleep 1; echo second-mar",
+            "ker\r\n\x1b[?2004l\r",
+            "second-marker\r\n",
+        ];
+        assert_eq!(matched_at(&mut wait, &chunks), Some(4));
+        // Echoed once, the command's own output of the typed text still counts.
+        let mut wait = wait_for_once("sleep 1; echo x", "echo 'sleep 1; echo x'\r");
+        let chunks = ["$ echo 'sleep 1; echo x'\r\n", "sleep 1; echo x\r\n"];
+        assert_eq!(matched_at(&mut wait, &chunks), Some(1));
+    }
+
+    fn wait_for_once(pattern: &str, typed: &str) -> PatternWait {
+        wait(&regex::escape(pattern), typed)
     }
 
     #[test]
