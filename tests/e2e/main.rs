@@ -13,6 +13,7 @@ mod contract;
 mod cpu_budget;
 mod environment;
 mod event_log;
+mod fresh_instances;
 mod guards;
 mod languages;
 mod live_config;

@@ -8,7 +8,8 @@
 //! max_retries = 1               # retries of a failed idempotent tool (INTERNAL, TRAP, TIMEOUT)
 //! max_spill_bytes = 1073741824  # a foreground output's spill file stops growing here
 //! max_calls_in_flight = 64      # calls running at once (each holds one plugin instance);
-//!                               # at most 480, the instance pool less the load reserve
+//!                               # at most 416: the instance pool (512) less the load
+//!                               # reserve (32) and the instances made ahead (64)
 //! max_queued_calls = 1024       # calls waiting their turn (fair across owners); one more
 //!                               # gets BUSY
 //!
@@ -149,10 +150,13 @@ pub mod plugin;
 pub const MAX_LIVE_INSTANCES: u32 = 512;
 /// Instances kept for loading plugins (`describe()` runs one while calls are running).
 const LOAD_RESERVE: u32 = 32;
+/// Instances made ahead of their calls that may exist at once (one per plugin version
+/// at most: the plugins loaded past this many instantiate at the call).
+pub const MAX_SPARES: u32 = 64;
 /// The most calls that may be admitted at once (`[limits] max_calls_in_flight` is
 /// checked against it): each holds one instance at a time (a guard's, the tool's, a
 /// filter's), never two.
-pub const MAX_CALL_SLOTS: usize = (MAX_LIVE_INSTANCES - LOAD_RESERVE) as usize;
+pub const MAX_CALL_SLOTS: usize = (MAX_LIVE_INSTANCES - LOAD_RESERVE - MAX_SPARES) as usize;
 
 pub use plugin::{
     FsGrant, FsMode, PluginConfig, DEFAULT_CPU_MS, DEFAULT_GUARD_CPU_MS, DEFAULT_MEMORY_MB,

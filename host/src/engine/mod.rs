@@ -73,6 +73,8 @@ pub struct Runtime {
     pub state_dir: Option<std::path::PathBuf>,
     pub linker: Linker<CallState>,
     pub services: Services,
+    /// Instances made ahead of their calls now (see [`plugin`]), at most `MAX_SPARES`.
+    pub spares: Arc<std::sync::atomic::AtomicUsize>,
     ticker_stop: Arc<AtomicBool>,
 }
 
@@ -138,6 +140,7 @@ impl Runtime {
             engine,
             linker,
             services,
+            spares: Default::default(),
             ticker_stop,
         })
     }

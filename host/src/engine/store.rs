@@ -195,6 +195,9 @@ pub struct CallState {
     /// Bytes of linear memory of every memory in the store together (the memory cap
     /// bounds this sum, not each memory).
     memory_total: usize,
+    /// Made ahead of its call ([`super::plugin`]'s spare instance) and not yet given
+    /// one: the guest may not call the host (the call hook refuses it).
+    warming: bool,
 }
 
 impl CallState {
@@ -219,7 +222,39 @@ impl CallState {
             started: Instant::now(),
             bound_hit: None,
             memory_total: 0,
+            warming: false,
         }
+    }
+
+    /// State for an instance made ahead of its call: no call yet (an empty context), and
+    /// any call of the guest into the host refused until [`CallState::begin_call`].
+    pub fn warming(plugin: Arc<str>, services: Services, bounds: Bounds, wasi: WasiCtx) -> Self {
+        let no_call = CallContext {
+            owner: "".into(),
+            session: "".into(),
+            call_id: String::new(),
+            workdir: std::path::PathBuf::new(),
+            scope: "".into(),
+            tool: "".into(),
+            spill_dir: std::path::PathBuf::new(),
+            output_budget: 0,
+            spill_cap: 0,
+            notices: Default::default(),
+        };
+        CallState {
+            warming: true,
+            ..CallState::new(no_call, plugin, services, bounds, wasi)
+        }
+    }
+
+    /// Gives an instance made ahead its call: the context, and fresh CPU accounting
+    /// (making the instance is not the call's).
+    pub fn begin_call(&mut self, call: CallContext) {
+        self.call = call;
+        self.warming = false;
+        self.guest_cpu = SharedGuestCpu::default();
+        self.started = Instant::now();
+        self.host_time = Duration::ZERO;
     }
 
     /// Turns a failed guest call into the structured error the model sees.
@@ -263,6 +298,12 @@ impl CallState {
 /// them) are host calls too, so the epoch callback and every async suspension happen
 /// with the host running.
 fn track_guest_cpu(ctx: StoreContextMut<'_, CallState>, hook: CallHook) -> wasmtime::Result<()> {
+    if ctx.data().warming && matches!(hook, CallHook::CallingHost) {
+        // Made ahead of its call, it has no call to act for: no spare for this plugin.
+        return Err(wasmtime::Error::msg(
+            "the plugin calls the host while it is instantiated",
+        ));
+    }
     let mut cpu = lock(&ctx.data().guest_cpu);
     match hook {
         CallHook::CallingWasm | CallHook::ReturningFromHost => cpu.guest_entered(),
@@ -273,7 +314,8 @@ fn track_guest_cpu(ctx: StoreContextMut<'_, CallState>, hook: CallHook) -> wasmt
 
 /// A store for one call with the bounds armed: epoch ticks check guest CPU time and
 /// yield to the async runtime; memory growth past the cap traps. Drive it inside
-/// [`metered`] with its state's `guest_cpu`.
+/// [`metered`] with its state's `guest_cpu`; a store made ahead of its call is re-armed
+/// by [`arm_for_call`] when the call begins.
 pub fn new_store(engine: &wasmtime::Engine, state: CallState) -> Store<CallState> {
     let mut store = Store::new(engine, state);
     store.limiter(|state| state as &mut dyn ResourceLimiter);
@@ -289,6 +331,13 @@ pub fn new_store(engine: &wasmtime::Engine, state: CallState) -> Store<CallState
         Ok(UpdateDeadline::Yield(1))
     });
     store
+}
+
+/// Re-arms a store made ahead of its call for `call`: its context, fresh CPU accounting,
+/// and the epoch deadline counted from now.
+pub fn arm_for_call(store: &mut Store<CallState>, call: CallContext) {
+    store.data_mut().begin_call(call);
+    store.set_epoch_deadline(1);
 }
 
 impl ResourceLimiter for CallState {
@@ -426,5 +475,35 @@ mod tests {
         let cpu = GuestCpu::default();
         std::thread::sleep(Duration::from_millis(20));
         assert!(cpu.used() >= Duration::from_millis(20));
+    }
+
+    /// A store whose state is made ahead of its call, on a plain engine.
+    fn warming_store(dir: &std::path::Path) -> Store<CallState> {
+        let services = Services::new(&Default::default(), dir.join("spill")).unwrap();
+        let bounds = Bounds {
+            cpu: Duration::from_secs(1),
+            memory_bytes: 1 << 20,
+        };
+        let state = CallState::warming("p".into(), services, bounds, WasiCtx::builder().build());
+        new_store(&wasmtime::Engine::default(), state)
+    }
+
+    #[test]
+    fn an_instance_made_ahead_may_not_call_the_host_until_its_call_begins() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = warming_store(dir.path());
+        use wasmtime::AsContextMut;
+        assert!(
+            track_guest_cpu(store.as_context_mut(), CallHook::CallingWasm).is_ok(),
+            "its guest may run while it is made"
+        );
+        let refused = track_guest_cpu(store.as_context_mut(), CallHook::CallingHost);
+        assert!(refused.is_err(), "a host call while it is made is refused");
+        let mut call = store.data().call.clone();
+        call.owner = "agent".into();
+        call.call_id = "call-7".into();
+        arm_for_call(&mut store, call);
+        assert_eq!(&*store.data().call.owner, "agent");
+        assert!(track_guest_cpu(store.as_context_mut(), CallHook::CallingHost).is_ok());
     }
 }

@@ -1,0 +1,40 @@
+//! Every call runs in an instance no call has touched, including the instances dsh makes
+//! ahead of their calls (after a call ends, the next one's instance is made in the
+//! background): a tool that counts the calls its instance served answers 1 every time,
+//! whether its calls come apart (served by instances made ahead, which the server's
+//! debug log shows) or back to back.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::mcp_stdio::McpServer;
+use crate::support::Env;
+
+#[test]
+fn every_call_gets_an_untouched_instance_also_one_made_ahead() {
+    let env = Env::new();
+    env.add_plugins(&[("fresh_state", "fresh_state")]);
+    let mut command = env.dsh_configured("");
+    command.env("RUST_LOG", "dsh=debug");
+    let server = McpServer::start_command(&env, command);
+    for _ in 0..5 {
+        // Calls apart, as an agent makes them: each finds an instance made ahead.
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(server.call_ok("calls_seen", json!({})), "1");
+    }
+    for _ in 0..20 {
+        assert_eq!(server.call_ok("calls_seen", json!({})), "1");
+    }
+    let log = server.stderr();
+    let made_ahead = log
+        .lines()
+        .filter(|line| {
+            line.contains("the call takes an instance made ahead") && line.contains("fresh_state")
+        })
+        .count();
+    assert!(
+        made_ahead >= 3,
+        "calls apart took instances made ahead ({made_ahead} did):\n{log}"
+    );
+}
