@@ -12,13 +12,23 @@ use anyhow::Context;
 /// The current contract, as the project builds against it.
 const CONTRACT_WIT: &str = include_str!("../../../wit/v0.2.0/plugin.wit");
 
-/// The Rust SDK's files as they are in dsh's tree, and where a Rust project gets them.
+/// One of the Rust SDK's files: where a Rust project gets it, and its text in dsh's tree.
+macro_rules! sdk_file {
+    ($path:literal) => {
+        (
+            concat!("sdk/", $path),
+            include_str!(concat!("../../../plugins/sdk/", $path)),
+        )
+    };
+}
+
+/// The Rust SDK's files.
 const RUST_SDK: &[(&str, &str)] = &[
-    ("sdk/Cargo.toml", include_str!("../../../plugins/sdk/Cargo.toml")),
-    ("sdk/src/lib.rs", include_str!("../../../plugins/sdk/src/lib.rs")),
-    ("sdk/src/results.rs", include_str!("../../../plugins/sdk/src/results.rs")),
-    ("sdk/src/schema.rs", include_str!("../../../plugins/sdk/src/schema.rs")),
-    ("sdk/src/tools.rs", include_str!("../../../plugins/sdk/src/tools.rs")),
+    sdk_file!("Cargo.toml"),
+    sdk_file!("src/lib.rs"),
+    sdk_file!("src/results.rs"),
+    sdk_file!("src/schema.rs"),
+    sdk_file!("src/tools.rs"),
 ];
 
 /// The contract's path in the SDK's bindings in dsh's tree (from `plugins/sdk`), and in
@@ -429,7 +439,11 @@ mod tests {
     #[test]
     fn the_vendored_sdk_reads_the_projects_wit() {
         let sdk = vendored_sdk();
-        let lib = &sdk.iter().find(|(path, _)| *path == "sdk/src/lib.rs").unwrap().1;
+        let lib = &sdk
+            .iter()
+            .find(|(path, _)| *path == "sdk/src/lib.rs")
+            .unwrap()
+            .1;
         assert!(!lib.contains(SDK_WIT_IN_TREE));
         // One `generate!` per world, each pointed at the project's contract.
         assert_eq!(lib.matches(SDK_WIT_IN_PROJECT).count(), 6, "{lib}");
