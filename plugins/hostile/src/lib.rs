@@ -40,7 +40,7 @@ struct PanicArgs {
 
 /// A tool of this plugin: not idempotent, default budget.
 fn hostile<A: DeserializeOwned + JsonSchema + 'static>(
-    name: &str,
+    name: &'static str,
     description: &str,
     run: fn(A) -> ToolResult,
 ) -> Tool {

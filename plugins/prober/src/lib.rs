@@ -53,7 +53,7 @@ struct HostArgs {
 /// A probe: what it tries, and how its failure is coded. File probes' failures all
 /// carry `denied` (see the crate's doc).
 fn probe<A: DeserializeOwned + JsonSchema + 'static>(
-    name: &str,
+    name: &'static str,
     description: &str,
     file: bool,
     run: fn(A) -> Result<String, Failure>,

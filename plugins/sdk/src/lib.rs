@@ -23,7 +23,7 @@
 //! only the host interfaces it calls (wit-component drops the others), so a plugin that
 //! uses its world's modules imports its world's interfaces and nothing more.
 //!
-//! ```ignore
+//! ```
 //! use dsh_plugin::{text, CallContext, Tool, ToolResult, Tools};
 //! use schemars::JsonSchema;
 //! use serde::Deserialize;
@@ -48,6 +48,10 @@
 //! }
 //!
 //! dsh_plugin::export!(tool: Hello);
+//! # fn main() {
+//! #     let spec = &dsh_plugin::describe(&Hello::tools())[0];
+//! #     assert!(spec.input_schema.contains(r#""description":"Who to greet.""#));
+//! # }
 //! ```
 
 mod results;
@@ -81,79 +85,57 @@ pub mod tool {
     pub use self::dsh::plugin::{log, progress};
 }
 
+/// Bindings of a world beyond `tool`: its own interfaces generated in the module it is
+/// invoked in, the shared ones (`types`, `log`, and `progress` for a tool world) taken
+/// from [`tool`].
+macro_rules! bindings {
+    (tool world $world:literal) => {
+        bindings!($world, "dsh:plugin/progress@0.2.0": crate::tool::dsh::plugin::progress,);
+    };
+    ($world:literal $(, $($more:tt)*)?) => {
+        wit_bindgen::generate!({
+            path: "../../wit/v0.2.0",
+            world: $world,
+            pub_export_macro: true,
+            with: {
+                "dsh:plugin/types@0.2.0": crate::tool::dsh::plugin::types,
+                "dsh:plugin/log@0.2.0": crate::tool::dsh::plugin::log,
+                $($($more)*)?
+            },
+        });
+    };
+}
+
 /// The `tool-process` world: `tool`'s imports plus `process` and `jobs`.
 pub mod tool_process {
-    wit_bindgen::generate!({
-        path: "../../wit/v0.2.0",
-        world: "tool-process",
-        pub_export_macro: true,
-        with: {
-            "dsh:plugin/types@0.2.0": crate::tool::dsh::plugin::types,
-            "dsh:plugin/log@0.2.0": crate::tool::dsh::plugin::log,
-            "dsh:plugin/progress@0.2.0": crate::tool::dsh::plugin::progress,
-        },
-    });
+    bindings!(tool world "tool-process");
     pub use self::dsh::plugin::{jobs, process};
     pub use crate::tool::{log, progress};
 }
 
 /// The `tool-terminal` world: `tool`'s imports plus `terminal`.
 pub mod tool_terminal {
-    wit_bindgen::generate!({
-        path: "../../wit/v0.2.0",
-        world: "tool-terminal",
-        pub_export_macro: true,
-        with: {
-            "dsh:plugin/types@0.2.0": crate::tool::dsh::plugin::types,
-            "dsh:plugin/log@0.2.0": crate::tool::dsh::plugin::log,
-            "dsh:plugin/progress@0.2.0": crate::tool::dsh::plugin::progress,
-        },
-    });
+    bindings!(tool world "tool-terminal");
     pub use self::dsh::plugin::terminal;
     pub use crate::tool::{log, progress};
 }
 
 /// The `tool-lsp` world: `tool`'s imports plus `lsp`.
 pub mod tool_lsp {
-    wit_bindgen::generate!({
-        path: "../../wit/v0.2.0",
-        world: "tool-lsp",
-        pub_export_macro: true,
-        with: {
-            "dsh:plugin/types@0.2.0": crate::tool::dsh::plugin::types,
-            "dsh:plugin/log@0.2.0": crate::tool::dsh::plugin::log,
-            "dsh:plugin/progress@0.2.0": crate::tool::dsh::plugin::progress,
-        },
-    });
+    bindings!(tool world "tool-lsp");
     pub use self::dsh::plugin::lsp;
     pub use crate::tool::{log, progress};
 }
 
 /// The `guard` world: imports `log`; exports `check`.
 pub mod guard {
-    wit_bindgen::generate!({
-        path: "../../wit/v0.2.0",
-        world: "guard",
-        pub_export_macro: true,
-        with: {
-            "dsh:plugin/types@0.2.0": crate::tool::dsh::plugin::types,
-            "dsh:plugin/log@0.2.0": crate::tool::dsh::plugin::log,
-        },
-    });
+    bindings!("guard");
     pub use crate::tool::log;
 }
 
 /// The `result-filter` world: imports `log`; exports `filter`.
 pub mod result_filter {
-    wit_bindgen::generate!({
-        path: "../../wit/v0.2.0",
-        world: "result-filter",
-        pub_export_macro: true,
-        with: {
-            "dsh:plugin/types@0.2.0": crate::tool::dsh::plugin::types,
-            "dsh:plugin/log@0.2.0": crate::tool::dsh::plugin::log,
-        },
-    });
+    bindings!("result-filter");
     pub use crate::tool::log;
 }
 

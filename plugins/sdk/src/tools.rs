@@ -3,6 +3,8 @@
 //! answer the contract's two exports from a plugin's list; [`export!`](crate::export)
 //! wires them.
 
+use std::borrow::Cow;
+
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
@@ -39,8 +41,8 @@ type Handler = Box<dyn Fn(&CallContext, &str) -> Result<ToolResult, serde_json::
 
 /// One tool: its manual and its handler.
 pub struct Tool {
-    name: String,
-    description: String,
+    name: Cow<'static, str>,
+    description: Cow<'static, str>,
     input_schema: Schema,
     output_schema: Option<Schema>,
     idempotent: bool,
@@ -55,7 +57,11 @@ impl Tool {
     /// `A` before `run` sees them. `run` returns a [`ToolResult`] or anything that turns
     /// into one (`Result<ToolResult, ToolError>`, so `?` works on host calls).
     /// Not idempotent until [`Tool::idempotent`] says so.
-    pub fn new<A, R, F>(name: impl Into<String>, description: impl Into<String>, run: F) -> Tool
+    pub fn new<A, R, F>(
+        name: impl Into<Cow<'static, str>>,
+        description: impl Into<Cow<'static, str>>,
+        run: F,
+    ) -> Tool
     where
         A: DeserializeOwned + JsonSchema,
         R: Into<ToolResult>,
@@ -116,8 +122,8 @@ impl Tool {
     /// The manual the host reads at load.
     pub fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: self.name.clone(),
-            description: self.description.clone(),
+            name: self.name.clone().into_owned(),
+            description: self.description.clone().into_owned(),
             input_schema: self.input_schema.text(),
             idempotent: self.idempotent,
             output_budget: self.output_budget,
