@@ -40,9 +40,11 @@ fn main() {
     );
 
     // What the embedded crates are built from: the WIT, the workspace's Cargo files,
-    // the code they `include!`, and each crate with its path dependencies.
+    // the SDK they all use (a workspace dependency, so not in their own manifests), and
+    // each crate with its path dependencies.
     watch(&root.join("wit"));
-    watch(&plugins.join("shared"));
+    watch(&plugins.join("sdk/Cargo.toml"));
+    watch(&plugins.join("sdk/src"));
     watch(&plugins.join("Cargo.toml"));
     watch(&plugins.join("Cargo.lock"));
     let mut crates: Vec<PathBuf> = EMBEDDED

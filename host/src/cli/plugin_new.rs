@@ -1,6 +1,8 @@
 //! `dsh plugin new NAME --lang rust|python|js --kind tool|guard|filter`: writes a plugin
 //! project that builds with one command (printed, and in the project's README) against
-//! the current contract, whose WIT it carries in `wit/plugin.wit`.
+//! the current contract, whose WIT it carries in `wit/plugin.wit`. A Rust project gets
+//! the Rust SDK (`plugins/sdk`, embedded in dsh) vendored as `sdk/`, a path dependency
+//! whose bindings read the project's `wit/`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -9,6 +11,38 @@ use anyhow::Context;
 
 /// The current contract, as the project builds against it.
 const CONTRACT_WIT: &str = include_str!("../../../wit/v0.2.0/plugin.wit");
+
+/// One of the Rust SDK's files: where a Rust project gets it, and its text in dsh's tree.
+macro_rules! sdk_file {
+    ($path:literal) => {
+        (
+            concat!("sdk/", $path),
+            include_str!(concat!("../../../plugins/sdk/", $path)),
+        )
+    };
+}
+
+/// The Rust SDK's files.
+const RUST_SDK: &[(&str, &str)] = &[
+    sdk_file!("Cargo.toml"),
+    sdk_file!("src/lib.rs"),
+    sdk_file!("src/results.rs"),
+    sdk_file!("src/schema.rs"),
+    sdk_file!("src/tools.rs"),
+];
+
+/// The contract's path in the SDK's bindings in dsh's tree (from `plugins/sdk`), and in
+/// a project (from `sdk/`, to the project's `wit/`).
+const SDK_WIT_IN_TREE: &str = r#"path: "../../wit/v0.2.0""#;
+const SDK_WIT_IN_PROJECT: &str = r#"path: "../wit""#;
+
+/// The SDK's files for a project: its bindings read the project's `wit/`.
+fn vendored_sdk() -> Vec<(&'static str, String)> {
+    RUST_SDK
+        .iter()
+        .map(|(path, text)| (*path, text.replace(SDK_WIT_IN_TREE, SDK_WIT_IN_PROJECT)))
+        .collect()
+}
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Lang {
@@ -104,8 +138,8 @@ fn project(name: &str, lang: Lang, kind: Kind) -> Project {
     };
     match lang {
         Lang::Rust => Project {
-            summary: "Rust, wit-bindgen",
-            files: vec![
+            summary: "Rust, the dsh SDK vendored in sdk/",
+            files: [
                 ("Cargo.toml", fill(RUST_CARGO)),
                 (
                     "src/lib.rs",
@@ -115,7 +149,10 @@ fn project(name: &str, lang: Lang, kind: Kind) -> Project {
                         Kind::Filter => RUST_FILTER,
                     }),
                 ),
-            ],
+            ]
+            .into_iter()
+            .chain(vendored_sdk())
+            .collect(),
             build: "cargo build --release --target wasm32-wasip2".into(),
             output: format!("target/wasm32-wasip2/release/{name}.wasm"),
         },
@@ -192,8 +229,10 @@ publish = false
 crate-type = ["cdylib"]
 
 [dependencies]
-wit-bindgen = "0.46"
-serde_json = "1"
+# The dsh plugin SDK, as `dsh plugin new` wrote it (dsh's plugins/sdk).
+dsh-plugin-sdk = { path = "sdk" }
+serde = { version = "1", features = ["derive"] }
+schemars = "1"
 
 [profile.release]
 opt-level = "s"
@@ -201,58 +240,50 @@ lto = true
 strip = true
 panic = "abort"
 
-# A project of its own, not part of an enclosing workspace.
+# A project of its own, not part of an enclosing workspace (sdk/ is its member).
 [workspace]
 "#;
 
-const RUST_TOOL: &str = r##"//! {NAME}: a dsh tool. `describe` is its manual; `call` answers one call, in a fresh
-//! instance, with arguments the host already validated against the schema.
+const RUST_TOOL: &str = r#"//! {NAME}: a dsh tool. Its input schema is derived from `Args` (doc comments become
+//! descriptions); each call runs in a fresh instance, with arguments the host already
+//! validated against that schema and the SDK parsed into `Args`.
 
-wit_bindgen::generate!({ path: "wit", world: "tool" });
+use dsh_plugin::tool::log::{self, Level};
+use dsh_plugin::{text, CallContext, Tool, ToolResult, Tools};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
-use dsh::plugin::log::{self, Level};
-use dsh::plugin::types::ContentItem;
-
-const SCHEMA: &str = r#"{"type":"object","properties":{"name":{"type":"string"}},"required":["name"],"additionalProperties":false}"#;
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// Who to greet.
+    name: String,
+}
 
 struct Plugin;
 
-impl Guest for Plugin {
-    fn describe() -> Vec<ToolSpec> {
-        vec![ToolSpec {
-            name: "{NAME}".into(),
-            description: "Say hello to `name`.".into(),
-            input_schema: SCHEMA.into(),
-            idempotent: true,
-            output_budget: None,
-            output_schema: None,
-        }]
-    }
-
-    fn call(_context: CallContext, _tool: String, args_json: String) -> ToolResult {
-        let args: serde_json::Value = serde_json::from_str(&args_json).unwrap_or_default();
-        let who = args["name"].as_str().unwrap_or("world");
-        log::write(Level::Info, &format!("greeting {who}"));
-        ToolResult {
-            content: vec![ContentItem::Text(format!("hello, {who}"))],
-            structured_json: None,
-            error: None,
-            full_output_path: None,
-        }
+impl Tools for Plugin {
+    fn tools() -> Vec<Tool> {
+        vec![Tool::new("{NAME}", "Say hello to `name`.", greet).idempotent()]
     }
 }
 
-export!(Plugin);
-"##;
+fn greet(_context: &CallContext, args: Args) -> ToolResult {
+    log::write(Level::Info, &format!("greeting {}", args.name));
+    text(format!("hello, {}", args.name))
+}
+
+dsh_plugin::export!(tool: Plugin);
+"#;
 
 const RUST_GUARD: &str = r#"//! {NAME}: a dsh guard. `check` sees every call before it runs (in a fresh instance)
 //! and allows, rewrites, denies or asks.
 
-wit_bindgen::generate!({ path: "wit", world: "guard" });
+use dsh_plugin::{Guard, PendingCall, Verdict};
 
 struct Plugin;
 
-impl Guest for Plugin {
+impl Guard for Plugin {
     fn check(call: PendingCall) -> Verdict {
         if call.args_json.contains("forbidden") {
             Verdict::Deny(format!("{NAME}: `{}` was called with a forbidden word", call.tool))
@@ -262,23 +293,23 @@ impl Guest for Plugin {
     }
 }
 
-export!(Plugin);
+dsh_plugin::export!(guard: Plugin);
 "#;
 
 const RUST_FILTER: &str = r#"//! {NAME}: a dsh result filter. `filter` sees each result before the model does and
 //! may replace it (`None` keeps it).
 
-wit_bindgen::generate!({ path: "wit", world: "result-filter" });
+use dsh_plugin::{Filter, PendingCall, ToolResult};
 
 struct Plugin;
 
-impl Guest for Plugin {
+impl Filter for Plugin {
     fn filter(_call: PendingCall, _outcome: ToolResult) -> Option<ToolResult> {
         None
     }
 }
 
-export!(Plugin);
+dsh_plugin::export!(result_filter: Plugin);
 "#;
 
 const PYTHON_TOOL: &str = r#""""{NAME}: a dsh tool. `describe` is its manual; `call` answers one call, in a fresh
@@ -400,3 +431,48 @@ export function filter(call, outcome) {
   return undefined;
 }
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_vendored_sdk_reads_the_projects_wit() {
+        let sdk = vendored_sdk();
+        let lib = &sdk
+            .iter()
+            .find(|(path, _)| *path == "sdk/src/lib.rs")
+            .unwrap()
+            .1;
+        assert!(!lib.contains(SDK_WIT_IN_TREE));
+        // Every `generate!` reads the project's contract.
+        let paths = lib.matches("path: \"").count();
+        assert!(paths > 0);
+        assert_eq!(lib.matches(SDK_WIT_IN_PROJECT).count(), paths, "{lib}");
+    }
+
+    #[test]
+    fn the_vendored_sdk_is_every_source_file_of_the_sdk() {
+        let sdk_src = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/sdk/src");
+        let mut on_disk: Vec<String> = std::fs::read_dir(sdk_src)
+            .unwrap()
+            .map(|entry| format!("sdk/src/{}", entry.unwrap().file_name().to_string_lossy()))
+            .collect();
+        on_disk.sort();
+        let vendored: Vec<&str> = RUST_SDK
+            .iter()
+            .map(|(path, _)| *path)
+            .filter(|path| path.starts_with("sdk/src/"))
+            .collect();
+        assert_eq!(vendored, on_disk);
+    }
+
+    #[test]
+    fn a_rust_project_carries_the_sdk_as_a_path_dependency() {
+        let project = project("hello", Lang::Rust, Kind::Tool);
+        let file = |name: &str| &project.files.iter().find(|(p, _)| *p == name).unwrap().1;
+        assert!(file("Cargo.toml").contains(r#"dsh-plugin-sdk = { path = "sdk" }"#));
+        assert!(file("src/lib.rs").contains("dsh_plugin::export!(tool: Plugin);"));
+        assert!(file("sdk/Cargo.toml").contains(r#"name = "dsh-plugin-sdk""#));
+    }
+}

@@ -1,30 +1,22 @@
 //! Test plugin: a tool `version` whose argument schema is not valid JSON Schema
-//! (`"type": 7`). Loading it must be refused with that reason.
+//! (`"type": 7`), written by hand over the derived one. Loading it must be refused
+//! with that reason.
 
-wit_bindgen::generate!({ path: "../../wit/v0.2.0", world: "tool" });
+use dsh_plugin::{text, CallContext, Tool, Tools};
+use serde_json::{Map, Value};
 
 struct BadSchema;
 
-impl Guest for BadSchema {
-    fn describe() -> Vec<ToolSpec> {
-        vec![ToolSpec {
-            name: "version".into(),
-            description: "Never registered.".into(),
-            input_schema: r#"{"type":"object","properties":{"x":{"type":7}}}"#.into(),
-            idempotent: true,
-            output_budget: None,
-            output_schema: None,
-        }]
-    }
-
-    fn call(_context: CallContext, _name: String, _args_json: String) -> ToolResult {
-        ToolResult {
-            content: vec![dsh::plugin::types::ContentItem::Text("bad".into())],
-            structured_json: None,
-            error: None,
-            full_output_path: None,
-        }
+impl Tools for BadSchema {
+    fn tools() -> Vec<Tool> {
+        vec![Tool::new(
+            "version",
+            "Never registered.",
+            |_: &CallContext, _: Map<String, Value>| text("bad"),
+        )
+        .input_schema_json(r#"{"type":"object","properties":{"x":{"type":7}}}"#)
+        .idempotent()]
     }
 }
 
-export!(BadSchema);
+dsh_plugin::export!(tool: BadSchema);

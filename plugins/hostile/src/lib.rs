@@ -4,105 +4,91 @@
 
 use std::hint::black_box;
 
-use dsh::plugin::types::ErrorCode;
-use serde_json::Value;
+use dsh_plugin::{text, CallContext, Tool, ToolResult, Tools};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
 
-wit_bindgen::generate!({ path: "../../wit/v0.2.0", world: "tool" });
-include!("../../shared/results.rs");
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct NoArgs {}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct BurnArgs {
+    iterations: u64,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SleepArgs {
+    ms: u64,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct HugeOutputArgs {
+    #[schemars(range(min = 1, max = 1024))]
+    mb: u64,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct PanicArgs {
+    message: String,
+}
+
+/// A tool of this plugin: not idempotent, default budget.
+fn hostile<A: DeserializeOwned + JsonSchema + 'static>(
+    name: &'static str,
+    description: &str,
+    run: fn(A) -> ToolResult,
+) -> Tool {
+    Tool::new(
+        name,
+        format!("Test fixture for the plugin sandbox: {description}"),
+        move |_: &CallContext, args: A| run(args),
+    )
+}
 
 struct Hostile;
 
-/// A tool spec with the shared settings of this plugin: not idempotent, default budget.
-fn spec(name: &str, description: &str, properties: &str, required: &str) -> ToolSpec {
-    ToolSpec {
-        name: name.into(),
-        description: format!("Test fixture for the plugin sandbox: {description}"),
-        input_schema: format!(
-            r#"{{"type":"object","properties":{{{properties}}},"required":[{required}],"additionalProperties":false}}"#
-        ),
-        idempotent: false,
-        output_budget: None,
-        output_schema: None,
-    }
-}
-
-impl Guest for Hostile {
-    fn describe() -> Vec<ToolSpec> {
+impl Tools for Hostile {
+    fn tools() -> Vec<Tool> {
         vec![
-            spec("spin", "loop forever.", "", ""),
-            spec(
+            hostile("spin", "loop forever.", |NoArgs {}| spin()),
+            hostile(
                 "burn",
                 "run a finite CPU-heavy hash chain of `iterations` steps and return its result.",
-                r#""iterations":{"type":"integer","minimum":0}"#,
-                r#""iterations""#,
+                |BurnArgs { iterations }| text(burn(iterations).to_string()),
             ),
-            spec(
+            hostile(
                 "sleep",
                 "sleep `ms` milliseconds on the WASI monotonic clock, then answer `slept`.",
-                r#""ms":{"type":"integer","minimum":0}"#,
-                r#""ms""#,
+                |SleepArgs { ms }| {
+                    std::thread::sleep(std::time::Duration::from_millis(ms));
+                    text("slept")
+                },
             ),
-            spec("grow_memory", "allocate memory without bound.", "", ""),
-            spec(
+            hostile(
+                "grow_memory",
+                "allocate memory without bound.",
+                |NoArgs {}| grow_memory(),
+            ),
+            hostile(
                 "recurse",
                 "recurse without bound until the stack overflows.",
-                "",
-                "",
+                |NoArgs {}| text(recurse(0).to_string()),
             ),
-            spec(
+            hostile(
                 "huge_output",
                 "return `mb` MiB of text.",
-                r#""mb":{"type":"integer","minimum":1,"maximum":1024}"#,
-                r#""mb""#,
+                |HugeOutputArgs { mb }| text(huge_output(mb as usize)),
             ),
-            spec(
-                "panic",
-                "panic with `message`.",
-                r#""message":{"type":"string"}"#,
-                r#""message""#,
-            ),
+            hostile("panic", "panic with `message`.", |PanicArgs { message }| {
+                panic!("{message}")
+            }),
         ]
-    }
-
-    fn call(_context: CallContext, name: String, args_json: String) -> ToolResult {
-        let args: Value = serde_json::from_str(&args_json).unwrap_or(Value::Null);
-        let number = |key: &str| args.get(key).and_then(Value::as_u64);
-        match name.as_str() {
-            "spin" => spin(),
-            "burn" => match number("iterations") {
-                Some(n) => success(burn(n).to_string()),
-                None => failure(
-                    ErrorCode::InvalidArguments,
-                    "`iterations` must be an integer >= 0",
-                ),
-            },
-            "sleep" => match number("ms") {
-                Some(ms) => {
-                    std::thread::sleep(std::time::Duration::from_millis(ms));
-                    success("slept".into())
-                }
-                None => failure(ErrorCode::InvalidArguments, "`ms` must be an integer >= 0"),
-            },
-            "grow_memory" => grow_memory(),
-            "recurse" => success(recurse(0).to_string()),
-            "huge_output" => match number("mb") {
-                Some(mb @ 1..=1024) => success(huge_output(mb as usize)),
-                _ => failure(
-                    ErrorCode::InvalidArguments,
-                    "`mb` must be an integer from 1 to 1024",
-                ),
-            },
-            "panic" => panic!(
-                "{}",
-                args.get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("hostile panic")
-            ),
-            _ => failure(
-                ErrorCode::UnknownTool,
-                format!("hostile has no tool `{name}`"),
-            ),
-        }
     }
 }
 
@@ -159,13 +145,4 @@ fn huge_output(mb: usize) -> String {
     LINE.repeat(mb * (1 << 20) / LINE.len())
 }
 
-fn success(content: String) -> ToolResult {
-    ToolResult {
-        content: text(content),
-        structured_json: None,
-        error: None,
-        full_output_path: None,
-    }
-}
-
-export!(Hostile);
+dsh_plugin::export!(tool: Hostile);

@@ -1,64 +1,88 @@
 //! The model-facing job tools over the host's job registry: `job_list`, `job_output`
 //! and `job_kill`. The host scopes every one of them to the caller's own jobs.
 
-wit_bindgen::generate!({ path: "../../wit/v0.2.0", world: "tool-process" });
-include!("../../shared/results.rs");
-
-use dsh::plugin::jobs::{self, JobInfo, JobState, OutputRequest};
-use dsh::plugin::types::{ErrorCode, ToolError};
+use dsh_plugin::tool_process::jobs::{self, JobInfo, JobState, OutputRequest};
+use dsh_plugin::{text, CallContext, Tool, ToolError, ToolResult, Tools};
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// Room in the output budget for the omitted-bytes marker and the status line.
 const STATUS_ROOM: u32 = 1024;
 
-const LIST_SCHEMA: &str = r#"{"type":"object","properties":{},"additionalProperties":false}"#;
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ListArgs {}
 
-const OUTPUT_SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "id": { "type": "string", "pattern": "^[a-z]+-[0-9]+$", "description": "The job id, e.g. bash-3." },
-    "since": { "type": "integer", "minimum": 0, "description": "Read from this byte offset: the cursor returned by the previous read (default 0, the start)." },
-    "max_bytes": { "type": "integer", "minimum": 1, "maximum": 1000000, "description": "The most bytes to return (default: what fits the result budget, about 29000); when more are there, the newest are returned after an omitted-bytes marker." },
-    "wait_ms": { "type": "integer", "minimum": 0, "maximum": 60000, "description": "Wait up to this long for new output or the job's end, whichever comes first (default 0: answer at once)." }
-  },
-  "required": ["id"],
-  "additionalProperties": false
-}"#;
-
-const KILL_SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "id": { "type": "string", "pattern": "^[a-z]+-[0-9]+$", "description": "The job id, e.g. bash-3." },
-    "signal": { "type": "string", "enum": ["TERM", "INT", "HUP", "QUIT", "KILL"], "description": "The signal to send the job's whole process group (default TERM; KILL follows after a grace period if the group is still alive)." }
-  },
-  "required": ["id"],
-  "additionalProperties": false
-}"#;
-
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct OutputArgs {
+    /// The job id, e.g. bash-3.
+    #[schemars(regex(pattern = r"^[a-z]+-[0-9]+$"))]
     id: String,
+    /// Read from this byte offset: the cursor returned by the previous read (default 0, the start).
     since: Option<u64>,
+    /// The most bytes to return (default: what fits the result budget, about 29000); when more are there, the newest are returned after an omitted-bytes marker.
+    #[schemars(range(min = 1, max = 1000000))]
     max_bytes: Option<u32>,
+    /// Wait up to this long for new output or the job's end, whichever comes first (default 0: answer at once).
+    #[schemars(range(max = 60000))]
     wait_ms: Option<u32>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct KillArgs {
+    /// The job id, e.g. bash-3.
+    #[schemars(regex(pattern = r"^[a-z]+-[0-9]+$"))]
     id: String,
-    signal: Option<String>,
+    /// The signal to send the job's whole process group (default TERM; KILL follows after a grace period if the group is still alive).
+    signal: Option<Signal>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "UPPERCASE")]
+enum Signal {
+    Term,
+    Int,
+    Hup,
+    Quit,
+    Kill,
+}
+
+impl Signal {
+    fn name(&self) -> &'static str {
+        match self {
+            Signal::Term => "TERM",
+            Signal::Int => "INT",
+            Signal::Hup => "HUP",
+            Signal::Quit => "QUIT",
+            Signal::Kill => "KILL",
+        }
+    }
 }
 
 struct Jobs;
 
-fn spec(name: &str, description: &str, schema: &str, idempotent: bool) -> ToolSpec {
-    ToolSpec {
-        name: name.into(),
-        description: description.into(),
-        input_schema: schema.into(),
-        idempotent,
-        output_budget: None,
-        output_schema: None,
+impl Tools for Jobs {
+    fn tools() -> Vec<Tool> {
+        vec![
+            Tool::new(
+                "job_list",
+                "List your background jobs (oldest first): id, kind, state, description, command, start time, runtime and exit code.",
+                job_list,
+            )
+            .idempotent(),
+            Tool::new(
+                "job_output",
+                "Read a background job's output from a cursor: pass the returned `next cursor` as `since` to get only what is new. With `wait_ms`, waits for new output or the job's end, whichever comes first, instead of polling. Shows the job's state and, once it ended, its exit code.",
+                job_output,
+            ),
+            Tool::new(
+                "job_kill",
+                "Stop a background job: signal its whole process group (TERM by default), then KILL if it is still alive after a grace period. Reports what happened.",
+                job_kill,
+            ),
+        ]
     }
 }
 
@@ -80,134 +104,75 @@ fn state_line(info: &JobInfo) -> String {
     }
 }
 
-fn bad_arguments(error: serde_json::Error) -> ToolResult {
-    failed(ToolError {
-        code: ErrorCode::InvalidArguments,
-        message: format!("bad arguments: {error}"),
-    })
+fn job_list(_context: &CallContext, _args: ListArgs) -> ToolResult {
+    let jobs = jobs::list();
+    if jobs.is_empty() {
+        return text("no background jobs");
+    }
+    let lines: Vec<String> = jobs
+        .iter()
+        .map(|job| {
+            format!(
+                "{}\t{}\t{}\tstarted_at_ms={}\truntime_ms={}\t{}\t$ {}",
+                job.id,
+                job.kind,
+                state_line(job),
+                job.started_at_ms,
+                job.runtime_ms,
+                job.description,
+                job.command
+            )
+        })
+        .collect();
+    text(lines.join("\n"))
 }
 
-impl Guest for Jobs {
-    fn describe() -> Vec<ToolSpec> {
-        vec![
-            spec(
-                "job_list",
-                "List your background jobs (oldest first): id, kind, state, description, command, start time, runtime and exit code.",
-                LIST_SCHEMA,
-                true,
-            ),
-            spec(
-                "job_output",
-                "Read a background job's output from a cursor: pass the returned `next cursor` as `since` to get only what is new. With `wait_ms`, waits for new output or the job's end, whichever comes first, instead of polling. Shows the job's state and, once it ended, its exit code.",
-                OUTPUT_SCHEMA,
-                false,
-            ),
-            spec(
-                "job_kill",
-                "Stop a background job: signal its whole process group (TERM by default), then KILL if it is still alive after a grace period. Reports what happened.",
-                KILL_SCHEMA,
-                false,
-            ),
-        ]
+fn job_output(context: &CallContext, args: OutputArgs) -> Result<ToolResult, ToolError> {
+    // By default the output, the marker and the status line fit the call's budget, so
+    // nothing is cut again after this read.
+    let fits = context.output_budget.saturating_sub(STATUS_ROOM).max(1);
+    let request = OutputRequest {
+        id: args.id,
+        since: args.since,
+        max_bytes: Some(args.max_bytes.unwrap_or(fits)),
+        wait_ms: args.wait_ms,
+    };
+    let read = jobs::output(&request)?;
+    let mut content = String::new();
+    if read.omitted_bytes > 0 {
+        content.push_str(&format!(
+            "… {} bytes omitted (full output: {}) …\n",
+            read.omitted_bytes, read.full_output_path
+        ));
     }
-
-    fn call(context: CallContext, name: String, args_json: String) -> ToolResult {
-        match name.as_str() {
-            "job_list" => {
-                let jobs = jobs::list();
-                if jobs.is_empty() {
-                    return ok("no background jobs".into());
-                }
-                let lines: Vec<String> = jobs
-                    .iter()
-                    .map(|job| {
-                        format!(
-                            "{}\t{}\t{}\tstarted_at_ms={}\truntime_ms={}\t{}\t$ {}",
-                            job.id,
-                            job.kind,
-                            state_line(job),
-                            job.started_at_ms,
-                            job.runtime_ms,
-                            job.description,
-                            job.command
-                        )
-                    })
-                    .collect();
-                ok(lines.join("\n"))
-            }
-            "job_output" => {
-                let args: OutputArgs = match serde_json::from_str(&args_json) {
-                    Ok(args) => args,
-                    Err(error) => return bad_arguments(error),
-                };
-                // By default the output, the marker and the status line fit the
-                // call's budget, so nothing is cut again after this read.
-                let fits = context.output_budget.saturating_sub(STATUS_ROOM).max(1);
-                let request = OutputRequest {
-                    id: args.id,
-                    since: args.since,
-                    max_bytes: Some(args.max_bytes.unwrap_or(fits)),
-                    wait_ms: args.wait_ms,
-                };
-                match jobs::output(&request) {
-                    Ok(read) => {
-                        let mut content = String::new();
-                        if read.omitted_bytes > 0 {
-                            content.push_str(&format!(
-                                "… {} bytes omitted (full output: {}) …\n",
-                                read.omitted_bytes, read.full_output_path
-                            ));
-                        }
-                        content.push_str(&read.output);
-                        if !content.is_empty() && !content.ends_with('\n') {
-                            content.push('\n');
-                        }
-                        content.push_str(&format!(
-                            "[{}: {}; next cursor: {}]",
-                            read.info.id,
-                            state_line(&read.info),
-                            read.next_cursor
-                        ));
-                        ToolResult {
-                            content: text(content),
-                            structured_json: None,
-                            error: None,
-                            full_output_path: Some(read.full_output_path),
-                        }
-                    }
-                    Err(error) => failed(error),
-                }
-            }
-            "job_kill" => {
-                let args: KillArgs = match serde_json::from_str(&args_json) {
-                    Ok(args) => args,
-                    Err(error) => return bad_arguments(error),
-                };
-                match jobs::kill(&args.id, args.signal.as_deref()) {
-                    Ok(report) => {
-                        let mut content = format!(
-                            "{}: sent SIG{} to its process group",
-                            report.info.id, report.signal
-                        );
-                        if report.escalated {
-                            content.push_str("; it outlived the grace period, so SIGKILL followed");
-                        }
-                        content.push_str(&format!(
-                            "; now {} (after {} ms)",
-                            state_line(&report.info),
-                            report.waited_ms
-                        ));
-                        ok(content)
-                    }
-                    Err(error) => failed(error),
-                }
-            }
-            other => failed(ToolError {
-                code: ErrorCode::UnknownTool,
-                message: format!("no tool named {other:?}"),
-            }),
-        }
+    content.push_str(&read.output);
+    if !content.is_empty() && !content.ends_with('\n') {
+        content.push('\n');
     }
+    content.push_str(&format!(
+        "[{}: {}; next cursor: {}]",
+        read.info.id,
+        state_line(&read.info),
+        read.next_cursor
+    ));
+    Ok(text(content).with_full_output_path(read.full_output_path))
 }
 
-export!(Jobs);
+fn job_kill(_context: &CallContext, args: KillArgs) -> Result<ToolResult, ToolError> {
+    let report = jobs::kill(&args.id, args.signal.as_ref().map(Signal::name))?;
+    let mut content = format!(
+        "{}: sent SIG{} to its process group",
+        report.info.id, report.signal
+    );
+    if report.escalated {
+        content.push_str("; it outlived the grace period, so SIGKILL followed");
+    }
+    content.push_str(&format!(
+        "; now {} (after {} ms)",
+        state_line(&report.info),
+        report.waited_ms
+    ));
+    Ok(text(content))
+}
+
+dsh_plugin::export!(tool_process: Jobs);

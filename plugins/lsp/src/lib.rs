@@ -4,47 +4,67 @@
 //! `path:line:col` with the source line, hover as plain text, symbols as an indented
 //! outline.
 
-wit_bindgen::generate!({ path: "../../wit/v0.2.0", world: "tool-lsp" });
-include!("../../shared/results.rs");
-
-use dsh::plugin::lsp::{self, Answer, Op, Request};
-use dsh::plugin::types::ErrorCode;
+use dsh_plugin::tool_lsp::lsp::{self, Answer, Op, Request};
+use dsh_plugin::{failure, text, CallContext, ErrorCode, Tool, ToolResult, Tools};
+use schemars::JsonSchema;
 use serde::Deserialize;
-
-const SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "op": { "type": "string", "enum": ["definition", "references", "hover", "symbols"], "description": "definition: where the symbol at the position is defined; references: every use of it; hover: its type and docs; symbols: the file's outline (line and column not needed)." },
-    "path": { "type": "string", "minLength": 1, "description": "The source file, relative to the workspace (or absolute inside it)." },
-    "line": { "type": "integer", "minimum": 1, "description": "1-based line of the symbol (required except for symbols)." },
-    "column": { "type": "integer", "minimum": 1, "description": "1-based column (characters) on that line." },
-    "symbol": { "type": "string", "minLength": 1, "description": "The identifier on that line, in place of column (its first whole-word occurrence)." }
-  },
-  "required": ["op", "path"],
-  "additionalProperties": false
-}"#;
 
 const DESCRIPTION: &str = "Ask the project's language server (e.g. pylsp, typescript-language-server, rust-analyzer) one semantic question about a source file: go to definition, find references, hover (type and docs), or document symbols (an outline). Point at a symbol with line and column, or with line and symbol (the identifier's text on that line). Locations come back as path:line:col followed by the source line. Files are read from disk on every call, so edits are seen.";
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
-    op: String,
+    /// definition: where the symbol at the position is defined; references: every use of it; hover: its type and docs; symbols: the file's outline (line and column not needed).
+    op: OpArg,
+    /// The source file, relative to the workspace (or absolute inside it).
+    #[schemars(length(min = 1))]
     path: String,
+    /// 1-based line of the symbol (required except for symbols).
+    #[schemars(range(min = 1))]
     line: Option<u32>,
+    /// 1-based column (characters) on that line.
+    #[schemars(range(min = 1))]
     column: Option<u32>,
+    /// The identifier on that line, in place of column (its first whole-word occurrence).
+    #[schemars(length(min = 1))]
     symbol: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum OpArg {
+    Definition,
+    References,
+    Hover,
+    Symbols,
+}
+
+impl OpArg {
+    fn op(self) -> Op {
+        match self {
+            OpArg::Definition => Op::Definition,
+            OpArg::References => Op::References,
+            OpArg::Hover => Op::Hover,
+            OpArg::Symbols => Op::Symbols,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            OpArg::Definition => "definition",
+            OpArg::References => "references",
+            OpArg::Hover => "hover",
+            OpArg::Symbols => "symbols",
+        }
+    }
 }
 
 struct Lsp;
 
-fn op_named(name: &str) -> Option<Op> {
-    Some(match name {
-        "definition" => Op::Definition,
-        "references" => Op::References,
-        "hover" => Op::Hover,
-        "symbols" => Op::Symbols,
-        _ => return None,
-    })
+impl Tools for Lsp {
+    fn tools() -> Vec<Tool> {
+        vec![Tool::new("lsp", DESCRIPTION, query).idempotent()]
+    }
 }
 
 /// The answer as compact text for the model.
@@ -82,51 +102,31 @@ fn render(op: Op, answer: Answer) -> String {
     }
 }
 
-fn run(args_json: &str) -> Result<ToolResult, ToolResult> {
+fn query(_context: &CallContext, args: Args) -> ToolResult {
     let invalid = |message: String| failure(ErrorCode::InvalidArguments, message);
-    let args: Args =
-        serde_json::from_str(args_json).map_err(|e| invalid(format!("bad arguments: {e}")))?;
-    let op = op_named(&args.op).ok_or_else(|| invalid(format!("unknown op {}", args.op)))?;
+    let op = args.op.op();
     let line = match op {
         Op::Symbols => args.line.unwrap_or(1),
         Op::Definition | Op::References | Op::Hover => {
             match (args.line, &args.column, &args.symbol) {
-                (None, _, _) => return Err(invalid(format!("{} needs a line", args.op))),
+                (None, _, _) => return invalid(format!("{} needs a line", args.op.name())),
                 (Some(_), None, None) => {
-                    return Err(invalid(format!("{} needs a column or a symbol", args.op)))
+                    return invalid(format!("{} needs a column or a symbol", args.op.name()))
                 }
                 (Some(line), _, _) => line,
             }
         }
     };
-    let answer = lsp::query(&Request {
+    let request = Request {
         op,
         path: args.path,
         line,
         column: args.column,
         symbol: args.symbol,
-    })
-    .map_err(failed)?;
-    Ok(ok(render(op, answer)))
+    };
+    lsp::query(&request)
+        .map(|answer| text(render(op, answer)))
+        .into()
 }
 
-impl Guest for Lsp {
-    fn describe() -> Vec<ToolSpec> {
-        vec![ToolSpec {
-            name: "lsp".into(),
-            description: DESCRIPTION.into(),
-            input_schema: SCHEMA.into(),
-            idempotent: true,
-            output_budget: None,
-            output_schema: None,
-        }]
-    }
-
-    fn call(_context: CallContext, _name: String, args_json: String) -> ToolResult {
-        match run(&args_json) {
-            Ok(result) | Err(result) => result,
-        }
-    }
-}
-
-export!(Lsp);
+dsh_plugin::export!(tool_lsp: Lsp);

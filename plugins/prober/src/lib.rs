@@ -14,145 +14,58 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-use dsh::plugin::types::ErrorCode;
-use serde_json::Value;
+use dsh_plugin::{failure, text, CallContext, ErrorCode, Tool, Tools};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
 
-wit_bindgen::generate!({ path: "../../wit/v0.2.0", world: "tool" });
-include!("../../shared/results.rs");
-
-struct Prober;
-
-/// A tool spec whose arguments are all required strings.
-fn spec(name: &str, description: &str, keys: &[&str]) -> ToolSpec {
-    let properties: Vec<String> = keys
-        .iter()
-        .map(|k| format!(r#""{k}":{{"type":"string"}}"#))
-        .collect();
-    let required: Vec<String> = keys.iter().map(|k| format!(r#""{k}""#)).collect();
-    ToolSpec {
-        name: name.into(),
-        description: format!("Test fixture probing the plugin sandbox: {description}"),
-        input_schema: format!(
-            r#"{{"type":"object","properties":{{{}}},"required":[{}],"additionalProperties":false}}"#,
-            properties.join(","),
-            required.join(",")
-        ),
-        idempotent: false,
-        output_budget: None,
-        output_schema: None,
-    }
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct PathArgs {
+    path: String,
 }
 
-impl Guest for Prober {
-    fn describe() -> Vec<ToolSpec> {
-        vec![
-            spec(
-                "read_file",
-                "read the file at `path` and return its text.",
-                &["path"],
-            ),
-            spec(
-                "write_file",
-                "write `text` to the file at `path`.",
-                &["path", "text"],
-            ),
-            spec(
-                "list_dir",
-                "list the entries of the directory at `path`, sorted.",
-                &["path"],
-            ),
-            spec(
-                "env",
-                "return the value of the environment variable `key`.",
-                &["key"],
-            ),
-            spec(
-                "connect",
-                "open a TCP connection to `addr` (host:port), send a ping and return any reply.",
-                &["addr"],
-            ),
-            spec(
-                "lookup",
-                "look up the host name `host` and return its addresses, sorted.",
-                &["host"],
-            ),
-            spec(
-                "listen",
-                "bind a TCP listener to `addr` (host:port) and return the address it listens on.",
-                &["addr"],
-            ),
-        ]
-    }
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct WriteArgs {
+    path: String,
+    text: String,
+}
 
-    fn call(_context: CallContext, name: String, args_json: String) -> ToolResult {
-        let args: Value = serde_json::from_str(&args_json).unwrap_or(Value::Null);
-        let arg = |key: &str| {
-            args.get(key)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let outcome = match name.as_str() {
-            "read_file" => {
-                let path = arg("path");
-                std::fs::read_to_string(&path)
-                    .map_err(|e| Failure::io(format!("cannot read {path}"), e))
-            }
-            "write_file" => {
-                let (path, text) = (arg("path"), arg("text"));
-                std::fs::write(&path, &text)
-                    .map(|()| format!("wrote {} bytes to {path}", text.len()))
-                    .map_err(|e| Failure::io(format!("cannot write {path}"), e))
-            }
-            "list_dir" => {
-                let path = arg("path");
-                list_dir(&path).map_err(|e| Failure::io(format!("cannot list {path}"), e))
-            }
-            "env" => {
-                let key = arg("key");
-                std::env::var(&key).map_err(|e| Failure {
-                    kind: Kind::Denied,
-                    message: format!("environment variable {key} is not visible: {e}"),
-                })
-            }
-            "connect" => {
-                let addr = arg("addr");
-                connect(&addr).map_err(|f| f.context(format!("cannot connect to {addr}")))
-            }
-            "lookup" => {
-                let host = arg("host");
-                lookup(&host, 0)
-                    .map(|addrs| {
-                        let mut ips: Vec<String> =
-                            addrs.iter().map(|a| a.ip().to_string()).collect();
-                        ips.sort();
-                        ips.dedup();
-                        ips.join("\n")
-                    })
-                    .map_err(|f| f.context(format!("cannot look up {host}")))
-            }
-            "listen" => {
-                let addr = arg("addr");
-                listen(&addr).map_err(|f| f.context(format!("cannot listen on {addr}")))
-            }
-            _ => {
-                return failure(
-                    ErrorCode::UnknownTool,
-                    format!("prober has no tool `{name}`"),
-                );
-            }
-        };
-        match outcome {
-            Ok(content) => ToolResult {
-                content: text(content),
-                structured_json: None,
-                error: None,
-                full_output_path: None,
-            },
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct KeyArgs {
+    key: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct AddrArgs {
+    addr: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct HostArgs {
+    host: String,
+}
+
+/// A probe: what it tries, and how its failure is coded. File probes' failures all
+/// carry `denied` (see the crate's doc).
+fn probe<A: DeserializeOwned + JsonSchema + 'static>(
+    name: &'static str,
+    description: &str,
+    file: bool,
+    run: fn(A) -> Result<String, Failure>,
+) -> Tool {
+    Tool::new(
+        name,
+        format!("Test fixture probing the plugin sandbox: {description}"),
+        move |_: &CallContext, args: A| match run(args) {
+            Ok(content) => text(content),
             Err(failed) => {
-                let file_tool = matches!(name.as_str(), "read_file" | "write_file" | "list_dir");
                 let code = match failed.kind {
-                    _ if file_tool => ErrorCode::Denied,
+                    _ if file => ErrorCode::Denied,
                     Kind::Denied => ErrorCode::Denied,
                     Kind::TimedOut => ErrorCode::Timeout,
                     Kind::NotFound | Kind::NameNotFound | Kind::Refused => ErrorCode::NotFound,
@@ -160,7 +73,86 @@ impl Guest for Prober {
                 };
                 failure(code, format!("[{}] {}", failed.kind.tag(), failed.message))
             }
-        }
+        },
+    )
+}
+
+struct Prober;
+
+impl Tools for Prober {
+    fn tools() -> Vec<Tool> {
+        vec![
+            probe(
+                "read_file",
+                "read the file at `path` and return its text.",
+                true,
+                |PathArgs { path }| {
+                    std::fs::read_to_string(&path)
+                        .map_err(|e| Failure::io(format!("cannot read {path}"), e))
+                },
+            ),
+            probe(
+                "write_file",
+                "write `text` to the file at `path`.",
+                true,
+                |WriteArgs { path, text }| {
+                    std::fs::write(&path, &text)
+                        .map(|()| format!("wrote {} bytes to {path}", text.len()))
+                        .map_err(|e| Failure::io(format!("cannot write {path}"), e))
+                },
+            ),
+            probe(
+                "list_dir",
+                "list the entries of the directory at `path`, sorted.",
+                true,
+                |PathArgs { path }| {
+                    list_dir(&path).map_err(|e| Failure::io(format!("cannot list {path}"), e))
+                },
+            ),
+            probe(
+                "env",
+                "return the value of the environment variable `key`.",
+                false,
+                |KeyArgs { key }| {
+                    std::env::var(&key).map_err(|e| Failure {
+                        kind: Kind::Denied,
+                        message: format!("environment variable {key} is not visible: {e}"),
+                    })
+                },
+            ),
+            probe(
+                "connect",
+                "open a TCP connection to `addr` (host:port), send a ping and return any reply.",
+                false,
+                |AddrArgs { addr }| {
+                    connect(&addr).map_err(|f| f.context(format!("cannot connect to {addr}")))
+                },
+            ),
+            probe(
+                "lookup",
+                "look up the host name `host` and return its addresses, sorted.",
+                false,
+                |HostArgs { host }| {
+                    lookup(&host, 0)
+                        .map(|addrs| {
+                            let mut ips: Vec<String> =
+                                addrs.iter().map(|a| a.ip().to_string()).collect();
+                            ips.sort();
+                            ips.dedup();
+                            ips.join("\n")
+                        })
+                        .map_err(|f| f.context(format!("cannot look up {host}")))
+                },
+            ),
+            probe(
+                "listen",
+                "bind a TCP listener to `addr` (host:port) and return the address it listens on.",
+                false,
+                |AddrArgs { addr }| {
+                    listen(&addr).map_err(|f| f.context(format!("cannot listen on {addr}")))
+                },
+            ),
+        ]
     }
 }
 
@@ -312,4 +304,4 @@ fn connect(addr: &str) -> Result<String, Failure> {
     ))
 }
 
-export!(Prober);
+dsh_plugin::export!(tool: Prober);

@@ -11,15 +11,15 @@
 //! - `rich_log`: writes one log line at each level (`rich debug line`, `rich info
 //!   line`, ...), then returns.
 
-wit_bindgen::generate!({ path: "../../wit/v0.2.0", world: "tool" });
-
-use dsh::plugin::log::{self, Level};
-use dsh::plugin::progress;
-use dsh::plugin::types::{
-    BinaryContent, ContentItem, EmbeddedResource, ErrorCode, ResourceContents, ResourceLink,
-    ToolError,
+use dsh_plugin::tool::log::{self, Level};
+use dsh_plugin::tool::progress;
+use dsh_plugin::{
+    content, structured, BinaryContent, CallContext, ContentItem, EmbeddedResource,
+    ResourceContents, ResourceLink, Tool, ToolResult, Tools,
 };
-use serde_json::{json, Value};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
 
 /// A 1×1 transparent PNG.
 pub const PNG: &[u8] = &[
@@ -33,134 +33,116 @@ pub const PNG: &[u8] = &[
 /// The start of a WAV file: enough bytes to tell audio through.
 pub const WAV: &[u8] = b"RIFF\x24\x00\x00\x00WAVEfmt ";
 
-const OUTPUT_SCHEMA: &str = r#"{"type":"object","properties":{"count":{"type":"integer"},"label":{"type":"string"}},"required":["count","label"],"additionalProperties":false}"#;
+/// Any arguments object (`{"type": "object"}`).
+type AnyArgs = Map<String, Value>;
+
+#[derive(Deserialize, JsonSchema)]
+struct StructuredArgs {
+    valid: Option<bool>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct ProgressArgs {
+    #[schemars(range(min = 1, max = 100))]
+    steps: Option<u64>,
+}
+
+// The structured output `rich_structured` declares (a plain comment: no description).
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // only its schema is used
+struct Counted {
+    count: i64,
+    label: String,
+}
 
 struct Rich;
 
-fn spec(
-    name: &str,
-    description: &str,
-    input_schema: &str,
-    output_schema: Option<&str>,
-) -> ToolSpec {
-    ToolSpec {
-        name: name.into(),
-        description: description.into(),
-        input_schema: input_schema.into(),
-        idempotent: true,
-        output_budget: None,
-        output_schema: output_schema.map(Into::into),
-    }
-}
-
-fn result(content: Vec<ContentItem>, structured: Option<Value>) -> ToolResult {
-    ToolResult {
-        content,
-        structured_json: structured.map(|value| value.to_string()),
-        error: None,
-        full_output_path: None,
-    }
-}
-
-impl Guest for Rich {
-    fn describe() -> Vec<ToolSpec> {
+impl Tools for Rich {
+    fn tools() -> Vec<Tool> {
         vec![
-            spec(
+            Tool::new(
                 "rich_media",
                 "Return a text, an image, audio, a resource link and an embedded resource.",
-                r#"{"type":"object"}"#,
-                None,
-            ),
-            spec(
+                media,
+            )
+            .idempotent(),
+            Tool::new(
                 "rich_structured",
                 "Return structured output; with valid=false, output that breaks the schema.",
-                r#"{"type":"object","properties":{"valid":{"type":"boolean"}}}"#,
-                Some(OUTPUT_SCHEMA),
-            ),
-            spec(
+                |_: &CallContext, args: StructuredArgs| {
+                    structured(&if args.valid.unwrap_or(true) {
+                        json!({ "count": 3, "label": "three" })
+                    } else {
+                        json!({ "count": "three" })
+                    })
+                },
+            )
+            .idempotent()
+            .output_schema::<Counted>(),
+            Tool::new(
                 "rich_progress",
                 "Report progress `steps` times, then return.",
-                r#"{"type":"object","properties":{"steps":{"type":"integer","minimum":1,"maximum":100}}}"#,
-                None,
-            ),
-            spec(
+                progress_steps,
+            )
+            .idempotent(),
+            Tool::new(
                 "rich_log",
                 "Write one log line at each level, then return.",
-                r#"{"type":"object"}"#,
-                None,
-            ),
+                log_lines,
+            )
+            .idempotent(),
         ]
-    }
-
-    fn call(_context: CallContext, name: String, args_json: String) -> ToolResult {
-        let args: Value = serde_json::from_str(&args_json).unwrap_or(Value::Null);
-        match name.as_str() {
-            "rich_media" => result(
-                vec![
-                    ContentItem::Text("a picture, a sound and two resources".into()),
-                    ContentItem::Image(BinaryContent {
-                        data: PNG.to_vec(),
-                        mime_type: "image/png".into(),
-                    }),
-                    ContentItem::Audio(BinaryContent {
-                        data: WAV.to_vec(),
-                        mime_type: "audio/wav".into(),
-                    }),
-                    ContentItem::ResourceLink(ResourceLink {
-                        uri: "file:///tmp/rich/report.txt".into(),
-                        name: "report.txt".into(),
-                        description: Some("the full report".into()),
-                        mime_type: Some("text/plain".into()),
-                    }),
-                    ContentItem::Resource(EmbeddedResource {
-                        uri: "file:///tmp/rich/note.txt".into(),
-                        mime_type: Some("text/plain".into()),
-                        contents: ResourceContents::Text("an embedded note".into()),
-                    }),
-                ],
-                None,
-            ),
-            "rich_structured" => {
-                let structured = if args["valid"].as_bool().unwrap_or(true) {
-                    json!({ "count": 3, "label": "three" })
-                } else {
-                    json!({ "count": "three" })
-                };
-                result(Vec::new(), Some(structured))
-            }
-            "rich_progress" => {
-                let steps = args["steps"].as_u64().unwrap_or(3);
-                for step in 1..=steps {
-                    progress::report(
-                        Some(step as f64 / steps as f64),
-                        Some(&format!("step {step} of {steps}")),
-                    );
-                }
-                result(vec![ContentItem::Text(format!("{steps} steps done"))], None)
-            }
-            "rich_log" => {
-                for (level, name) in [
-                    (Level::Trace, "trace"),
-                    (Level::Debug, "debug"),
-                    (Level::Info, "info"),
-                    (Level::Warn, "warn"),
-                    (Level::Error, "error"),
-                ] {
-                    log::write(level, &format!("rich {name} line"));
-                }
-                result(vec![ContentItem::Text("logged".into())], None)
-            }
-            other => ToolResult {
-                content: Vec::new(),
-                structured_json: None,
-                error: Some(ToolError {
-                    code: ErrorCode::InvalidArguments,
-                    message: format!("rich has no tool {other}"),
-                }),
-                full_output_path: None,
-            },
-        }
     }
 }
 
-export!(Rich);
+fn media(_context: &CallContext, _args: AnyArgs) -> ToolResult {
+    content(vec![
+        ContentItem::Text("a picture, a sound and two resources".into()),
+        ContentItem::Image(BinaryContent {
+            data: PNG.to_vec(),
+            mime_type: "image/png".into(),
+        }),
+        ContentItem::Audio(BinaryContent {
+            data: WAV.to_vec(),
+            mime_type: "audio/wav".into(),
+        }),
+        ContentItem::ResourceLink(ResourceLink {
+            uri: "file:///tmp/rich/report.txt".into(),
+            name: "report.txt".into(),
+            description: Some("the full report".into()),
+            mime_type: Some("text/plain".into()),
+        }),
+        ContentItem::Resource(EmbeddedResource {
+            uri: "file:///tmp/rich/note.txt".into(),
+            mime_type: Some("text/plain".into()),
+            contents: ResourceContents::Text("an embedded note".into()),
+        }),
+    ])
+}
+
+fn progress_steps(_context: &CallContext, args: ProgressArgs) -> ToolResult {
+    let steps = args.steps.unwrap_or(3);
+    for step in 1..=steps {
+        progress::report(
+            Some(step as f64 / steps as f64),
+            Some(&format!("step {step} of {steps}")),
+        );
+    }
+    dsh_plugin::text(format!("{steps} steps done"))
+}
+
+fn log_lines(_context: &CallContext, _args: AnyArgs) -> ToolResult {
+    for (level, name) in [
+        (Level::Trace, "trace"),
+        (Level::Debug, "debug"),
+        (Level::Info, "info"),
+        (Level::Warn, "warn"),
+        (Level::Error, "error"),
+    ] {
+        log::write(level, &format!("rich {name} line"));
+    }
+    dsh_plugin::text("logged")
+}
+
+dsh_plugin::export!(tool: Rich);

@@ -3,15 +3,15 @@
 //! git's own options first, as in `git -C dir push`). Every other call is allowed. The
 //! rule is in [`push`]. No settings.
 
-wit_bindgen::generate!({ path: "../../../wit/v0.2.0", world: "guard" });
+use dsh_plugin::{Guard, PendingCall, Verdict};
 
 mod push;
 
 struct AskGitPush;
 
-impl Guest for AskGitPush {
+impl Guard for AskGitPush {
     fn check(call: PendingCall) -> Verdict {
-        let Ok(args) = serde_json::from_str::<serde_json::Value>(&call.args_json) else {
+        let Ok(args) = call.args::<serde_json::Value>() else {
             return Verdict::Deny("the arguments are not JSON".into());
         };
         match guard_shell::strings(&args)
@@ -24,4 +24,4 @@ impl Guest for AskGitPush {
     }
 }
 
-export!(AskGitPush);
+dsh_plugin::export!(guard: AskGitPush);

@@ -4,15 +4,15 @@
 //! `mkfs`, writing to a disk or memory device, a fork bomb, a recursive `chmod` / `chown`
 //! of `/`. The rules are in [`destructive`]. No settings.
 
-wit_bindgen::generate!({ path: "../../../wit/v0.2.0", world: "guard" });
+use dsh_plugin::{Guard, PendingCall, Verdict};
 
 mod destructive;
 
 struct DenyDestructive;
 
-impl Guest for DenyDestructive {
+impl Guard for DenyDestructive {
     fn check(call: PendingCall) -> Verdict {
-        let Ok(args) = serde_json::from_str::<serde_json::Value>(&call.args_json) else {
+        let Ok(args) = call.args::<serde_json::Value>() else {
             return Verdict::Deny("the arguments are not JSON".into());
         };
         match guard_shell::strings(&args)
@@ -25,4 +25,4 @@ impl Guest for DenyDestructive {
     }
 }
 
-export!(DenyDestructive);
+dsh_plugin::export!(guard: DenyDestructive);

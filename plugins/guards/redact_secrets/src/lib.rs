@@ -7,11 +7,9 @@
 //! The file at `full-output-path`, if any, is not touched: a later call that reads it
 //! passes through this filter again.
 
-wit_bindgen::generate!({ path: "../../../wit/v0.2.0", world: "result-filter" });
-
 mod secrets;
 
-use dsh::plugin::types::{ContentItem, ResourceContents, ToolError};
+use dsh_plugin::{ContentItem, Filter, PendingCall, ResourceContents, ToolError, ToolResult};
 
 struct RedactSecrets;
 
@@ -31,7 +29,7 @@ fn redact_item(item: &ContentItem) -> Option<ContentItem> {
     }
 }
 
-impl Guest for RedactSecrets {
+impl Filter for RedactSecrets {
     fn filter(_call: PendingCall, outcome: ToolResult) -> Option<ToolResult> {
         let items: Vec<Option<ContentItem>> = outcome.content.iter().map(redact_item).collect();
         let structured = outcome.structured_json.as_deref().and_then(secrets::redact);
@@ -59,4 +57,4 @@ impl Guest for RedactSecrets {
     }
 }
 
-export!(RedactSecrets);
+dsh_plugin::export!(result_filter: RedactSecrets);

@@ -14,17 +14,16 @@
 //! them to that text as it is (to test the host's refusal of a bad rewrite). Either one
 //! takes the place of `verdict`.
 
-wit_bindgen::generate!({ path: "../../../wit/v0.2.0", world: "guard" });
-
-use serde_json::Value;
 use std::hint::black_box;
+
+use dsh_plugin::{Guard, PendingCall, Verdict};
+use serde_json::Value;
 
 struct TestGuard;
 
-impl Guest for TestGuard {
+impl Guard for TestGuard {
     fn check(call: PendingCall) -> Verdict {
-        let settings: Value =
-            serde_json::from_str(&call.context.settings_json).unwrap_or(Value::Null);
+        let settings: Value = call.settings();
         let setting = |name: &str| settings.get(name).and_then(Value::as_str);
         if setting("tools").is_some_and(|tools| !glob_matches(tools, &call.tool)) {
             return Verdict::Allow;
@@ -36,7 +35,7 @@ impl Guest for TestGuard {
             return Verdict::Rewrite(raw.to_owned());
         }
         if let Some(Value::Object(changes)) = settings.get("rewrite") {
-            let mut args: Value = serde_json::from_str(&call.args_json).unwrap_or(Value::Null);
+            let mut args: Value = call.args().unwrap_or(Value::Null);
             if let Value::Object(args) = &mut args {
                 args.extend(changes.clone());
             }
@@ -95,7 +94,7 @@ fn glob_matches(pattern: &str, name: &str) -> bool {
     rest.ends_with(last)
 }
 
-export!(TestGuard);
+dsh_plugin::export!(guard: TestGuard);
 
 #[cfg(test)]
 mod tests {

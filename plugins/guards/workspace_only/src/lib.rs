@@ -6,15 +6,15 @@
 //! effort: only a leading `cd` to a literal path is judged. The rules are in [`paths`].
 //! No settings.
 
-wit_bindgen::generate!({ path: "../../../wit/v0.2.0", world: "guard" });
+use dsh_plugin::{Guard, PendingCall, Verdict};
 
 mod paths;
 
 struct WorkspaceOnly;
 
-impl Guest for WorkspaceOnly {
+impl Guard for WorkspaceOnly {
     fn check(call: PendingCall) -> Verdict {
-        let Ok(args) = serde_json::from_str::<serde_json::Value>(&call.args_json) else {
+        let Ok(args) = call.args::<serde_json::Value>() else {
             return Verdict::Deny("the arguments are not JSON".into());
         };
         match paths::leaves_workspace(&call.tool, &args, &call.context.workdir) {
@@ -24,4 +24,4 @@ impl Guest for WorkspaceOnly {
     }
 }
 
-export!(WorkspaceOnly);
+dsh_plugin::export!(guard: WorkspaceOnly);

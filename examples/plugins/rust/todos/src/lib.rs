@@ -2,13 +2,19 @@
 //! through a granted directory), per file, and logs what it scanned. The same tool as
 //! `examples/plugins/python/todos` and `examples/plugins/js/todos`, answer for answer.
 
-wit_bindgen::generate!({ path: "../../../../wit/v0.2.0", world: "tool" });
-
-use dsh::plugin::log::{self, Level};
-use dsh::plugin::types::{ContentItem, ErrorCode, ToolError};
 use std::path::{Path, PathBuf};
 
-const SCHEMA: &str = r#"{"type":"object","properties":{"path":{"type":"string","description":"A file or directory, absolute or relative to the workspace"}},"required":["path"],"additionalProperties":false}"#;
+use dsh_plugin::tool::log::{self, Level};
+use dsh_plugin::{failure, text, CallContext, ErrorCode, Tool, ToolResult, Tools};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// A file or directory, absolute or relative to the workspace
+    path: String,
+}
 
 fn count_lines(bytes: &[u8]) -> usize {
     String::from_utf8_lossy(bytes)
@@ -68,59 +74,39 @@ fn scan(root: &Path) -> std::io::Result<(Vec<(String, usize)>, usize)> {
 
 struct Todos;
 
-impl Guest for Todos {
-    fn describe() -> Vec<ToolSpec> {
-        vec![ToolSpec {
-            name: "todos".into(),
-            description:
-                "Count the TODO and FIXME lines under a path (a file or a directory), per file."
-                    .into(),
-            input_schema: SCHEMA.into(),
-            idempotent: true,
-            output_budget: None,
-            output_schema: None,
-        }]
-    }
-
-    fn call(context: CallContext, _name: String, args_json: String) -> ToolResult {
-        let args: serde_json::Value = serde_json::from_str(&args_json).unwrap_or_default();
-        let path = args["path"].as_str().unwrap_or_default().to_string();
-        let root = match path.starts_with('/') {
-            true => PathBuf::from(&path),
-            false => Path::new(&context.workdir).join(&path),
-        };
-        let (found, scanned) = match scan(&root) {
-            Ok(scan) => scan,
-            Err(_) => {
-                return ToolResult {
-                    content: vec![],
-                    structured_json: None,
-                    error: Some(ToolError {
-                        code: ErrorCode::InvalidArguments,
-                        message: format!(
-                        "cannot read {path}: no such file or directory in the granted directories"
-                    ),
-                    }),
-                    full_output_path: None,
-                }
-            }
-        };
-        let total: usize = found.iter().map(|(_, n)| n).sum();
-        log::write(
-            Level::Info,
-            &format!("todos: {scanned} files scanned, {total} lines found"),
-        );
-        let mut lines: Vec<String> = found.iter().map(|(rel, n)| format!("{rel}: {n}")).collect();
-        lines.push(format!("total: {total} in {} files", found.len()));
-        let files: serde_json::Map<String, serde_json::Value> =
-            found.into_iter().map(|(rel, n)| (rel, n.into())).collect();
-        ToolResult {
-            content: vec![ContentItem::Text(lines.join("\n"))],
-            structured_json: Some(serde_json::json!({"files": files, "total": total}).to_string()),
-            error: None,
-            full_output_path: None,
-        }
+impl Tools for Todos {
+    fn tools() -> Vec<Tool> {
+        vec![Tool::new(
+            "todos",
+            "Count the TODO and FIXME lines under a path (a file or a directory), per file.",
+            todos,
+        )
+        .idempotent()]
     }
 }
 
-export!(Todos);
+fn todos(context: &CallContext, Args { path }: Args) -> ToolResult {
+    let root = match path.starts_with('/') {
+        true => PathBuf::from(&path),
+        false => Path::new(&context.workdir).join(&path),
+    };
+    let Ok((found, scanned)) = scan(&root) else {
+        return failure(
+            ErrorCode::InvalidArguments,
+            format!("cannot read {path}: no such file or directory in the granted directories"),
+        );
+    };
+    let total: usize = found.iter().map(|(_, n)| n).sum();
+    log::write(
+        Level::Info,
+        &format!("todos: {scanned} files scanned, {total} lines found"),
+    );
+    let mut lines: Vec<String> = found.iter().map(|(rel, n)| format!("{rel}: {n}")).collect();
+    lines.push(format!("total: {total} in {} files", found.len()));
+    let files: serde_json::Map<String, serde_json::Value> =
+        found.into_iter().map(|(rel, n)| (rel, n.into())).collect();
+    text(lines.join("\n"))
+        .with_structured_json(serde_json::json!({"files": files, "total": total}).to_string())
+}
+
+dsh_plugin::export!(tool: Todos);

@@ -1,0 +1,194 @@
+//! `dsh_plugin` (package `dsh-plugin-sdk`): write dsh plugins in Rust against the
+//! contract `dsh:plugin@0.2.0` (`wit/v0.2.0`).
+//!
+//! - A **tool plugin** implements [`Tools`]: a list of [`Tool`]s, each a name, a
+//!   description and a handler taking a typed argument struct
+//!   (`serde::Deserialize` + `schemars::JsonSchema`). The tool's input schema is derived
+//!   from that struct (doc comments become descriptions, see [`schema_for`]); a call's
+//!   arguments are parsed into it before the handler runs, and a parse failure answers
+//!   `invalid-arguments` without running it.
+//! - A **guard** implements [`Guard`] (`check`), a **result filter** [`Filter`]
+//!   (`filter`): the contract's own traits.
+//! - [`export!`] names the world the plugin targets and exports it:
+//!   `export!(tool: T)`, `export!(tool_process: T)`, `export!(tool_terminal: T)`,
+//!   `export!(tool_lsp: T)`, `export!(guard: T)` or `export!(result_filter: T)`.
+//! - Results: [`text`], [`content`], [`structured`], [`failure`], and `?` on a host
+//!   call (its [`ToolError`] becomes the failed result).
+//!
+//! Each world has its module here ([`tool`], [`tool_process`], [`tool_terminal`],
+//! [`tool_lsp`], [`guard`], [`result_filter`]) holding the host interfaces that world
+//! imports (`tool_process::process`, `tool_terminal::terminal`, ...). The bindings are
+//! generated once per world with wit-bindgen's `pub_export_macro`: the world's exports
+//! reach a component only through the `export!` it invokes, and a component imports
+//! only the host interfaces it calls (wit-component drops the others), so a plugin that
+//! uses its world's modules imports its world's interfaces and nothing more.
+//!
+//! ```
+//! use dsh_plugin::{text, CallContext, Tool, ToolResult, Tools};
+//! use schemars::JsonSchema;
+//! use serde::Deserialize;
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! #[serde(deny_unknown_fields)]
+//! struct Args {
+//!     /// Who to greet.
+//!     name: String,
+//! }
+//!
+//! struct Hello;
+//!
+//! impl Tools for Hello {
+//!     fn tools() -> Vec<Tool> {
+//!         vec![Tool::new("hello", "Greet someone.", hello).idempotent()]
+//!     }
+//! }
+//!
+//! fn hello(_context: &CallContext, args: Args) -> ToolResult {
+//!     text(format!("hello, {}", args.name))
+//! }
+//!
+//! dsh_plugin::export!(tool: Hello);
+//! # fn main() {
+//! #     let spec = &dsh_plugin::describe(&Hello::tools())[0];
+//! #     assert!(spec.input_schema.contains(r#""description":"Who to greet.""#));
+//! # }
+//! ```
+
+mod results;
+mod schema;
+mod tools;
+
+pub use results::{content, error, failure, structured, text};
+pub use schema::{schema_for, schema_text};
+pub use tools::{call, describe, parse_args, Tool, Tools};
+
+pub use guard::{Guest as Guard, Verdict};
+pub use result_filter::Guest as Filter;
+pub use types::{
+    BinaryContent, CallContext, ContentItem, EmbeddedResource, ErrorCode, PendingCall,
+    ResourceContents, ResourceLink, ToolError, ToolResult, ToolSpec,
+};
+
+/// The types every world shares (`dsh:plugin/types`).
+pub use tool::dsh::plugin::types;
+
+/// The `tool` world: imports `log` and `progress` (neither needs more than its grant;
+/// `progress` needs none).
+pub mod tool {
+    wit_bindgen::generate!({
+        path: "../../wit/v0.2.0",
+        world: "tool",
+        pub_export_macro: true,
+        // `types` is shared by every world module below, guards' `pending-call` included.
+        generate_unused_types: true,
+    });
+    pub use self::dsh::plugin::{log, progress};
+}
+
+/// Bindings of a world beyond `tool`: its own interfaces generated in the module it is
+/// invoked in, the shared ones (`types`, `log`, and `progress` for a tool world) taken
+/// from [`tool`].
+macro_rules! bindings {
+    (tool world $world:literal) => {
+        bindings!($world, "dsh:plugin/progress@0.2.0": crate::tool::dsh::plugin::progress,);
+    };
+    ($world:literal $(, $($more:tt)*)?) => {
+        wit_bindgen::generate!({
+            path: "../../wit/v0.2.0",
+            world: $world,
+            pub_export_macro: true,
+            with: {
+                "dsh:plugin/types@0.2.0": crate::tool::dsh::plugin::types,
+                "dsh:plugin/log@0.2.0": crate::tool::dsh::plugin::log,
+                $($($more)*)?
+            },
+        });
+    };
+}
+
+/// The `tool-process` world: `tool`'s imports plus `process` and `jobs`.
+pub mod tool_process {
+    bindings!(tool world "tool-process");
+    pub use self::dsh::plugin::{jobs, process};
+    pub use crate::tool::{log, progress};
+}
+
+/// The `tool-terminal` world: `tool`'s imports plus `terminal`.
+pub mod tool_terminal {
+    bindings!(tool world "tool-terminal");
+    pub use self::dsh::plugin::terminal;
+    pub use crate::tool::{log, progress};
+}
+
+/// The `tool-lsp` world: `tool`'s imports plus `lsp`.
+pub mod tool_lsp {
+    bindings!(tool world "tool-lsp");
+    pub use self::dsh::plugin::lsp;
+    pub use crate::tool::{log, progress};
+}
+
+/// The `guard` world: imports `log`; exports `check`.
+pub mod guard {
+    bindings!("guard");
+    pub use crate::tool::log;
+}
+
+/// The `result-filter` world: imports `log`; exports `filter`.
+pub mod result_filter {
+    bindings!("result-filter");
+    pub use crate::tool::log;
+}
+
+/// Exports `$ty` as the plugin of a world: `tool`, `tool_process`, `tool_terminal` or
+/// `tool_lsp` for a type implementing [`Tools`], `guard` for a [`Guard`],
+/// `result_filter` for a [`Filter`]. Invoke it once, at the plugin crate's root.
+#[macro_export]
+macro_rules! export {
+    (tool: $ty:ident) => {
+        $crate::__export_tools!(tool, __export_tool_impl, $ty);
+    };
+    (tool_process: $ty:ident) => {
+        $crate::__export_tools!(tool_process, __export_tool_process_impl, $ty);
+    };
+    (tool_terminal: $ty:ident) => {
+        $crate::__export_tools!(tool_terminal, __export_tool_terminal_impl, $ty);
+    };
+    (tool_lsp: $ty:ident) => {
+        $crate::__export_tools!(tool_lsp, __export_tool_lsp_impl, $ty);
+    };
+    (guard: $ty:ident) => {
+        $crate::__export_guard_impl!($ty with_types_in $crate::guard);
+    };
+    (result_filter: $ty:ident) => {
+        $crate::__export_result_filter_impl!($ty with_types_in $crate::result_filter);
+    };
+}
+
+/// The body of [`export!`] for a tool world: the world's `Guest` answered from the
+/// type's [`Tools`], then wit-bindgen's export of that world.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_tools {
+    ($world:ident, $export:ident, $ty:ident) => {
+        impl $crate::$world::Guest for $ty {
+            fn describe() -> ::std::vec::Vec<$crate::ToolSpec> {
+                $crate::describe(&<$ty as $crate::Tools>::tools())
+            }
+
+            fn call(
+                context: $crate::CallContext,
+                name: ::std::string::String,
+                args_json: ::std::string::String,
+            ) -> $crate::ToolResult {
+                $crate::call(
+                    &<$ty as $crate::Tools>::tools(),
+                    &context,
+                    &name,
+                    &args_json,
+                )
+            }
+        }
+
+        $crate::$export!($ty with_types_in $crate::$world);
+    };
+}

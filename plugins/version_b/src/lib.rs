@@ -1,5 +1,0 @@
-//! Test plugin: the tool `version` answering "b".
-
-const VERSION: &str = "b";
-
-include!("../../fixtures/versioned.rs");
