@@ -5,34 +5,32 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-wit_bindgen::generate!({ path: "../../wit/v0.2.0", world: "tool" });
+use dsh_plugin::{text, CallContext, Tool, ToolResult, Tools};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 /// Calls this instance has served.
 static CALLS_SEEN: AtomicU32 = AtomicU32::new(0);
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {}
+
 struct FreshState;
 
-impl Guest for FreshState {
-    fn describe() -> Vec<ToolSpec> {
-        vec![ToolSpec {
-            name: "calls_seen".into(),
-            description: "How many calls this plugin instance has served, this one included.".into(),
-            input_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#.into(),
-            idempotent: true,
-            output_budget: None,
-            output_schema: None,
-        }]
-    }
-
-    fn call(_context: CallContext, _name: String, _args_json: String) -> ToolResult {
-        let seen = CALLS_SEEN.fetch_add(1, Ordering::Relaxed) + 1;
-        ToolResult {
-            content: vec![dsh::plugin::types::ContentItem::Text(seen.to_string())],
-            structured_json: None,
-            error: None,
-            full_output_path: None,
-        }
+impl Tools for FreshState {
+    fn tools() -> Vec<Tool> {
+        vec![Tool::new(
+            "calls_seen",
+            "How many calls this plugin instance has served, this one included.",
+            calls_seen,
+        )
+        .idempotent()]
     }
 }
 
-export!(FreshState);
+fn calls_seen(_context: &CallContext, _args: Args) -> ToolResult {
+    text((CALLS_SEEN.fetch_add(1, Ordering::Relaxed) + 1).to_string())
+}
+
+dsh_plugin::export!(tool: FreshState);
