@@ -247,6 +247,11 @@ impl CallState {
         }
     }
 
+    /// When the call began (for an instance made ahead: when the call took it).
+    pub fn call_began(&self) -> Instant {
+        self.started
+    }
+
     /// Gives an instance made ahead its call: the context, and fresh CPU accounting
     /// (making the instance is not the call's).
     pub fn begin_call(&mut self, call: CallContext) {
