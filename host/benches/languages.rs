@@ -1,7 +1,7 @@
 //! The same `todos` tool in Rust, Python (componentize-py) and JavaScript
 //! (componentize-js), in one run: first load (compile) and cached load, per-call p50 and
 //! p99 with a fresh instance per call (the plugin called directly, and through the whole
-//! pipeline), its page faults and CPU per call, and how much this process's RSS grows
+//! pipeline back to back and after a pause), its page faults and CPU per call, and how much this process's RSS grows
 //! (from before the cached load) once each is loaded and at its peak during 8 concurrent
 //! calls (the `dsh serve` figures are printed by the e2e test).
 //!
@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 use dsh::call::CallRequest;
 use dsh::config::Config;
 use support::{ms, percentile, us};
+
+/// The idle time before each call of the "after a pause" figure.
+const PAUSE: Duration = Duration::from_millis(10);
 
 fn components() -> Vec<(&'static str, PathBuf)> {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
@@ -137,6 +140,21 @@ async fn main() {
             through.push(started.elapsed());
             assert!(result.error.is_none(), "{:?}", result.error);
         }
+        // As an agent calls, with idle time before each call: the host may make the next
+        // call's instance during the pause.
+        let mut paused = Vec::with_capacity(n);
+        for _ in 0..n {
+            tokio::time::sleep(PAUSE).await;
+            let started = Instant::now();
+            let result = pipeline
+                .call(
+                    CallRequest::new("todos", args.clone(), "bench", "default"),
+                    &never,
+                )
+                .await;
+            paused.push(started.elapsed());
+            assert!(result.error.is_none(), "{:?}", result.error);
+        }
         // The peak RSS from here on: writing 5 to clear_refs resets VmHWM to the current RSS.
         let peak_reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
         let calls: Vec<_> = (0..8)
@@ -167,7 +185,7 @@ async fn main() {
         }
         println!(
             "{lang:<7} {:>6} KiB  first load {:>7.0} ms  cached load {:>5.0} ms  direct p50 {:>7.1} µs{against_rust} p99 {:>7.1} µs  \
-             pipeline p50 {:>7.1} µs  {} page faults and {:.0} µs CPU a call  \
+             pipeline p50 {:>7.1} µs, after a pause {:>7.1} µs  {} page faults and {:.0} µs CPU a call  \
              RSS +{} MiB loaded, peak +{} MiB during 8 concurrent calls",
             std::fs::metadata(&wasm).unwrap().len() / 1024,
             ms(first_load),
@@ -175,6 +193,7 @@ async fn main() {
             direct_p50,
             p(&mut direct, 0.99),
             p(&mut through, 0.5),
+            p(&mut paused, 0.5),
             faults_per_call,
             us(cpu_per_call),
             rss_loaded.saturating_sub(rss_before) / 1024,
