@@ -1,8 +1,9 @@
 //! The same `todos` tool in Rust, Python (componentize-py) and JavaScript
 //! (componentize-js), in one run: first load (compile) and cached load, per-call p50 and
 //! p99 with a fresh instance per call (the plugin called directly, and through the whole
-//! pipeline), its page faults and CPU per call, and this process's RSS once each is loaded
-//! and after 8 concurrent calls (the server's peak RSS is printed by the e2e test).
+//! pipeline back to back and after a pause), its page faults and CPU per call, and how much this process's RSS grows
+//! (from before the cached load) once each is loaded and at its peak during 8 concurrent
+//! calls (the `dsh serve` figures are printed by the e2e test).
 //!
 //! The components are the ones the e2e test `languages` builds (it installs the
 //! toolchains): run `cargo test --test e2e languages::todos` first, then
@@ -16,6 +17,9 @@ use std::time::{Duration, Instant};
 use dsh::call::CallRequest;
 use dsh::config::Config;
 use support::{ms, percentile, us};
+
+/// The idle time before each call of the "after a pause" figure.
+const PAUSE: Duration = Duration::from_millis(10);
 
 fn components() -> Vec<(&'static str, PathBuf)> {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
@@ -55,6 +59,7 @@ async fn main() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(300);
+    let mut rust_p50 = None;
     for (lang, wasm) in components() {
         if only.as_deref().is_some_and(|only| only != lang) {
             continue;
@@ -135,6 +140,23 @@ async fn main() {
             through.push(started.elapsed());
             assert!(result.error.is_none(), "{:?}", result.error);
         }
+        // As an agent calls, with idle time before each call: the host may make the next
+        // call's instance during the pause.
+        let mut paused = Vec::with_capacity(n);
+        for _ in 0..n {
+            tokio::time::sleep(PAUSE).await;
+            let started = Instant::now();
+            let result = pipeline
+                .call(
+                    CallRequest::new("todos", args.clone(), "bench", "default"),
+                    &never,
+                )
+                .await;
+            paused.push(started.elapsed());
+            assert!(result.error.is_none(), "{:?}", result.error);
+        }
+        // The peak RSS from here on: writing 5 to clear_refs resets VmHWM to the current RSS.
+        let peak_reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
         let calls: Vec<_> = (0..8)
             .map(|_| {
                 let (plugin, runtime, context, args_json) = (
@@ -151,21 +173,31 @@ async fn main() {
         for call in calls {
             call.await.unwrap();
         }
+        let peak = status_kib(if peak_reset { "VmHWM:" } else { "VmRSS:" });
         let p = |samples: &mut Vec<Duration>, q| us(percentile(samples, q));
+        let direct_p50 = p(&mut direct, 0.5);
+        let against_rust = match rust_p50 {
+            Some(rust) if lang != "rust" => format!(" ({:.1}x Rust)", direct_p50 / rust),
+            _ => String::new(),
+        };
+        if lang == "rust" {
+            rust_p50 = Some(direct_p50);
+        }
         println!(
-            "{lang:<7} {:>6} KiB  first load {:>7.0} ms  cached load {:>5.0} ms  direct p50 {:>7.1} µs p99 {:>7.1} µs  \
-             pipeline p50 {:>7.1} µs  {} page faults and {:.0} µs CPU a call  \
-             RSS +{} MiB loaded, +{} MiB after 8 concurrent calls",
+            "{lang:<7} {:>6} KiB  first load {:>7.0} ms  cached load {:>5.0} ms  direct p50 {:>7.1} µs{against_rust} p99 {:>7.1} µs  \
+             pipeline p50 {:>7.1} µs, after a pause {:>7.1} µs  {} page faults and {:.0} µs CPU a call  \
+             RSS +{} MiB loaded, peak +{} MiB during 8 concurrent calls",
             std::fs::metadata(&wasm).unwrap().len() / 1024,
             ms(first_load),
             ms(cached_load),
-            p(&mut direct, 0.5),
+            direct_p50,
             p(&mut direct, 0.99),
             p(&mut through, 0.5),
+            p(&mut paused, 0.5),
             faults_per_call,
             us(cpu_per_call),
             rss_loaded.saturating_sub(rss_before) / 1024,
-            status_kib("VmRSS:").saturating_sub(rss_before) / 1024,
+            peak.saturating_sub(rss_before) / 1024,
         );
         host.services.shutdown();
     }
