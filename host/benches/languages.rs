@@ -129,31 +129,24 @@ async fn main() {
         }
         let faults_per_call = (minor_faults() - faults_before) / n as i64;
         let cpu_per_call = (support::process_cpu() - cpu_before) / n as u32;
-        for _ in 0..n {
-            let started = Instant::now();
-            let result = pipeline
-                .call(
-                    CallRequest::new("todos", args.clone(), "bench", "default"),
-                    &never,
-                )
-                .await;
-            through.push(started.elapsed());
-            assert!(result.error.is_none(), "{:?}", result.error);
-        }
-        // As an agent calls, with idle time before each call: the host may make the next
-        // call's instance during the pause.
+        // Back to back, then as an agent calls, with idle time before each call (the host
+        // may make the next call's instance during the pause).
         let mut paused = Vec::with_capacity(n);
-        for _ in 0..n {
-            tokio::time::sleep(PAUSE).await;
-            let started = Instant::now();
-            let result = pipeline
-                .call(
-                    CallRequest::new("todos", args.clone(), "bench", "default"),
-                    &never,
-                )
-                .await;
-            paused.push(started.elapsed());
-            assert!(result.error.is_none(), "{:?}", result.error);
+        for (pause, samples) in [(None, &mut through), (Some(PAUSE), &mut paused)] {
+            for _ in 0..n {
+                if let Some(pause) = pause {
+                    tokio::time::sleep(pause).await;
+                }
+                let started = Instant::now();
+                let result = pipeline
+                    .call(
+                        CallRequest::new("todos", args.clone(), "bench", "default"),
+                        &never,
+                    )
+                    .await;
+                samples.push(started.elapsed());
+                assert!(result.error.is_none(), "{:?}", result.error);
+            }
         }
         // The peak RSS from here on: writing 5 to clear_refs resets VmHWM to the current RSS.
         let peak_reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
