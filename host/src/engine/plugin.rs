@@ -438,11 +438,7 @@ impl Plugin {
         runtime: &Runtime,
         context: CallContext,
     ) -> (wasmtime::Store<CallState>, Option<Instance>) {
-        let spare = self
-            .spare
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .take();
+        let spare = self.spare_slot().take();
         match spare {
             Some(Spare {
                 mut store,
@@ -490,7 +486,7 @@ impl Plugin {
                 Pre::Tool(_) | Pre::Guard(_) | Pre::ResultFilter(_)
             );
             if !instantiable
-                || plugin.spare_present()
+                || plugin.spare_slot().is_some()
                 || !plugin.grants.view.fs.iter().all(|dir| dir.path.is_dir())
             {
                 return;
@@ -507,11 +503,7 @@ impl Plugin {
             };
             match instance {
                 Ok(instance) => {
-                    let mut spare = plugin
-                        .spare
-                        .lock()
-                        .unwrap_or_else(|poisoned| poisoned.into_inner());
-                    spare.get_or_insert(Spare {
+                    plugin.spare_slot().get_or_insert(Spare {
                         store,
                         instance,
                         _counted: counted,
@@ -524,11 +516,12 @@ impl Plugin {
         });
     }
 
-    fn spare_present(&self) -> bool {
+    /// The spare, if any (its lock, even if a panic poisoned it: an `Option` stays
+    /// consistent).
+    fn spare_slot(&self) -> std::sync::MutexGuard<'_, Option<Spare>> {
         self.spare
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .is_some()
     }
 
     /// Runs tool `name` of this plugin in a fresh instance.
