@@ -21,6 +21,7 @@ import re
 import secrets
 import select
 import socket
+import subprocess
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,6 +29,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx2
 import pytest
+from conftest import _full_env, write_config
 from mcp.types import METHOD_NOT_FOUND, PARSE_ERROR
 
 pytestmark = pytest.mark.anyio
@@ -677,3 +679,30 @@ async def test_http_each_token_reaches_its_own_scope_and_executor(
         )
         wrong = RawSession(http, server.url, "not-a-token")
         assert (await wrong.post(json.dumps(INITIALIZE).encode())).status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("scopes", "env", "expected"),
+    [
+        # Two scopes reached by the same token: which scope a client gets would be a guess.
+        ('[scopes]\nuntrusted = ["*"]\n', {"DSH_UNTRUSTED_TOKEN": "same-token"}, "have the same token"),
+        # A scope the configuration does not define.
+        ("", {"DSH_UNTRUSTED_TOKEN": "its-own-token"}, "http_scope_tokens"),
+    ],
+)
+def test_http_scope_tokens_that_cannot_be_served_refuse_the_start(dsh_bin, dsh_env, dsh_dirs, scopes, env, expected):
+    config = write_config(
+        dsh_dirs, scopes + '[serve]\nhttp_scope_tokens = { untrusted = "DSH_UNTRUSTED_TOKEN" }\n'
+    )
+    done = subprocess.run(
+        [dsh_bin, "--config", str(config), "serve", "--http", "127.0.0.1:0"],
+        env=_full_env(dsh_env | {"DSH_HTTP_TOKEN": "same-token"} | env),
+        cwd=dsh_dirs.work,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=30,
+    )
+    stderr = done.stderr.decode(errors="replace")
+    assert done.returncode != 0, stderr
+    assert expected in stderr, stderr
+    assert "listening on" not in stderr, stderr
