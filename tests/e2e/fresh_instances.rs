@@ -38,3 +38,32 @@ fn every_call_gets_an_untouched_instance_also_one_made_ahead() {
         "calls apart took instances made ahead ({made_ahead} did):\n{log}"
     );
 }
+
+/// A reused pool slot is reset page by page: the pages the last call dirtied are copied
+/// back from the memory image (up to a budget, found with the kernel's page-map scan,
+/// which may need several passes) and the rest are dropped. A call that marks hundreds
+/// of scattered pages, in a zeroed buffer and in the image's initialised data, is
+/// followed by calls that must find none of the marks: with the marks well inside the
+/// budget, past the scan's 64 runs a pass, and past the budget.
+#[test]
+fn no_call_finds_the_pages_an_earlier_call_dirtied() {
+    let env = Env::new();
+    env.add_plugins(&[("fresh_state", "fresh_state")]);
+    let server = McpServer::start(&env, "");
+    for pages in [8, 200, 512] {
+        for pause in [None, Some(Duration::from_millis(50))] {
+            for _ in 0..4 {
+                if let Some(pause) = pause {
+                    std::thread::sleep(pause);
+                }
+                assert_eq!(
+                    server.call_ok("scribble", json!({ "pages": pages })),
+                    "0",
+                    "pages marked by an earlier call of {pages} pages (pause {pause:?})"
+                );
+            }
+        }
+    }
+    let refused = server.call("scribble", json!({ "pages": 513 }));
+    assert!(refused.is_error, "{refused:?}");
+}
