@@ -7,6 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::mcp_stdio::McpServer;
 use crate::support::{built_plugin, output_and_peak_rss, CallOutput, Env};
 
 /// A test environment with the `hostile` and `prober` plugins in its plugin directory.
@@ -416,4 +417,37 @@ fn bad_grants_are_configuration_errors() {
         prober["reason"].as_str().unwrap().contains("/no/such/dir"),
         "{prober}"
     );
+}
+
+/// A read that never returns holds up only its own call. Any command of the session can
+/// make a FIFO in a directory a plugin may read; opening it blocks until a writer comes.
+/// The call ends at its timeout, and the server goes on answering, for more such calls
+/// than it has worker threads (a read blocking a worker would have stopped it).
+#[test]
+fn a_plugin_read_that_never_returns_times_out_and_the_server_goes_on() {
+    let sandbox = Sandbox::new();
+    let granted = sandbox.env.dir.path().join("granted");
+    std::fs::create_dir_all(&granted).unwrap();
+    std::fs::write(granted.join("note.txt"), "inside").unwrap();
+    let pipe = granted.join("pipe");
+    let pipe_c = std::ffi::CString::new(pipe.display().to_string()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(pipe_c.as_ptr(), 0o600) }, 0);
+    let config = format!(
+        "[plugins.prober]\ntimeout_ms = 500\nfs = [{{ path = {}, mode = \"ro\" }}]\n",
+        toml_path(&granted)
+    );
+    let server = McpServer::start(&sandbox.env, &config);
+    let note = serde_json::json!({ "path": granted.join("note.txt").display().to_string() });
+    for _ in 0..4 {
+        let hung = server.call(
+            "read_file",
+            serde_json::json!({ "path": pipe.display().to_string() }),
+        );
+        assert_eq!(hung.code.as_deref(), Some("TIMEOUT"), "{hung:?}");
+        let read = server.call("read_file", note.clone());
+        assert_eq!((read.is_error, read.text.as_str()), (false, "inside"));
+    }
+    // The opens still waiting get their writer, and end.
+    let _writer = std::fs::OpenOptions::new().write(true).open(&pipe).unwrap();
 }
