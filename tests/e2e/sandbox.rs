@@ -448,6 +448,11 @@ fn a_plugin_read_that_never_returns_times_out_and_the_server_goes_on() {
         let read = server.call("read_file", note.clone());
         assert_eq!((read.is_error, read.text.as_str()), (false, "inside"));
     }
-    // The opens still waiting get their writer, and end.
-    let _writer = std::fs::OpenOptions::new().write(true).open(&pipe).unwrap();
+    // The opens still waiting get their writer, and end (non-blocking: with no reader
+    // left the open fails instead of waiting for one).
+    let _writer = std::os::unix::fs::OpenOptionsExt::custom_flags(
+        std::fs::OpenOptions::new().write(true),
+        libc::O_NONBLOCK,
+    )
+    .open(&pipe);
 }
