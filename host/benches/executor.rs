@@ -17,9 +17,13 @@ use support::{percentile, us};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dsh::own_files::OwnFiles;
 use dsh::services::process::config::SandboxConfig;
-use dsh::services::process::executor::{seccomp_program, Sandbox};
-use dsh::services::process::{Executor, Launch, ProcessConfig, ProcessService, RunSpec};
+use dsh::services::process::executor::Sandbox;
+use dsh::services::process::seccomp;
+use dsh::services::process::{
+    Executor, HostPlaces, Launch, ProcessConfig, ProcessService, RunSpec,
+};
 
 const RUNS: usize = 200;
 
@@ -59,7 +63,12 @@ fn main() {
         drain_ms: 0,
         ..ProcessConfig::default()
     };
-    let launch = Arc::new(Launch::for_host(&config, Some(&state)).unwrap());
+    let own = OwnFiles::new(&state, None, None);
+    let places = HostPlaces {
+        workspace: Some(work.clone()),
+        own: own.clone(),
+    };
+    let launch = Arc::new(Launch::for_host(&config, places).unwrap());
     let service = ProcessService::new(config, launch);
     let runtime = tokio::runtime::Runtime::new().unwrap();
 
@@ -98,13 +107,13 @@ fn main() {
 
     // The setup, step by step.
     let started = Instant::now();
-    let sandbox = Sandbox::new(&SandboxConfig::default(), Some(&state)).unwrap();
+    let sandbox = Sandbox::new(&SandboxConfig::default(), &work, &own).unwrap();
     let once = started.elapsed();
     let (mut tmp, mut ruleset, mut program, mut child, mut prepare) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..RUNS {
         let started = Instant::now();
-        drop(sandbox.prepare(&work).unwrap());
+        drop(sandbox.prepare(None).unwrap());
         prepare.push(started.elapsed());
     }
     for _ in 0..RUNS {
@@ -112,10 +121,10 @@ fn main() {
         let dir = sandbox.private_tmp().unwrap();
         let made = started.elapsed();
         let started = Instant::now();
-        let fd = sandbox.ruleset(&work, dir.path()).unwrap();
+        let fd = sandbox.ruleset(dir.path(), None).unwrap();
         ruleset.push(started.elapsed());
         let started = Instant::now();
-        let _ = seccomp_program(false).unwrap();
+        let _ = seccomp::program(false).unwrap();
         program.push(started.elapsed());
         child.push(restrict_on_a_thread(&fd, sandbox.filter()));
         let started = Instant::now();
@@ -148,16 +157,18 @@ fn main() {
         us(median(&mut child))
     );
     let dir = sandbox.private_tmp().unwrap();
-    let fd = sandbox.ruleset(&work, dir.path()).unwrap();
+    let fd = sandbox.ruleset(dir.path(), None).unwrap();
     println!(
         "bash -c true by fork + exec (100 runs each, medians), what each step costs the command:"
     );
     let medians = confined_true(&fd, sandbox.filter());
-    for (median, what) in
-        medians
-            .iter()
-            .zip(["unconfined", "no_new_privs", "+ Landlock", "+ seccomp"])
-    {
+    for (median, what) in medians.iter().zip([
+        "unconfined",
+        "no_new_privs",
+        "+ Landlock",
+        "+ seccomp",
+        "+ mount/IPC ns",
+    ]) {
         println!("  {what:<14} {:8.1} µs", us(*median));
     }
     println!(
@@ -168,8 +179,8 @@ fn main() {
 
 /// `bash -c true` spawned by `Command` (fork + exec) with the first `steps` of the
 /// child's confinement applied before exec (0: none, 1: no_new_privs, 2: + Landlock,
-/// 3: + seccomp); the four interleaved, 100 runs each: their medians.
-fn confined_true(ruleset: &std::os::fd::OwnedFd, filter: &[libc::sock_filter]) -> [Duration; 4] {
+/// 3: + seccomp, 4: + the mount and IPC namespaces, unshared first); the five interleaved, 100 runs each: their medians.
+fn confined_true(ruleset: &std::os::fd::OwnedFd, filter: &[libc::sock_filter]) -> [Duration; 5] {
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
     let fd = ruleset.as_raw_fd();
@@ -178,14 +189,19 @@ fn confined_true(ruleset: &std::os::fd::OwnedFd, filter: &[libc::sock_filter]) -
         filter: filter.as_ptr() as *mut libc::sock_filter,
     };
     let program = &program as *const libc::sock_fprog as usize;
-    let mut samples: [Vec<Duration>; 4] = Default::default();
+    let mut samples: [Vec<Duration>; 5] = Default::default();
     for _ in 0..100 {
-        for steps in 0..4u8 {
+        for steps in 0..5u8 {
             let mut command = std::process::Command::new("bash");
             command.args(["-c", "true"]);
             // SAFETY: raw system calls only, between fork and exec.
             unsafe {
                 command.pre_exec(move || {
+                    if steps >= 4 {
+                        // What a run's namespaces cost it (made and, at its exit, torn
+                        // down); the mount steps are a few more system calls.
+                        libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWIPC);
+                    }
                     if steps >= 1 {
                         libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
                     }

@@ -105,6 +105,7 @@ async fn main() {
         plugins_dir: Some(plugins.clone()),
         state_dir: scratch.path().join("state-inproc"),
         workdir: scratch.path().to_path_buf(),
+        config_file: None,
     })
     .await
     .unwrap();

@@ -43,6 +43,8 @@ pub struct HostOptions {
     pub plugins_dir: Option<PathBuf>,
     pub state_dir: PathBuf,
     pub workdir: PathBuf,
+    /// The configuration file `config` was read from (kept out of confined runs' reach).
+    pub config_file: Option<PathBuf>,
 }
 
 /// A running host.
@@ -77,7 +79,15 @@ impl Host {
                 source,
             }
         })?;
-        let services = Services::new(&config.services(), session.spill_dir.clone())?;
+        let places = crate::services::process::HostPlaces {
+            workspace: Some(session.workdir.clone()),
+            own: crate::own_files::OwnFiles::new(
+                &options.state_dir,
+                options.config_file.as_deref(),
+                options.plugins_dir.as_deref(),
+            ),
+        };
+        let services = Services::for_host(&config.services(), session.spill_dir.clone(), places)?;
         let runtime = Arc::new(Runtime::new(
             services.clone(),
             Some(options.state_dir.clone()),

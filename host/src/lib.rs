@@ -16,6 +16,7 @@ pub mod glob;
 pub mod host;
 pub mod mcp;
 pub mod output;
+pub mod own_files;
 pub mod pipeline;
 pub mod private;
 pub mod registry;

@@ -60,6 +60,7 @@ pub async fn start_host_with(
         plugins_dir,
         state_dir: scratch.join("state"),
         workdir: scratch.to_path_buf(),
+        config_file: None,
     })
     .await
     .expect("the host starts")

@@ -65,8 +65,9 @@ impl Globals {
     /// A host as these options describe it: its configuration loaded, its plugins
     /// loaded, its session begun.
     pub async fn start(&self) -> anyhow::Result<Host> {
-        let config = match self.config_path() {
-            Some(path) => Config::load(&path)?,
+        let config_file = self.config_path();
+        let config = match &config_file {
+            Some(path) => Config::load(path)?,
             None => Config::default(),
         };
         let workdir = match &self.workdir {
@@ -80,6 +81,7 @@ impl Globals {
             plugins_dir: self.plugins.clone(),
             state_dir: self.state_dir(),
             workdir,
+            config_file,
         };
         Ok(Host::start(options).await?)
     }

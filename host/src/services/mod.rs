@@ -151,7 +151,17 @@ macro_rules! define_services {
             /// Starts every capability. `spill_dir` holds the background jobs' output
             /// files. Fails when the configured containment cannot be set up.
             pub fn new(config: &ServicesConfig, spill_dir: PathBuf) -> Result<Self, CapabilityError> {
-                let foundation = Foundation::new(config, spill_dir)?;
+                Self::for_host(config, spill_dir, process::HostPlaces::default())
+            }
+
+            /// Starts every capability for a host whose session workspace and own files
+            /// are `places` (what sandboxed runs may write and may not reach).
+            pub fn for_host(
+                config: &ServicesConfig,
+                spill_dir: PathBuf,
+                places: process::HostPlaces,
+            ) -> Result<Self, CapabilityError> {
+                let foundation = Foundation::new(config, spill_dir, places)?;
                 Ok(Services {
                     $($name: <$ty as Capability>::start(&config.$name, &foundation)?,)*
                 })
@@ -179,13 +189,13 @@ macro_rules! define_services {
 for_each_capability!(define_services);
 
 impl Foundation {
-    fn new(config: &ServicesConfig, spill_dir: PathBuf) -> Result<Self, CapabilityError> {
+    fn new(
+        config: &ServicesConfig,
+        spill_dir: PathBuf,
+        places: process::HostPlaces,
+    ) -> Result<Self, CapabilityError> {
         Ok(Foundation {
-            // Sandboxed runs cannot read the state directory: STATE/sessions/ID/spill.
-            launch: Arc::new(process::Launch::for_host(
-                &config.process,
-                spill_dir.ancestors().nth(3),
-            )?),
+            launch: Arc::new(process::Launch::for_host(&config.process, places)?),
             jobs: Arc::new(jobs::JobRegistry::new(
                 config.jobs.clone(),
                 Duration::from_millis(config.process.kill_grace_ms),

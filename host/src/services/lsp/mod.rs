@@ -32,7 +32,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::error::{ErrorCode, ToolError};
-use crate::services::process::{find_program, Launch};
+use crate::services::process::{find_program, Executor, Launch};
 pub use config::{LspConfig, ServerConfig};
 use server::{Server, ServerError};
 
@@ -95,10 +95,12 @@ pub enum Answer {
 pub trait LspProvider {
     /// Answers `query` for a caller whose workspace is `workspace` and whose relative
     /// paths resolve against `workdir`.
+    /// Servers a call starts run under `executor` (the call's, by `[process.executor]`).
     fn query(
         &self,
         workspace: &Path,
         workdir: &Path,
+        executor: Executor,
         query: Query,
     ) -> impl std::future::Future<Output = Result<Answer, ToolError>> + Send;
 }
@@ -112,8 +114,9 @@ struct Slot {
     restarted: bool,
 }
 
-/// A slot's key: the server's name and its root.
-type SlotKey = (String, PathBuf);
+/// A slot's key: the server's name, its root and the executor it runs under (a
+/// sandboxed scope's queries never reach a server that runs `local`).
+type SlotKey = (String, PathBuf, Executor);
 
 /// A flat symbol: its range's start and end (line, character), and itself.
 type Ranged = ((u64, u64), (u64, u64), Symbol);
@@ -125,7 +128,7 @@ pub struct LspService {
     /// The servers in force (configured and defaults found on PATH), by name.
     servers: BTreeMap<String, ServerConfig>,
     launch: Arc<Launch>,
-    /// (server name, root) → its slot; a slot's lock is held while it starts.
+    /// (server name, root, executor) → its slot; a slot's lock is held while it starts.
     slots: Mutex<HashMap<SlotKey, Arc<tokio::sync::Mutex<Slot>>>>,
     reaper_started: std::sync::atomic::AtomicBool,
 }
@@ -382,19 +385,21 @@ impl LspService {
         });
     }
 
-    /// The running server of `name` at `root`, started (or restarted once) if needed.
+    /// The running server of `name` at `root` under `executor`, started (or restarted
+    /// once) if needed.
     async fn server(
         self: &Arc<Self>,
         name: &str,
         config: &ServerConfig,
         root: &Path,
+        executor: Executor,
     ) -> Result<Arc<Server>, ToolError> {
         self.start_reaper();
         let slot = self
             .slots
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .entry((name.to_string(), root.to_path_buf()))
+            .entry((name.to_string(), root.to_path_buf(), executor))
             .or_default()
             .clone();
         let mut slot = slot.lock().await;
@@ -421,6 +426,7 @@ impl LspService {
             &self.launch,
             &config.command,
             root,
+            executor,
             json(&config.settings),
             json(&config.initialization_options),
         )
@@ -477,6 +483,7 @@ impl LspService {
         self: &Arc<Self>,
         workspace: &Path,
         workdir: &Path,
+        executor: Executor,
         query: Query,
     ) -> Result<Answer, ToolError> {
         let workspace = workspace
@@ -563,7 +570,7 @@ impl LspService {
             let mut tries = 0;
             loop {
                 tries += 1;
-                let server = self.server(name, server_config, &root).await?;
+                let server = self.server(name, server_config, &root, executor).await?;
                 let answer = self
                     .ask(&server, query.op, &file, &uri, &extension, &text, position)
                     .await;
@@ -780,9 +787,10 @@ impl LspProvider for Arc<LspService> {
         &self,
         workspace: &Path,
         workdir: &Path,
+        executor: Executor,
         query: Query,
     ) -> Result<Answer, ToolError> {
-        self.run_query(workspace, workdir, query).await
+        self.run_query(workspace, workdir, executor, query).await
     }
 }
 

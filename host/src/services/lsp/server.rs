@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::oneshot;
 
-use crate::services::process::{containment, find_program, spawn, Launch};
+use crate::services::process::{containment, find_program, spawn, Executor, Launch};
 
 /// Why a server could not start or answer.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +67,8 @@ pub struct Server {
     in_flight: AtomicUsize,
     /// The server's container: killed when the server is dropped.
     run: containment::Run,
+    /// A sandboxed server's confinement (its temporary directory lives as long).
+    _sandbox: Option<crate::services::process::executor::Prepared>,
 }
 
 impl std::fmt::Debug for Server {
@@ -132,6 +134,7 @@ impl Server {
         launch: &Launch,
         command: &[String],
         root: &Path,
+        executor: Executor,
         settings: Value,
         initialization_options: Value,
     ) -> Result<Arc<Server>, ServerError> {
@@ -157,9 +160,18 @@ impl Server {
         let (server_stdout, from_server) = tokio::net::unix::pipe::pipe().map_err(|e| start(&e))?;
         let stdin_fd: OwnedFd = server_stdin.into_blocking_fd().map_err(|e| start(&e))?;
         let stdout_fd: OwnedFd = server_stdout.into_blocking_fd().map_err(|e| start(&e))?;
+        // A sandboxed scope's server is sandboxed like its commands: it reads and runs
+        // what they may have written (a build script, a compile_commands.json).
+        let sandbox = launch
+            .prepare(executor, root, None)
+            .map_err(|e| start(&e))?;
+        let extra: Vec<(String, String)> = sandbox
+            .iter()
+            .map(|s| ("TMPDIR".to_string(), s.tmp().display().to_string()))
+            .collect();
         let run = launch.containment.new_run().map_err(|e| start(&e))?;
         let placement = run.placement();
-        let envp = launch.envp(&[], &placement).map_err(|e| start(&e))?;
+        let envp = launch.envp(&extra, &placement).map_err(|e| start(&e))?;
         let cwd = cstring(root.as_os_str().as_bytes())?;
         let program_c = cstring(bash.as_os_str().as_bytes())?;
         let mut child = spawn::spawn(&spawn::SpawnSpec {
@@ -173,9 +185,7 @@ impl Server {
             cgroup: placement.cgroup,
             join: &placement.join,
             die_with_parent: true,
-            // Contained, not sandboxed: a server reads the project and its toolchain
-            // (site-packages, node_modules, sysroots) wherever they are.
-            sandbox: None,
+            sandbox: launch.child_sandbox(sandbox.as_ref()),
         })
         .map_err(|e| start(&e))?;
         drop((stdin_fd, stdout_fd));
@@ -195,6 +205,7 @@ impl Server {
             last_used: Mutex::new(Instant::now()),
             in_flight: AtomicUsize::new(0),
             run,
+            _sandbox: sandbox,
         });
         // The reaper: the server is dead once its process is.
         let watched = shared.clone();

@@ -40,8 +40,12 @@ impl Host for CallCtx<'_> {
         };
         let service = self.services.lsp.clone();
         let workdir = self.call.workdir.clone();
+        let executor = self
+            .services
+            .process
+            .executor_for(&self.call.scope, &self.call.tool);
         let answer = self
-            .timed(service.query(&workdir, &workdir, request))
+            .timed(service.query(&workdir, &workdir, executor, request))
             .await?;
         Ok(match answer {
             Answer::Locations(found) => WitAnswer::Locations(

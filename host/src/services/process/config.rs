@@ -83,7 +83,7 @@ impl ProcessConfig {
 }
 
 /// What runs a command.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Executor {
     /// As the host's user, with its rights (contained and killed whole, not confined).

@@ -1,52 +1,56 @@
 //! The `sandbox` executor: what a sandboxed run is confined by, prepared in the host
 //! before the spawn and applied by the child just before `exec`.
 //!
-//! Built once per host ([`Sandbox::new`]): the Landlock ABI the kernel offers, the
-//! read rules (every path but the state directory, found by listing the directories on
-//! the way down to it and granting each sibling), the devices, the configured writable
-//! paths, and the seccomp program. Per run ([`Sandbox::prepare`]): a private temporary
-//! directory (0700, removed with everything in it when the run ends) and a Landlock
-//! ruleset (a descriptor) granting read on the read rules, write on the workspace, the
-//! temporary directory, the devices and the configured paths, TCP connect to the
-//! allowlisted ports, and scoping signals and abstract Unix sockets to the run's own
-//! domain. The child ([`super::spawn`]) then makes raw system calls only:
-//! `prctl(PR_SET_NO_NEW_PRIVS)`, drops every capability (bounding, ambient, effective,
-//! permitted, inheritable: a root host's runs keep none, and with no_new_privs regain
-//! none at exec), `landlock_restrict_self(fd)`, `seccomp(SET_MODE_FILTER)`.
+//! A sandboxed run gets, in this order (the child does it, [`super::spawn`]):
 //!
-//! Building a ruleset costs a system call per rule (hundreds where the state directory
-//! has many siblings), so rulesets are kept: each run takes a *slot* (a directory
-//! `STATE/sandbox-tmp/slot-PID-N`, held by one run at a time) whose ruleset grants that
-//! slot and the workspace; the run's temporary directory is made inside its slot and
-//! removed when it ends, the slot is emptied, and it goes back to the pool with its
-//! ruleset (reused while the workspace is the same directory, same inode). A run can
-//! reach no other slot.
+//! 1. **Its own mount and IPC namespaces** (and a user namespace when dsh is not root,
+//!    mapping only dsh's own uid and gid). In the mount namespace every mount is
+//!    read-only, then the writable set is bound back writable: the session workspace
+//!    (canonicalized once, when the host starts — never a call's `workdir`), the
+//!    `[process.sandbox] write` paths, and the run's slot (below). dsh's own files
+//!    ([`crate::own_files`]) are then carved out: the state directory is covered by an
+//!    empty read-only tmpfs (only the run's own slot is bound back inside it), and the
+//!    configuration file and plugin directory, when they lie in the writable set, are
+//!    bound read-only onto themselves, with every directory between them and the
+//!    writable root they lie in made a mount point (so none can be renamed away and
+//!    replaced). So metadata changes (chmod, chown, utimes, xattrs) outside the writable
+//!    set fail with `EROFS`, and the IPC namespace keeps SysV IPC and POSIX message
+//!    queues to the run. Propagation is one way (slave): nothing mounted here reaches
+//!    the host.
+//! 2. **No new privileges and no capabilities** (bounding, ambient, effective,
+//!    permitted, inheritable: a root host's runs keep none and regain none at exec).
+//! 3. **A Landlock domain**: read beneath every top-level directory but `/dev` (where only
+//!    the `/dev/null`-like devices and `/dev/tty` are granted, and a terminal run's own
+//!    PTY: not the raw disks, not other terminals), write on the workspace, the `write`
+//!    paths and the slot, TCP connect to `tcp_ports` only, and signals and abstract Unix
+//!    sockets scoped to the run's own domain.
+//! 4. **The seccomp filter** ([`super::seccomp`]).
 //!
-//! The seccomp filter returns `EACCES` for `socket()` of UDP, raw and packet sockets
-//! (so DNS too), of any address family but IPv4, IPv6 and netlink (and Unix with
-//! `unix_sockets = true`), and of stream sockets with a protocol other than TCP; for io_uring (which creates sockets past
-//! the filter); and for privileged calls a root host could otherwise make (modules,
-//! kexec, reboot, swap, BPF, perf events, clocks, keyrings), and on x86-64 for every
-//! x32-ABI call (their numbers would miss the rules).
+//! Slots: building a ruleset costs a system call per rule, so rulesets are kept. Each
+//! run takes a *slot* (a directory `STATE/sandbox-tmp/slot-PID-N`, held by one run at a
+//! time, with its ruleset and its mount steps); the run's `TMPDIR` is made inside it and
+//! removed when the run ends, the slot is emptied and goes back to the pool. A run sees
+//! no other slot (the state directory is covered).
 //!
 //! Fails closed: where the kernel's Landlock ABI lacks a feature `require` names, every
-//! sandboxed run is refused with [`SandboxError::Unavailable`].
+//! sandboxed run is refused with [`SandboxError::Unavailable`]; where the namespaces
+//! cannot be made, the spawn fails and the call is refused.
 
-use std::collections::BTreeMap;
+use std::ffi::CString;
 use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use landlock::{
     Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset,
     RulesetAttr, RulesetCreatedAttr, Scope, ABI,
 };
-use seccompiler::{
-    SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
-};
 
 use super::config::{SandboxConfig, SandboxFeature};
 use crate::error::{ErrorCode, ToolError};
+use crate::own_files::OwnFiles;
 
 /// Why a run cannot be sandboxed.
 #[derive(Debug, thiserror::Error)]
@@ -70,12 +74,54 @@ pub enum SandboxError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A call's working directory the sandbox does not run in (the model's mistake).
+    #[error(
+        "{path} is outside the workspace {workspace}: a sandboxed command runs and writes only \
+         in the session workspace (give a workdir inside it, or none)"
+    )]
+    OutsideWorkspace { path: PathBuf, workspace: PathBuf },
 }
 
 impl From<SandboxError> for ToolError {
     fn from(error: SandboxError) -> Self {
-        ToolError::new(ErrorCode::Internal, format!("sandbox unavailable: {error}"))
+        match error {
+            SandboxError::OutsideWorkspace { .. } => {
+                ToolError::new(ErrorCode::InvalidArguments, error.to_string())
+            }
+            _ => ToolError::new(ErrorCode::Internal, format!("sandbox unavailable: {error}")),
+        }
     }
+}
+
+/// One step of a run's mount namespace set-up, done by the child before anything else
+/// of the sandbox (see the module doc and [`super::spawn`]).
+#[derive(Debug, Clone)]
+pub struct MountStep {
+    pub op: MountOp,
+    pub path: CString,
+}
+
+/// What a [`MountStep`] does to its path.
+#[derive(Debug, Clone)]
+pub enum MountOp {
+    /// Every mount becomes a slave: nothing mounted in the run's namespace reaches the
+    /// host's (the path is `/`).
+    SlaveAll,
+    /// The mount at the path (and, `recursive`, every mount beneath) becomes read-only.
+    ReadOnly { recursive: bool },
+    /// The mount at the path becomes writable again (a bind of a writable root).
+    Writable,
+    /// Binds `source` (every mount beneath it too) onto the path.
+    Bind { source: CString },
+    /// Mounts an empty tmpfs on the path (the state directory's cover).
+    Cover,
+    /// Takes a detached copy of the mount tree at the path (to attach it again inside a
+    /// cover that hides the path).
+    Detach,
+    /// Attaches the copy the last `Detach` took at the path.
+    Attach,
+    /// Makes a directory (inside a cover).
+    Mkdir,
 }
 
 /// The confinement every sandboxed run of this host gets; see the module doc.
@@ -85,35 +131,43 @@ pub struct Sandbox {
     abi: i32,
     /// Required features this ABI lacks (the first refuses every run).
     missing: Option<SandboxFeature>,
+    /// The session workspace, canonical.
+    workspace: PathBuf,
     state_dir: Option<PathBuf>,
-    /// Read, beneath each (everything but the state directory); true for directories.
+    /// Read, beneath each (every top-level entry but `/dev`); true for directories.
     read: Vec<(PathFd, bool)>,
-    /// Read-directory only (the directories on the way to the state directory).
+    /// Read-directory only: `/` and `/dev`.
     list: Vec<(PathFd, bool)>,
-    /// Read and write: devices and configured paths.
+    /// Read and write: devices, configured paths, the workspace.
     write: Vec<(PathFd, bool)>,
     tcp_ports: Vec<u16>,
+    unix_sockets: bool,
     filter: Vec<libc::sock_filter>,
+    /// The namespaces a run unshares (`CLONE_NEW*`).
+    namespaces: libc::c_int,
+    /// A non-root host's runs map only its own ids in their user namespace.
+    user_maps: Option<UserMaps>,
+    /// The mount steps every run shares (its slot's follow).
+    steps: Vec<MountStep>,
     tmp_root: PathBuf,
     /// Free slots (see the module doc).
-    slots: std::sync::Arc<std::sync::Mutex<Vec<Slot>>>,
+    slots: Arc<Mutex<Vec<Slot>>>,
 }
 
-/// A directory one run at a time makes its temporary directory in, with the ruleset
-/// last built for it (and the workspace it was built for).
+/// What a non-root host's runs write into their user namespace's maps.
+#[derive(Debug, Clone)]
+pub struct UserMaps {
+    pub uid_map: CString,
+    pub gid_map: CString,
+}
+
+/// A directory one run at a time makes its temporary directory in, with its ruleset and
+/// its mount steps (the shared ones and its own).
 #[derive(Debug)]
 struct Slot {
     dir: PathBuf,
-    ruleset: Option<(WorkspaceId, std::sync::Arc<OwnedFd>)>,
-}
-
-/// A workspace as a ruleset knows it: its path and inode (rules hold the inode).
-type WorkspaceId = (PathBuf, u64, u64);
-
-fn workspace_id(workspace: &Path) -> Option<WorkspaceId> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(workspace).ok()?;
-    Some((workspace.to_path_buf(), meta.dev(), meta.ino()))
+    ruleset: Arc<OwnedFd>,
+    steps: Arc<Vec<MountStep>>,
 }
 
 impl Drop for Sandbox {
@@ -129,15 +183,16 @@ impl Drop for Sandbox {
     }
 }
 
-/// One run's confinement: its ruleset descriptor and private temporary directory
+/// One run's confinement: its ruleset, mount steps and private temporary directory
 /// (removed when this is dropped).
 #[derive(Debug)]
 pub struct Prepared {
-    ruleset: std::sync::Arc<OwnedFd>,
+    ruleset: Arc<OwnedFd>,
+    steps: Arc<Vec<MountStep>>,
     /// Removed first, then the slot goes back to `pool`.
     tmp: Option<PrivateTmp>,
     slot: Option<Slot>,
-    pool: std::sync::Weak<std::sync::Mutex<Vec<Slot>>>,
+    pool: Weak<Mutex<Vec<Slot>>>,
     marker: String,
 }
 
@@ -169,6 +224,11 @@ impl Prepared {
     /// The ruleset descriptor the child restricts itself with.
     pub fn ruleset(&self) -> &OwnedFd {
         &self.ruleset
+    }
+
+    /// The mount steps the child takes in its new namespace.
+    pub fn steps(&self) -> &[MountStep] {
+        &self.steps
     }
 
     /// The run's `TMPDIR`.
@@ -222,7 +282,8 @@ impl Drop for PrivateTmp {
 /// sandboxes, which may share a state directory).
 static NEXT_DIR: AtomicU64 = AtomicU64::new(1);
 
-/// Devices a shell needs to write: `/dev/null`-like ones and terminals.
+/// The devices a sandboxed run may open (read and write): `/dev/null`-like ones and its
+/// controlling terminal. Nothing else of `/dev` (no disks, no other terminals).
 const DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
@@ -230,7 +291,6 @@ const DEVICES: &[&str] = &[
     "/dev/random",
     "/dev/urandom",
     "/dev/tty",
-    "/dev/ptmx",
 ];
 
 /// The kernel's Landlock ABI version (0 where Landlock is off or missing).
@@ -259,28 +319,73 @@ fn abi_of(version: i32) -> ABI {
     }
 }
 
+fn c_path(path: &Path) -> Result<CString, SandboxError> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| SandboxError::Setup(format!("{} has a NUL byte", path.display())))
+}
+
+/// Whether the filesystem at `path` is mounted read-only on the host.
+fn mounted_read_only(path: &Path) -> bool {
+    let Ok(path) = c_path(path) else { return false };
+    // SAFETY: statvfs fills a plain struct.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    unsafe { libc::statvfs(path.as_ptr(), &mut stat) == 0 && stat.f_flag & libc::ST_RDONLY != 0 }
+}
+
+/// The directories strictly between `root` and `path` (`root/a/b/c` gives `root/a`,
+/// `root/a/b`).
+fn between(root: &Path, path: &Path) -> Vec<PathBuf> {
+    let Ok(rest) = path.strip_prefix(root) else {
+        return Vec::new();
+    };
+    let mut here = root.to_path_buf();
+    let mut dirs = Vec::new();
+    let components: Vec<_> = rest.components().collect();
+    for step in components.iter().take(components.len().saturating_sub(1)) {
+        here.push(step);
+        dirs.push(here.clone());
+    }
+    dirs
+}
+
 impl Sandbox {
-    /// Prepares the confinement of `config` for a host whose state directory is
-    /// `state_dir` (unreadable to sandboxed runs; their temporary directories go under
-    /// it).
-    pub fn new(config: &SandboxConfig, state_dir: Option<&Path>) -> Result<Self, SandboxError> {
+    /// Prepares the confinement of `config` for runs in `workspace` (the session's, fixed
+    /// for the host's life) of a host whose own files are `own` (the state directory holds
+    /// the runs' temporary directories).
+    pub fn new(
+        config: &SandboxConfig,
+        workspace: &Path,
+        own: &OwnFiles,
+    ) -> Result<Self, SandboxError> {
         let kernel = kernel_abi();
         let abi = config.assume_abi.map_or(kernel, |a| a.min(kernel));
         let missing = config.require.iter().copied().find(|f| f.abi() > abi);
-        let state_dir = state_dir.map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.into()));
-        let (read, list) = match &state_dir {
-            Some(state) => {
-                let (read, list) = paths_except(Path::new("/"), state);
-                (open_all(&read), open_all(&list))
+        let workspace = std::fs::canonicalize(workspace).map_err(|e| {
+            SandboxError::Setup(format!("the workspace {}: {e}", workspace.display()))
+        })?;
+        let state_dir = own.state_dir.clone();
+        if let Some(state) = &state_dir {
+            if workspace.starts_with(state) {
+                return Err(SandboxError::Setup(format!(
+                    "the workspace {} lies inside dsh's state directory {}, which sandboxed runs \
+                     cannot reach: choose a workspace outside it (--workdir) or another state \
+                     directory (--state-dir)",
+                    workspace.display(),
+                    state.display()
+                )));
             }
-            None => (open_all(&[PathBuf::from("/")]), Vec::new()),
-        };
-        let write: Vec<PathBuf> = config
+        }
+        let (read, list) = top_level_except_dev();
+        let write_paths: Vec<PathBuf> = config
             .write
             .iter()
-            .cloned()
-            .chain(DEVICES.iter().map(PathBuf::from))
-            .chain(std::iter::once(PathBuf::from("/dev/pts")))
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect();
+        let write: Vec<PathBuf> = DEVICES
+            .iter()
+            .map(PathBuf::from)
+            .chain(write_paths.iter().cloned())
+            .chain(std::iter::once(workspace.clone()))
             .collect();
         let tmp_root = match &state_dir {
             Some(state) => state.join("sandbox-tmp"),
@@ -297,18 +402,50 @@ impl Sandbox {
                     source,
                 })?;
         }
+        let mut writable_roots: Vec<PathBuf> = std::iter::once(workspace.clone())
+            .chain(write_paths)
+            .collect();
+        writable_roots.sort_by_key(|p| p.components().count());
+        writable_roots.dedup();
+        let steps = shared_steps(&writable_roots, own)?;
+        let euid = crate::private::euid();
+        let user_maps = (euid != 0).then(|| {
+            // SAFETY: getegid has no preconditions.
+            let egid = unsafe { libc::getegid() };
+            UserMaps {
+                uid_map: CString::new(format!("{euid} {euid} 1\n")).expect("digits"),
+                gid_map: CString::new(format!("{egid} {egid} 1\n")).expect("digits"),
+            }
+        });
+        let namespaces = libc::CLONE_NEWNS
+            | libc::CLONE_NEWIPC
+            | if user_maps.is_some() {
+                libc::CLONE_NEWUSER
+            } else {
+                0
+            };
         Ok(Sandbox {
             abi,
             missing,
+            workspace,
             state_dir,
-            read,
-            list,
+            read: open_all(&read),
+            list: open_all(&list),
             write: open_all(&write),
             tcp_ports: config.tcp_ports.clone(),
-            filter: seccomp_program(config.unix_sockets)?,
+            unix_sockets: config.unix_sockets,
+            filter: super::seccomp::program(config.unix_sockets)?,
+            namespaces,
+            user_maps,
+            steps,
             tmp_root,
             slots: Default::default(),
         })
+    }
+
+    /// The session workspace runs write in (canonical).
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
     }
 
     /// How many Landlock rules every run's ruleset starts with (read, listing, write).
@@ -321,36 +458,62 @@ impl Sandbox {
         &self.filter
     }
 
+    /// The namespaces every sandboxed child unshares.
+    pub fn namespaces(&self) -> libc::c_int {
+        self.namespaces
+    }
+
+    /// A non-root host's user namespace maps.
+    pub fn user_maps(&self) -> Option<&UserMaps> {
+        self.user_maps.as_ref()
+    }
+
     /// Whether this ABI has `feature`.
     fn has(&self, feature: SandboxFeature) -> bool {
         self.abi >= feature.abi()
     }
 
-    /// One run's confinement, for a run whose workspace is `workspace`.
-    pub fn prepare(&self, workspace: &Path) -> Result<Prepared, SandboxError> {
+    /// `cwd` as a sandboxed run may start in: canonical and inside the workspace.
+    pub fn check_cwd(&self, cwd: &Path) -> Result<PathBuf, SandboxError> {
+        let canonical = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+        let inside = canonical.starts_with(&self.workspace)
+            && !self
+                .state_dir
+                .as_deref()
+                .is_some_and(|state| canonical.starts_with(state));
+        if inside {
+            Ok(canonical)
+        } else {
+            Err(SandboxError::OutsideWorkspace {
+                path: cwd.to_path_buf(),
+                workspace: self.workspace.clone(),
+            })
+        }
+    }
+
+    /// One run's confinement. `terminal`: the run's own PTY (its slave's path), which it
+    /// may open again (`/dev/stderr` is that terminal in a terminal session).
+    pub fn prepare(&self, terminal: Option<&Path>) -> Result<Prepared, SandboxError> {
         if let Some(feature) = self.missing {
             return Err(SandboxError::Unavailable {
                 feature,
                 abi: self.abi,
             });
         }
-        let mut slot = self.take_slot()?;
-        let id = workspace_id(workspace);
-        let ruleset = match &slot.ruleset {
-            Some((built_for, ruleset)) if id.as_ref() == Some(built_for) => ruleset.clone(),
-            _ => {
-                let ruleset = std::sync::Arc::new(self.ruleset(workspace, &slot.dir)?);
-                slot.ruleset = id.map(|id| (id, ruleset.clone()));
-                ruleset
-            }
+        let slot = self.take_slot()?;
+        let ruleset = match terminal {
+            // A terminal's ruleset is its own (terminals open rarely).
+            Some(pty) => Arc::new(self.ruleset(&slot.dir, Some(pty))?),
+            None => slot.ruleset.clone(),
         };
         let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
         let tmp = PrivateTmp::create(slot.dir.join(format!("run-{n}")))?;
         Ok(Prepared {
             ruleset,
+            steps: slot.steps.clone(),
             tmp: Some(tmp),
             slot: Some(slot),
-            pool: std::sync::Arc::downgrade(&self.slots),
+            pool: Arc::downgrade(&self.slots),
             marker: self.marker(),
         })
     }
@@ -367,9 +530,16 @@ impl Sandbox {
         )?;
         // Kept for the host's life (removed when the sandbox is dropped).
         let dir = std::mem::ManuallyDrop::new(dir);
+        let dir = dir.0.clone();
+        let ruleset = Arc::new(self.ruleset(&dir, None)?);
+        let mut steps = self.steps.clone();
+        if let Some(state) = &self.state_dir {
+            steps.extend(cover_steps(state, &dir)?);
+        }
         Ok(Slot {
-            dir: dir.0.clone(),
-            ruleset: None,
+            dir,
+            ruleset,
+            steps: Arc::new(steps),
         })
     }
 
@@ -391,11 +561,20 @@ impl Sandbox {
         };
         let net = if !self.has(SandboxFeature::Net) {
             "unconfined".to_string()
-        } else if self.tcp_ports.is_empty() {
-            "off".to_string()
         } else {
-            let ports: Vec<String> = self.tcp_ports.iter().map(u16::to_string).collect();
-            format!("tcp:{}", ports.join(","))
+            let mut reach = Vec::new();
+            if !self.tcp_ports.is_empty() {
+                let ports: Vec<String> = self.tcp_ports.iter().map(u16::to_string).collect();
+                reach.push(format!("tcp:{}", ports.join(",")));
+            }
+            if self.unix_sockets {
+                reach.push("unix".to_string());
+            }
+            if reach.is_empty() {
+                "off".to_string()
+            } else {
+                reach.join("+")
+            }
         };
         let signals = if self.has(SandboxFeature::Signals) {
             ""
@@ -405,9 +584,9 @@ impl Sandbox {
         format!("[sandbox: fs={fs} net={net}{signals}]")
     }
 
-    /// The Landlock ruleset of one run (its descriptor).
-    /// (What a run gets comes through its slot; this builds one afresh.)
-    pub fn ruleset(&self, workspace: &Path, tmp: &Path) -> Result<OwnedFd, SandboxError> {
+    /// The Landlock ruleset of one run whose temporary directories are in `tmp` (and
+    /// whose own PTY is `terminal`), as a descriptor.
+    pub fn ruleset(&self, tmp: &Path, terminal: Option<&Path>) -> Result<OwnedFd, SandboxError> {
         let abi = abi_of(self.abi);
         let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
         if self.has(SandboxFeature::Fs) {
@@ -441,21 +620,13 @@ impl Sandbox {
             for (fd, is_dir) in &self.write {
                 created = created.add_rule(PathBeneath::new(fd, on(*is_dir, all)))?;
             }
-            // The workspace, less the state directory when it lies inside it.
-            let (write, list) = match &self.state_dir {
-                Some(state) if state.starts_with(workspace) => paths_except(workspace, state),
-                _ => (vec![workspace.to_path_buf()], Vec::new()),
+            let open = |path: &Path| {
+                PathFd::new(path)
+                    .map_err(|e| SandboxError::Setup(format!("{}: {e}", path.display())))
             };
-            for path in write.iter().chain(std::iter::once(&tmp.to_path_buf())) {
-                if let Ok(fd) = PathFd::new(path) {
-                    let access = if path.is_dir() { all } else { file };
-                    created = created.add_rule(PathBeneath::new(fd, access))?;
-                }
-            }
-            for path in &list {
-                if let Ok(fd) = PathFd::new(path) {
-                    created = created.add_rule(PathBeneath::new(fd, AccessFs::ReadDir))?;
-                }
+            created = created.add_rule(PathBeneath::new(open(tmp)?, all))?;
+            if let Some(pty) = terminal {
+                created = created.add_rule(PathBeneath::new(open(pty)?, file))?;
             }
         }
         if self.has(SandboxFeature::Net) {
@@ -468,28 +639,103 @@ impl Sandbox {
     }
 }
 
-/// Below `root`, every path but `excluded`: the entries to grant beneath (siblings of
-/// the directories on the way down, and their siblings) and the directories on the
-/// way (to grant listing only). `[root]` and nothing when `excluded` is not below it.
-fn paths_except(root: &Path, excluded: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let Ok(rest) = excluded.strip_prefix(root) else {
-        return (vec![root.to_path_buf()], Vec::new());
+/// The mount steps every run takes: all read-only, the writable roots (ascending depth)
+/// bound back writable, then dsh's read-only files inside them bound read-only, each
+/// directory on their way from the root pinned as a mount point first.
+fn shared_steps(
+    writable_roots: &[PathBuf],
+    own: &OwnFiles,
+) -> Result<Vec<MountStep>, SandboxError> {
+    let step = |op, path: &Path| -> Result<MountStep, SandboxError> {
+        Ok(MountStep {
+            op,
+            path: c_path(path)?,
+        })
     };
-    let mut grant = Vec::new();
-    let mut list = Vec::new();
-    let mut here = root.to_path_buf();
-    for step in rest.components() {
-        list.push(here.clone());
-        if let Ok(entries) = std::fs::read_dir(&here) {
-            for entry in entries.flatten() {
-                if entry.file_name() != step.as_os_str() {
-                    grant.push(entry.path());
-                }
-            }
+    let mut steps = vec![
+        step(MountOp::SlaveAll, Path::new("/"))?,
+        step(MountOp::ReadOnly { recursive: true }, Path::new("/"))?,
+    ];
+    for root in writable_roots {
+        steps.push(step(
+            MountOp::Bind {
+                source: c_path(root)?,
+            },
+            root,
+        )?);
+        if !mounted_read_only(root) {
+            steps.push(step(MountOp::Writable, root)?);
         }
-        here.push(step);
     }
-    (grant, list)
+    // dsh's files inside a writable root: the state directory (covered later, per slot)
+    // and the read-only ones; the directories on their way are pinned so that none can
+    // be renamed away and replaced.
+    let protected: Vec<&PathBuf> = own.state_dir.iter().chain(&own.read_only).collect();
+    let mut pins: Vec<PathBuf> = Vec::new();
+    for path in &protected {
+        for root in writable_roots.iter().filter(|root| path.starts_with(root)) {
+            pins.extend(between(root, path));
+        }
+    }
+    pins.sort_by_key(|p| p.components().count());
+    pins.dedup();
+    for pin in &pins {
+        steps.push(step(
+            MountOp::Bind {
+                source: c_path(pin)?,
+            },
+            pin,
+        )?);
+    }
+    for path in &own.read_only {
+        if writable_roots.iter().any(|root| path.starts_with(root)) {
+            steps.push(step(
+                MountOp::Bind {
+                    source: c_path(path)?,
+                },
+                path,
+            )?);
+            steps.push(step(MountOp::ReadOnly { recursive: true }, path)?);
+        }
+    }
+    Ok(steps)
+}
+
+/// A slot's own steps: a copy of the slot's mount tree taken, the state directory
+/// covered by an empty tmpfs, the way to the slot made in it, the slot attached back
+/// writable, the cover made read-only.
+fn cover_steps(state: &Path, slot: &Path) -> Result<Vec<MountStep>, SandboxError> {
+    let step = |op, path: &Path| -> Result<MountStep, SandboxError> {
+        Ok(MountStep {
+            op,
+            path: c_path(path)?,
+        })
+    };
+    let mut steps = vec![step(MountOp::Detach, slot)?, step(MountOp::Cover, state)?];
+    for dir in between(state, slot)
+        .iter()
+        .chain(std::iter::once(&slot.to_path_buf()))
+    {
+        steps.push(step(MountOp::Mkdir, dir)?);
+    }
+    steps.push(step(MountOp::Attach, slot)?);
+    steps.push(step(MountOp::Writable, slot)?);
+    steps.push(step(MountOp::ReadOnly { recursive: false }, state)?);
+    Ok(steps)
+}
+
+/// The read rules: every entry of `/` but `/dev`; and the listing rules: `/` and `/dev`.
+fn top_level_except_dev() -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let read = std::fs::read_dir("/")
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p != Path::new("/dev"))
+                .collect()
+        })
+        .unwrap_or_default();
+    (read, vec![PathBuf::from("/"), PathBuf::from("/dev")])
 }
 
 /// The paths that can be opened, with whether each is a directory.
@@ -500,138 +746,23 @@ fn open_all(paths: &[PathBuf]) -> Vec<(PathFd, bool)> {
         .collect()
 }
 
-/// The seccomp program of sandboxed runs (x86-64 and aarch64; see the module doc);
-/// `unix_sockets`: whether `socket(AF_UNIX)` is allowed.
-pub fn seccomp_program(unix_sockets: bool) -> Result<Vec<libc::sock_filter>, SandboxError> {
-    let cond = |arg, op, value| SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value);
-    let type_mask = SeccompCmpOp::MaskedEq(0xf);
-    let mut socket_rules = Vec::new();
-    for family in [libc::AF_INET, libc::AF_INET6] {
-        for kind in [libc::SOCK_DGRAM, libc::SOCK_RAW, libc::SOCK_SEQPACKET] {
-            socket_rules.push(SeccompRule::new(vec![
-                cond(0, SeccompCmpOp::Eq, family as u64)?,
-                cond(1, type_mask.clone(), kind as u64)?,
-            ])?);
-        }
-        // Stream sockets of another protocol than TCP (SCTP, MPTCP).
-        socket_rules.push(SeccompRule::new(vec![
-            cond(0, SeccompCmpOp::Eq, family as u64)?,
-            cond(2, SeccompCmpOp::Ne, 0)?,
-            cond(2, SeccompCmpOp::Ne, libc::IPPROTO_TCP as u64)?,
-        ])?);
-    }
-    // Every other family but netlink (and Unix where allowed).
-    let mut others = vec![
-        cond(0, SeccompCmpOp::Ne, libc::AF_INET as u64)?,
-        cond(0, SeccompCmpOp::Ne, libc::AF_INET6 as u64)?,
-        cond(0, SeccompCmpOp::Ne, libc::AF_NETLINK as u64)?,
-    ];
-    if unix_sockets {
-        others.push(cond(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?);
-    }
-    socket_rules.push(SeccompRule::new(others)?);
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    rules.insert(libc::SYS_socket, socket_rules);
-    for denied in [
-        libc::SYS_io_uring_setup,
-        libc::SYS_io_uring_enter,
-        libc::SYS_io_uring_register,
-        libc::SYS_init_module,
-        libc::SYS_finit_module,
-        libc::SYS_delete_module,
-        libc::SYS_kexec_load,
-        libc::SYS_kexec_file_load,
-        libc::SYS_reboot,
-        libc::SYS_swapon,
-        libc::SYS_swapoff,
-        libc::SYS_bpf,
-        libc::SYS_perf_event_open,
-        libc::SYS_acct,
-        libc::SYS_settimeofday,
-        libc::SYS_clock_settime,
-        libc::SYS_clock_adjtime,
-        libc::SYS_adjtimex,
-        libc::SYS_add_key,
-        libc::SYS_request_key,
-        libc::SYS_keyctl,
-        libc::SYS_userfaultfd,
-    ] {
-        rules.insert(denied, Vec::new());
-    }
-    let arch = if cfg!(target_arch = "aarch64") {
-        seccompiler::TargetArch::aarch64
-    } else {
-        seccompiler::TargetArch::x86_64
-    };
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EACCES as u32),
-        arch,
-    )?;
-    let program: seccompiler::BpfProgram = filter.try_into()?;
-    // First, on x86-64: the x32 ABI's numbers (bit 30 set) would miss every rule
-    // above, so they are refused whole (where the kernel has x32 at all).
-    let x32: &[libc::sock_filter] = if cfg!(target_arch = "x86_64") {
-        const X32_BIT: u32 = 0x4000_0000;
-        &[
-            // A = seccomp_data.nr
-            libc::sock_filter {
-                code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
-                jt: 0,
-                jf: 0,
-                k: 0,
-            },
-            // nr >= X32_BIT: the next instruction, else skip it
-            libc::sock_filter {
-                code: (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16,
-                jt: 0,
-                jf: 1,
-                k: X32_BIT,
-            },
-            libc::sock_filter {
-                code: (libc::BPF_RET | libc::BPF_K) as u16,
-                jt: 0,
-                jf: 0,
-                k: libc::SECCOMP_RET_ERRNO | libc::EACCES as u32,
-            },
-        ]
-    } else {
-        &[]
-    };
-    Ok(x32
-        .iter()
-        .copied()
-        .chain(program.into_iter().map(|i| libc::sock_filter {
-            code: i.code,
-            jt: i.jt,
-            jf: i.jf,
-            k: i.k,
-        }))
-        .collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn the_state_directory_is_left_out_of_the_read_rules_and_its_way_only_listed() {
-        let root = tempfile::tempdir().unwrap();
-        for dir in ["a/state/x", "a/b", "c"] {
-            std::fs::create_dir_all(root.path().join(dir)).unwrap();
-        }
-        let (grant, list) = paths_except(root.path(), &root.path().join("a/state"));
-        let mut grant: Vec<_> = grant
-            .iter()
-            .map(|p| p.strip_prefix(root.path()).unwrap().display().to_string())
-            .collect();
-        grant.sort();
-        assert_eq!(grant, ["a/b", "c"]);
-        assert_eq!(list, [root.path().to_path_buf(), root.path().join("a")]);
-        let (grant, list) = paths_except(&root.path().join("c"), &root.path().join("a"));
-        assert_eq!(grant, [root.path().join("c")]);
-        assert!(list.is_empty());
+    fn the_directories_between_a_root_and_a_path_are_listed_outermost_first() {
+        let root = Path::new("/w");
+        assert_eq!(
+            between(root, Path::new("/w/a/b/dsh.toml")),
+            [PathBuf::from("/w/a"), PathBuf::from("/w/a/b")]
+        );
+        assert!(between(root, Path::new("/w/dsh.toml")).is_empty());
+        assert!(between(root, Path::new("/elsewhere/x")).is_empty());
+    }
+
+    fn own(state: &Path) -> OwnFiles {
+        OwnFiles::new(state, None, None)
     }
 
     #[test]
@@ -640,9 +771,12 @@ mod tests {
             assume_abi: Some(3),
             ..SandboxConfig::default()
         };
-        let state = tempfile::tempdir().unwrap();
-        let sandbox = Sandbox::new(&config, Some(state.path())).unwrap();
-        let error = sandbox.prepare(state.path()).unwrap_err();
+        let dir = tempfile::tempdir().unwrap();
+        let (work, state) = (dir.path().join("work"), dir.path().join("state"));
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::create_dir_all(&state).unwrap();
+        let sandbox = Sandbox::new(&config, &work, &own(&state)).unwrap();
+        let error = sandbox.prepare(None).unwrap_err();
         assert!(
             matches!(
                 error,
@@ -659,8 +793,8 @@ mod tests {
             require: vec![SandboxFeature::Fs],
             ..SandboxConfig::default()
         };
-        let sandbox = Sandbox::new(&config, Some(state.path())).unwrap();
-        let prepared = sandbox.prepare(state.path()).unwrap();
+        let sandbox = Sandbox::new(&config, &work, &own(&state)).unwrap();
+        let prepared = sandbox.prepare(None).unwrap();
         assert_eq!(
             prepared.marker(),
             "[sandbox: fs=workspace net=unconfined signals=unscoped]"
@@ -673,8 +807,98 @@ mod tests {
         assert!(!tmp.exists());
         assert_eq!(std::fs::read_dir(tmp.parent().unwrap()).unwrap().count(), 0);
         // The next run takes the same slot, its ruleset, and a new directory.
-        let again = sandbox.prepare(state.path()).unwrap();
+        let again = sandbox.prepare(None).unwrap();
         assert_ne!(again.tmp(), tmp);
         assert_eq!(again.tmp().parent(), tmp.parent());
+    }
+
+    #[test]
+    fn a_working_directory_outside_the_workspace_or_in_the_state_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (work, state) = (dir.path().join("work"), dir.path().join("work/.state"));
+        std::fs::create_dir_all(work.join("sub")).unwrap();
+        std::fs::create_dir_all(&state).unwrap();
+        std::os::unix::fs::symlink("/", work.join("out")).unwrap();
+        let sandbox = Sandbox::new(&SandboxConfig::default(), &work, &own(&state)).unwrap();
+        assert!(sandbox.check_cwd(&work.join("sub")).is_ok());
+        assert!(sandbox.check_cwd(&work).is_ok());
+        for outside in [
+            PathBuf::from("/"),
+            work.join("../.."),
+            work.join("out"),
+            state.join("cache"),
+            state.clone(),
+        ] {
+            let error = sandbox.check_cwd(&outside).unwrap_err();
+            assert!(
+                matches!(error, SandboxError::OutsideWorkspace { .. }),
+                "{outside:?}: {error}"
+            );
+            assert_eq!(ToolError::from(error).code, ErrorCode::InvalidArguments);
+        }
+    }
+
+    #[test]
+    fn a_workspace_inside_the_state_directory_is_refused_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("state/work");
+        std::fs::create_dir_all(&work).unwrap();
+        let error = Sandbox::new(
+            &SandboxConfig::default(),
+            &work,
+            &own(&dir.path().join("state")),
+        )
+        .unwrap_err();
+        assert!(
+            error.to_string().contains("inside dsh's state directory"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn dsh_files_in_the_workspace_are_carved_out_with_their_way_pinned() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = std::fs::canonicalize(dir.path()).unwrap().join("work");
+        std::fs::create_dir_all(work.join("conf/deep")).unwrap();
+        std::fs::create_dir_all(work.join(".state")).unwrap();
+        std::fs::write(work.join("conf/deep/dsh.toml"), "").unwrap();
+        let own = OwnFiles::new(
+            &work.join(".state"),
+            Some(&work.join("conf/deep/dsh.toml")),
+            None,
+        );
+        let steps = shared_steps(std::slice::from_ref(&work), &own).unwrap();
+        let described: Vec<String> = steps
+            .iter()
+            .map(|s| {
+                let path = s
+                    .path
+                    .to_str()
+                    .unwrap()
+                    .replace(work.to_str().unwrap(), "W");
+                match &s.op {
+                    MountOp::Bind { .. } => format!("bind {path}"),
+                    MountOp::ReadOnly { .. } => format!("ro {path}"),
+                    MountOp::Writable => format!("rw {path}"),
+                    MountOp::SlaveAll => format!("slave {path}"),
+                    MountOp::Cover => format!("cover {path}"),
+                    MountOp::Mkdir => format!("mkdir {path}"),
+                    MountOp::Detach | MountOp::Attach => format!("move {path}"),
+                }
+            })
+            .collect();
+        assert_eq!(
+            described,
+            [
+                "slave /",
+                "ro /",
+                "bind W",
+                "rw W",
+                "bind W/conf",
+                "bind W/conf/deep",
+                "bind W/conf/deep/dsh.toml",
+                "ro W/conf/deep/dsh.toml",
+            ]
+        );
     }
 }

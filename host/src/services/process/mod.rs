@@ -24,6 +24,7 @@ pub mod config;
 pub mod containment;
 pub mod environment;
 pub mod executor;
+pub mod seccomp;
 pub(crate) mod spawn;
 pub mod wit;
 
@@ -140,23 +141,31 @@ pub struct Launch {
     dev_null: std::io::Result<OwnedFd>,
     pub(crate) containment: containment::Containment,
     sandbox_config: config::SandboxConfig,
-    state_dir: Option<PathBuf>,
+    places: HostPlaces,
     /// Built at start when the configuration names the sandbox, else at first use; a
     /// failure refuses every sandboxed run.
     sandbox: std::sync::OnceLock<Result<executor::Sandbox, String>>,
 }
 
+/// Where a host's runs are: the session workspace (a sandboxed run's writable root and
+/// where it may start) and dsh's own files (out of a sandboxed run's reach).
+#[derive(Debug, Clone, Default)]
+pub struct HostPlaces {
+    /// None: no sandboxed run can start (a launch for tests and tools).
+    pub workspace: Option<PathBuf>,
+    pub own: crate::own_files::OwnFiles,
+}
+
 impl Launch {
-    /// A launch with no state directory to hide from sandboxed runs.
+    /// A launch with no workspace (sandboxed runs are refused) and no state directory.
     pub fn new(config: &ProcessConfig) -> Result<Self, containment::ContainmentError> {
-        Self::for_host(config, None)
+        Self::for_host(config, HostPlaces::default())
     }
 
-    /// A launch for a host whose state directory is `state_dir`: sandboxed runs cannot
-    /// read it.
+    /// A launch for a host whose workspace and own files are `places`.
     pub fn for_host(
         config: &ProcessConfig,
-        state_dir: Option<&std::path::Path>,
+        places: HostPlaces,
     ) -> Result<Self, containment::ContainmentError> {
         let bash = find_program("bash").unwrap_or_else(|| PathBuf::from("/bin/bash"));
         let environment = environment::command_environment(&config.env, std::env::vars_os());
@@ -166,12 +175,18 @@ impl Launch {
             dev_null: std::fs::File::open("/dev/null").map(OwnedFd::from),
             containment: containment::Containment::start(config)?,
             sandbox_config: config.sandbox.clone(),
-            state_dir: state_dir.map(PathBuf::from),
+            places,
             sandbox: std::sync::OnceLock::new(),
         };
         if config.uses_sandbox() {
             match launch.sandbox() {
-                Ok(sandbox) => tracing::info!(?sandbox, "sandbox executor prepared"),
+                Ok(sandbox) => tracing::info!(
+                    workspace = %sandbox.workspace().display(),
+                    state_dir = ?launch.places.own.state_dir,
+                    read_only = ?launch.places.own.read_only,
+                    "sandbox executor prepared: sandboxed runs write only the workspace, their TMPDIR and [process.sandbox] write; \
+                     the state directory is covered and the configuration and plugins are read-only in their mount namespace"
+                ),
                 Err(error) => {
                     tracing::warn!(%error, "the sandbox executor cannot be prepared; sandboxed calls will be refused")
                 }
@@ -184,34 +199,49 @@ impl Launch {
     fn sandbox(&self) -> Result<&executor::Sandbox, executor::SandboxError> {
         self.sandbox
             .get_or_init(|| {
-                executor::Sandbox::new(&self.sandbox_config, self.state_dir.as_deref())
+                let workspace = self.places.workspace.as_deref().ok_or_else(|| {
+                    "this host has no session workspace for sandboxed runs".to_string()
+                })?;
+                executor::Sandbox::new(&self.sandbox_config, workspace, &self.places.own)
                     .map_err(|e| e.to_string())
             })
             .as_ref()
             .map_err(|e| executor::SandboxError::Setup(e.clone()))
     }
 
-    /// The confinement of one run under `executor` (none for `local`); `workspace` is
-    /// what it may write.
+    /// The confinement of one run under `executor` (none for `local`) that starts in
+    /// `cwd` (a sandboxed run must start inside the workspace); `terminal`: a terminal
+    /// session's own PTY.
     pub fn prepare(
         &self,
         executor: Executor,
-        workspace: &std::path::Path,
+        cwd: &std::path::Path,
+        terminal: Option<&std::path::Path>,
     ) -> Result<Option<executor::Prepared>, executor::SandboxError> {
         match executor {
             Executor::Local => Ok(None),
-            Executor::Sandbox => Ok(Some(self.sandbox()?.prepare(workspace)?)),
+            Executor::Sandbox => {
+                let sandbox = self.sandbox()?;
+                sandbox.check_cwd(cwd)?;
+                Ok(Some(sandbox.prepare(terminal)?))
+            }
         }
     }
 
     /// What the child of a run confined by `prepared` applies before `exec`.
     pub(crate) fn child_sandbox<'a>(
         &'a self,
-        prepared: Option<&executor::Prepared>,
-    ) -> Option<(std::os::fd::RawFd, &'a [libc::sock_filter])> {
+        prepared: Option<&'a executor::Prepared>,
+    ) -> Option<spawn::ChildSandbox<'a>> {
         let prepared = prepared?;
         let sandbox = self.sandbox().ok()?;
-        Some((prepared.ruleset().as_raw_fd(), sandbox.filter()))
+        Some(spawn::ChildSandbox {
+            ruleset: prepared.ruleset().as_raw_fd(),
+            filter: sandbox.filter(),
+            namespaces: sandbox.namespaces(),
+            user_maps: sandbox.user_maps(),
+            steps: prepared.steps(),
+        })
     }
 
     /// The commands' environment with `extra` added (replacing variables of the same
@@ -391,7 +421,7 @@ impl ProcessService {
         if !cwd.is_dir() {
             return Err(ProcessError::BadWorkdir(cwd.to_path_buf()));
         }
-        let sandbox = self.launch.prepare(executor, cwd)?;
+        let sandbox = self.launch.prepare(executor, cwd, None)?;
         let mut env = env.to_vec();
         if let Some(prepared) = &sandbox {
             env.push(("TMPDIR".into(), prepared.tmp().display().to_string()));

@@ -20,9 +20,14 @@
 //! reaper of adopted orphans (dsh is a child subreaper) never takes a status that
 //! belongs to a [`Child`].
 //!
-//! A sandboxed run confines itself last, with descriptors and a program the parent
-//! prepared ([`super::executor`]): `prctl(PR_SET_NO_NEW_PRIVS)`,
-//! dropping every capability, `landlock_restrict_self`,
+//! Every run starts clean: its own session (`setsid`: no controlling terminal but its
+//! own PTY for a terminal session), and every descriptor above 2 closed (`close_range`),
+//! whatever dsh itself inherited or holds without close-on-exec.
+//!
+//! A sandboxed run confines itself with what the parent prepared
+//! ([`super::executor`]): first its namespaces and mount steps (before `chdir`, so its
+//! working directory is on the mounts it may write), then `prctl(PR_SET_NO_NEW_PRIVS)`,
+//! dropping every capability, `landlock_restrict_self`, and last
 //! `seccomp(SECCOMP_SET_MODE_FILTER)`, then `exec`.
 
 use std::ffi::{CStr, CString};
@@ -55,10 +60,60 @@ pub struct SpawnSpec<'a> {
     pub join: &'a [RawFd],
     /// The child gets SIGKILL when the host dies (every run; not the keeper).
     pub die_with_parent: bool,
-    /// A sandboxed run: the Landlock ruleset descriptor and the seccomp program the
-    /// child confines itself with, last thing before `exec` (no new privileges first).
-    pub sandbox: Option<(RawFd, &'a [libc::sock_filter])>,
+    /// A sandboxed run: what the child confines itself with before `exec`.
+    pub sandbox: Option<ChildSandbox<'a>>,
 }
+
+/// What a sandboxed child applies, prepared by [`super::executor`].
+pub struct ChildSandbox<'a> {
+    /// The Landlock ruleset descriptor.
+    pub ruleset: RawFd,
+    /// The seccomp program, loaded last.
+    pub filter: &'a [libc::sock_filter],
+    /// The namespaces it unshares (`CLONE_NEW*`).
+    pub namespaces: libc::c_int,
+    /// Written into its user namespace (a non-root host's runs).
+    pub user_maps: Option<&'a super::executor::UserMaps>,
+    /// Taken in order in its mount namespace.
+    pub steps: &'a [super::executor::MountStep],
+}
+
+/// A mount step as the child reads it.
+#[repr(C)]
+struct RawStep {
+    op: u32,
+    recursive: bool,
+    path: *const libc::c_char,
+    source: *const libc::c_char,
+}
+
+const OP_SLAVE_ALL: u32 = 0;
+const OP_READ_ONLY: u32 = 1;
+const OP_WRITABLE: u32 = 2;
+const OP_BIND: u32 = 3;
+const OP_COVER: u32 = 4;
+const OP_MKDIR: u32 = 5;
+const OP_DETACH: u32 = 6;
+const OP_ATTACH: u32 = 7;
+
+/// What the child was doing when it failed (an index into [`STAGES`]).
+const STAGES: &[&str] = &[
+    "setting up the child",
+    "making the sandbox's namespaces",
+    "writing the sandbox's user namespace maps",
+    "setting up the sandbox's mounts",
+    "entering the working directory",
+    "confining the run (no_new_privs, capabilities, Landlock)",
+    "loading the sandbox's seccomp filter",
+    "executing the program",
+];
+const STAGE_NAMESPACES: libc::c_int = 1;
+const STAGE_USER_MAPS: libc::c_int = 2;
+const STAGE_MOUNTS: libc::c_int = 3;
+const STAGE_CHDIR: libc::c_int = 4;
+const STAGE_CONFINE: libc::c_int = 5;
+const STAGE_SECCOMP: libc::c_int = 6;
+const STAGE_EXEC: libc::c_int = 7;
 
 /// Everything the child reads, laid out before `clone`; the child writes `error`.
 #[repr(C)]
@@ -79,8 +134,19 @@ struct ChildArgs {
     ruleset: libc::c_int,
     /// The seccomp program to load (with a ruleset).
     filter: *const libc::sock_fprog,
+    /// The namespaces to unshare (0: none).
+    namespaces: libc::c_int,
+    /// User namespace maps, or null.
+    uid_map: *const libc::c_char,
+    gid_map: *const libc::c_char,
+    /// Mount steps.
+    steps: *const RawStep,
+    steps_len: usize,
     /// 0, or the errno of the step that failed.
     error: libc::c_int,
+    /// Where it failed (see [`STAGES`]); with a mount step, which one.
+    stage: libc::c_int,
+    failed_step: usize,
 }
 
 const CHILD_STACK_BYTES: usize = 64 * 1024;
@@ -160,10 +226,37 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Child> {
         .map(|e| e.as_ptr())
         .chain(std::iter::once(std::ptr::null()))
         .collect();
-    let fprog = spec.sandbox.map(|(_, filter)| libc::sock_fprog {
-        len: filter.len() as u16,
-        filter: filter.as_ptr() as *mut libc::sock_filter,
+    let fprog = spec.sandbox.as_ref().map(|sandbox| libc::sock_fprog {
+        len: sandbox.filter.len() as u16,
+        filter: sandbox.filter.as_ptr() as *mut libc::sock_filter,
     });
+    let steps: Vec<RawStep> = spec
+        .sandbox
+        .as_ref()
+        .map(|sandbox| sandbox.steps)
+        .unwrap_or_default()
+        .iter()
+        .map(|step| {
+            use super::executor::MountOp;
+            let (op, recursive, source) = match &step.op {
+                MountOp::SlaveAll => (OP_SLAVE_ALL, true, std::ptr::null()),
+                MountOp::ReadOnly { recursive } => (OP_READ_ONLY, *recursive, std::ptr::null()),
+                MountOp::Writable => (OP_WRITABLE, false, std::ptr::null()),
+                MountOp::Bind { source } => (OP_BIND, true, source.as_ptr()),
+                MountOp::Cover => (OP_COVER, false, std::ptr::null()),
+                MountOp::Mkdir => (OP_MKDIR, false, std::ptr::null()),
+                MountOp::Detach => (OP_DETACH, true, std::ptr::null()),
+                MountOp::Attach => (OP_ATTACH, false, std::ptr::null()),
+            };
+            RawStep {
+                op,
+                recursive,
+                path: step.path.as_ptr(),
+                source,
+            }
+        })
+        .collect();
+    let maps = spec.sandbox.as_ref().and_then(|sandbox| sandbox.user_maps);
     let mut args = ChildArgs {
         program: spec.program.as_ptr(),
         argv: argv.as_ptr(),
@@ -177,11 +270,21 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Child> {
         join_len: 0,
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
-        ruleset: spec.sandbox.map_or(-1, |(fd, _)| fd),
+        ruleset: spec.sandbox.as_ref().map_or(-1, |sandbox| sandbox.ruleset),
         filter: fprog
             .as_ref()
             .map_or(std::ptr::null(), |f| f as *const libc::sock_fprog),
+        namespaces: spec
+            .sandbox
+            .as_ref()
+            .map_or(0, |sandbox| sandbox.namespaces),
+        uid_map: maps.map_or(std::ptr::null(), |m| m.uid_map.as_ptr()),
+        gid_map: maps.map_or(std::ptr::null(), |m| m.gid_map.as_ptr()),
+        steps: steps.as_ptr(),
+        steps_len: steps.len(),
         error: 0,
+        stage: 0,
+        failed_step: 0,
     };
     let into_cgroup = spec
         .cgroup
@@ -248,8 +351,24 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Child> {
         let mut status = 0;
         // SAFETY: reaping our own child, which has exited.
         unsafe { libc::waitpid(pid, &mut status, 0) };
-        return Err(io::Error::from_raw_os_error(args.error));
+        let error = io::Error::from_raw_os_error(args.error);
+        let stage = STAGES
+            .get(args.stage as usize)
+            .copied()
+            .unwrap_or(STAGES[0]);
+        let what = match spec
+            .sandbox
+            .as_ref()
+            .and_then(|s| s.steps.get(args.failed_step))
+        {
+            Some(step) if args.stage == STAGE_MOUNTS => {
+                format!("{stage} ({:?} on {})", step.op, step.path.to_string_lossy())
+            }
+            _ => stage.to_string(),
+        };
+        return Err(io::Error::new(error.kind(), format!("{what}: {error}")));
     }
+    drop(steps);
     TRACKED
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -285,21 +404,19 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
                 libc::sigaction(signal, &default, std::ptr::null_mut());
             }
         }
-        let fail = |args: &mut ChildArgs| -> libc::c_int {
+        let fail = |args: &mut ChildArgs, stage: libc::c_int| -> libc::c_int {
             args.error = *libc::__errno_location();
+            args.stage = stage;
             libc::_exit(127)
         };
-        let leader = if args.terminal {
-            libc::setsid()
-        } else {
-            libc::setpgid(0, 0)
-        };
-        if leader < 0 {
-            return fail(args);
+        // A session of its own: no controlling terminal (a terminal session takes its
+        // PTY below), so nothing reaches dsh's terminal.
+        if libc::setsid() < 0 {
+            return fail(args, 0);
         }
         if args.die_with_parent {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return fail(args);
+                return fail(args, 0);
             }
             // The host died before the parent-death signal was armed.
             if libc::getppid() != args.parent {
@@ -309,37 +426,199 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         for index in 0..args.join_len {
             let fd = *args.join.add(index);
             if libc::write(fd, c"0".as_ptr().cast(), 1) != 1 {
-                return fail(args);
+                return fail(args, 0);
             }
         }
         if libc::dup2(args.input, 0) < 0
             || libc::dup2(args.output, 1) < 0
             || libc::dup2(args.output, 2) < 0
-            || libc::chdir(args.cwd) != 0
-            || (args.terminal && libc::ioctl(0, libc::TIOCSCTTY, 0) != 0)
         {
-            return fail(args);
+            return fail(args, 0);
+        }
+        if args.namespaces != 0 {
+            if libc::unshare(args.namespaces) != 0 {
+                return fail(args, STAGE_NAMESPACES);
+            }
+            if !args.uid_map.is_null()
+                && !(write_file(c"/proc/self/setgroups", c"deny".as_ptr())
+                    && write_file(c"/proc/self/uid_map", args.uid_map)
+                    && write_file(c"/proc/self/gid_map", args.gid_map))
+            {
+                return fail(args, STAGE_USER_MAPS);
+            }
+            let mut detached = -1;
+            for index in 0..args.steps_len {
+                if !mount_step(&*args.steps.add(index), &mut detached) {
+                    args.failed_step = index;
+                    return fail(args, STAGE_MOUNTS);
+                }
+            }
+        }
+        if libc::chdir(args.cwd) != 0 {
+            return fail(args, STAGE_CHDIR);
+        }
+        if args.terminal && libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+            return fail(args, 0);
         }
         // The sandbox: no new privileges, no capabilities (a root host's runs keep none,
-        // and regain none at exec), the Landlock domain, the seccomp filter.
+        // and regain none at exec), the Landlock domain.
         if args.ruleset >= 0
             && (libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
                 || !drop_capabilities()
-                || libc::syscall(libc::SYS_landlock_restrict_self, args.ruleset, 0) != 0
-                || libc::syscall(
-                    libc::SYS_seccomp,
-                    libc::SECCOMP_SET_MODE_FILTER,
-                    0,
-                    args.filter,
-                ) != 0)
+                || libc::syscall(libc::SYS_landlock_restrict_self, args.ruleset, 0) != 0)
         {
-            return fail(args);
+            return fail(args, STAGE_CONFINE);
+        }
+        // Nothing above stdio reaches the program: not dsh's descriptors, not the
+        // ruleset, not what dsh inherited.
+        close_from(3);
+        if !args.filter.is_null()
+            && libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0,
+                args.filter,
+            ) != 0
+        {
+            return fail(args, STAGE_SECCOMP);
         }
         let mut none: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut none);
         libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
         libc::execve(args.program, args.argv, args.envp);
-        fail(args)
+        fail(args, STAGE_EXEC)
+    }
+}
+
+/// Closes every descriptor from `first` up (`close_range`; a loop over the first 4096
+/// on a kernel without it). Raw system calls only.
+///
+/// # Safety
+/// Closes descriptors this process may still use: for a child before `exec`.
+unsafe fn close_from(first: libc::c_uint) {
+    // SAFETY: close_range and close take plain integers.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, first, libc::c_uint::MAX, 0) != 0 {
+            for fd in first..4096 {
+                libc::close(fd as libc::c_int);
+            }
+        }
+    }
+}
+
+/// Writes `text` into the file `path` (a `/proc/self` map). Raw system calls only.
+///
+/// # Safety
+/// `path` and `text` are NUL-terminated strings.
+unsafe fn write_file(path: &std::ffi::CStr, text: *const libc::c_char) -> bool {
+    // SAFETY: open, write and close on the caller's strings.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        let len = libc::strlen(text);
+        let written = libc::write(fd, text.cast(), len);
+        libc::close(fd);
+        written == len as isize
+    }
+}
+
+/// `struct mount_attr` of `linux/mount.h`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const AT_RECURSIVE: libc::c_int = 0x8000;
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+
+/// One mount step (see [`super::executor::MountOp`]); `detached` holds the tree the last
+/// detach took. Raw system calls only.
+///
+/// # Safety
+/// The step's strings are valid.
+unsafe fn mount_step(step: &RawStep, detached: &mut libc::c_int) -> bool {
+    let set_attr = |set: u64, clear: u64, recursive: bool| {
+        let attr = MountAttr {
+            attr_set: set,
+            attr_clr: clear,
+            propagation: 0,
+            userns_fd: 0,
+        };
+        // SAFETY: mount_setattr on a valid path and a plain struct.
+        unsafe {
+            libc::syscall(
+                libc::SYS_mount_setattr,
+                libc::AT_FDCWD,
+                step.path,
+                if recursive { AT_RECURSIVE } else { 0 },
+                &attr as *const MountAttr,
+                std::mem::size_of::<MountAttr>(),
+            ) == 0
+        }
+    };
+    // SAFETY: mount and mkdir on the step's valid strings.
+    unsafe {
+        match step.op {
+            OP_SLAVE_ALL => {
+                libc::mount(
+                    std::ptr::null(),
+                    step.path,
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_SLAVE,
+                    std::ptr::null(),
+                ) == 0
+            }
+            OP_READ_ONLY => set_attr(MOUNT_ATTR_RDONLY, 0, step.recursive),
+            OP_WRITABLE => set_attr(0, MOUNT_ATTR_RDONLY, false),
+            OP_BIND => {
+                libc::mount(
+                    step.source,
+                    step.path,
+                    std::ptr::null(),
+                    libc::MS_BIND | libc::MS_REC,
+                    std::ptr::null(),
+                ) == 0
+            }
+            OP_COVER => {
+                libc::mount(
+                    c"tmpfs".as_ptr(),
+                    step.path,
+                    c"tmpfs".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    c"size=64k,nr_inodes=64,mode=0700".as_ptr().cast(),
+                ) == 0
+            }
+            OP_MKDIR => libc::mkdir(step.path, 0o700) == 0,
+            OP_DETACH => {
+                *detached = libc::syscall(
+                    libc::SYS_open_tree,
+                    libc::AT_FDCWD,
+                    step.path,
+                    OPEN_TREE_CLONE
+                        | AT_RECURSIVE as libc::c_uint
+                        | libc::O_CLOEXEC as libc::c_uint,
+                ) as libc::c_int;
+                *detached >= 0
+            }
+            OP_ATTACH => {
+                libc::syscall(
+                    libc::SYS_move_mount,
+                    *detached,
+                    c"".as_ptr(),
+                    libc::AT_FDCWD,
+                    step.path,
+                    MOVE_MOUNT_F_EMPTY_PATH,
+                ) == 0
+            }
+            _ => false,
+        }
     }
 }
 

@@ -12,7 +12,7 @@
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -64,7 +64,7 @@ pub(super) fn start_shell(
         env.push(("PS1".to_string(), "$ ".to_string()));
     }
     env.extend(spec.env.iter().cloned());
-    let sandbox = launch.prepare(spec.executor, &spec.cwd)?;
+    let sandbox = launch.prepare(spec.executor, &spec.cwd, Some(&pty_path(&slave)))?;
     if let Some(prepared) = &sandbox {
         env.push(("TMPDIR".into(), prepared.tmp().display().to_string()));
     }
@@ -275,6 +275,12 @@ pub(super) async fn read_loop(session: Arc<Session>) {
 }
 
 /// A new PTY pair sized `cols` x `rows`; the master is non-blocking, both close on exec.
+/// The path of a PTY's slave (`/dev/pts/N`), which a sandboxed session may open again.
+fn pty_path(slave: &OwnedFd) -> PathBuf {
+    std::fs::read_link(format!("/proc/self/fd/{}", slave.as_raw_fd()))
+        .unwrap_or_else(|_| PathBuf::from("/dev/null"))
+}
+
 fn open_pty(cols: u16, rows: u16) -> std::io::Result<(OwnedFd, OwnedFd)> {
     let (mut master, mut slave) = (-1, -1);
     let size = libc::winsize {
