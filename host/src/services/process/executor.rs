@@ -145,20 +145,14 @@ pub struct Sandbox {
     filter: Vec<libc::sock_filter>,
     /// The namespaces a run unshares (`CLONE_NEW*`).
     namespaces: libc::c_int,
-    /// A non-root host's runs map only its own ids in their user namespace.
-    user_maps: Option<UserMaps>,
+    /// A non-root host's runs join this user namespace (made once, mapping only dsh's own
+    /// uid and gid) before they make their mount and IPC namespaces.
+    user_ns: Option<OwnedFd>,
     /// The mount steps every run shares (its slot's follow).
     steps: Vec<MountStep>,
     tmp_root: PathBuf,
     /// Free slots (see the module doc).
     slots: Arc<Mutex<Vec<Slot>>>,
-}
-
-/// What a non-root host's runs write into their user namespace's maps.
-#[derive(Debug, Clone)]
-pub struct UserMaps {
-    pub uid_map: CString,
-    pub gid_map: CString,
 }
 
 /// A directory one run at a time makes its temporary directory in, with its ruleset and
@@ -408,22 +402,11 @@ impl Sandbox {
         writable_roots.sort_by_key(|p| p.components().count());
         writable_roots.dedup();
         let steps = shared_steps(&writable_roots, own)?;
-        let euid = crate::private::euid();
-        let user_maps = (euid != 0).then(|| {
-            // SAFETY: getegid has no preconditions.
-            let egid = unsafe { libc::getegid() };
-            UserMaps {
-                uid_map: CString::new(format!("{euid} {euid} 1\n")).expect("digits"),
-                gid_map: CString::new(format!("{egid} {egid} 1\n")).expect("digits"),
-            }
-        });
-        let namespaces = libc::CLONE_NEWNS
-            | libc::CLONE_NEWIPC
-            | if user_maps.is_some() {
-                libc::CLONE_NEWUSER
-            } else {
-                0
-            };
+        let user_ns = match crate::private::euid() {
+            0 => None,
+            _ => Some(user_namespace()?),
+        };
+        let namespaces = libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
         Ok(Sandbox {
             abi,
             missing,
@@ -436,7 +419,7 @@ impl Sandbox {
             unix_sockets: config.unix_sockets,
             filter: super::seccomp::program(config.unix_sockets)?,
             namespaces,
-            user_maps,
+            user_ns,
             steps,
             tmp_root,
             slots: Default::default(),
@@ -463,9 +446,9 @@ impl Sandbox {
         self.namespaces
     }
 
-    /// A non-root host's user namespace maps.
-    pub fn user_maps(&self) -> Option<&UserMaps> {
-        self.user_maps.as_ref()
+    /// The user namespace a non-root host's runs join first.
+    pub fn user_ns(&self) -> Option<&OwnedFd> {
+        self.user_ns.as_ref()
     }
 
     /// Whether this ABI has `feature`.
@@ -722,6 +705,60 @@ fn cover_steps(state: &Path, slot: &Path) -> Result<Vec<MountStep>, SandboxError
     steps.push(step(MountOp::Writable, slot)?);
     steps.push(step(MountOp::ReadOnly { recursive: false }, state)?);
     Ok(steps)
+}
+
+/// A user namespace that maps only this process's uid and gid, in which it holds every
+/// capability (it owns it): a non-root host's runs join it to make their mount and IPC
+/// namespaces. Made by a short-lived child (a multithreaded process cannot unshare its
+/// user namespace), whose maps this process writes (the child is dumpable after its
+/// exec; dsh itself is not, so its runs could not write their own).
+fn user_namespace() -> Result<OwnedFd, SandboxError> {
+    use std::io::Write;
+    use std::os::unix::process::CommandExt;
+    let failed = |what: &str, e: std::io::Error| {
+        SandboxError::Setup(format!(
+            "cannot make the sandbox's user namespace ({what}: {e}); a non-root dsh needs \
+             unprivileged user namespaces"
+        ))
+    };
+    let bash = super::find_program("bash").unwrap_or_else(|| PathBuf::from("/bin/bash"));
+    let mut command = std::process::Command::new(bash);
+    command
+        .args(["-c", "read -r _"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .env_clear();
+    // SAFETY: one raw system call between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::unshare(libc::CLONE_NEWUSER) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().map_err(|e| failed("unshare", e))?;
+    let pid = child.id();
+    let euid = crate::private::euid();
+    // SAFETY: getegid has no preconditions.
+    let egid = unsafe { libc::getegid() };
+    let made = (|| {
+        std::fs::write(format!("/proc/{pid}/setgroups"), "deny")
+            .map_err(|e| failed("setgroups", e))?;
+        std::fs::write(format!("/proc/{pid}/uid_map"), format!("{euid} {euid} 1\n"))
+            .map_err(|e| failed("uid_map", e))?;
+        std::fs::write(format!("/proc/{pid}/gid_map"), format!("{egid} {egid} 1\n"))
+            .map_err(|e| failed("gid_map", e))?;
+        std::fs::File::open(format!("/proc/{pid}/ns/user"))
+            .map(OwnedFd::from)
+            .map_err(|e| failed("ns/user", e))
+    })();
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(b"\n");
+    }
+    let _ = child.wait();
+    made
 }
 
 /// The read rules: every entry of `/` but `/dev`; and the listing rules: `/` and `/dev`.

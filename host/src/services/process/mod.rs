@@ -239,7 +239,7 @@ impl Launch {
             ruleset: prepared.ruleset().as_raw_fd(),
             filter: sandbox.filter(),
             namespaces: sandbox.namespaces(),
-            user_maps: sandbox.user_maps(),
+            user_ns: sandbox.user_ns().map_or(-1, |fd| fd.as_raw_fd()),
             steps: prepared.steps(),
         })
     }

@@ -72,8 +72,8 @@ pub struct ChildSandbox<'a> {
     pub filter: &'a [libc::sock_filter],
     /// The namespaces it unshares (`CLONE_NEW*`).
     pub namespaces: libc::c_int,
-    /// Written into its user namespace (a non-root host's runs).
-    pub user_maps: Option<&'a super::executor::UserMaps>,
+    /// The user namespace it joins first (a non-root host's runs), or -1.
+    pub user_ns: RawFd,
     /// Taken in order in its mount namespace.
     pub steps: &'a [super::executor::MountStep],
 }
@@ -100,7 +100,7 @@ const OP_ATTACH: u32 = 7;
 const STAGES: &[&str] = &[
     "setting up the child",
     "making the sandbox's namespaces",
-    "writing the sandbox's user namespace maps",
+    "joining the sandbox's user namespace",
     "setting up the sandbox's mounts",
     "entering the working directory",
     "confining the run (no_new_privs, capabilities, Landlock)",
@@ -108,7 +108,7 @@ const STAGES: &[&str] = &[
     "executing the program",
 ];
 const STAGE_NAMESPACES: libc::c_int = 1;
-const STAGE_USER_MAPS: libc::c_int = 2;
+const STAGE_USER_NS: libc::c_int = 2;
 const STAGE_MOUNTS: libc::c_int = 3;
 const STAGE_CHDIR: libc::c_int = 4;
 const STAGE_CONFINE: libc::c_int = 5;
@@ -136,9 +136,8 @@ struct ChildArgs {
     filter: *const libc::sock_fprog,
     /// The namespaces to unshare (0: none).
     namespaces: libc::c_int,
-    /// User namespace maps, or null.
-    uid_map: *const libc::c_char,
-    gid_map: *const libc::c_char,
+    /// The user namespace to join first, or -1.
+    user_ns: libc::c_int,
     /// Mount steps.
     steps: *const RawStep,
     steps_len: usize,
@@ -256,7 +255,7 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Child> {
             }
         })
         .collect();
-    let maps = spec.sandbox.as_ref().and_then(|sandbox| sandbox.user_maps);
+
     let mut args = ChildArgs {
         program: spec.program.as_ptr(),
         argv: argv.as_ptr(),
@@ -278,8 +277,7 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Child> {
             .sandbox
             .as_ref()
             .map_or(0, |sandbox| sandbox.namespaces),
-        uid_map: maps.map_or(std::ptr::null(), |m| m.uid_map.as_ptr()),
-        gid_map: maps.map_or(std::ptr::null(), |m| m.gid_map.as_ptr()),
+        user_ns: spec.sandbox.as_ref().map_or(-1, |sandbox| sandbox.user_ns),
         steps: steps.as_ptr(),
         steps_len: steps.len(),
         error: 0,
@@ -436,15 +434,11 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             return fail(args, 0);
         }
         if args.namespaces != 0 {
+            if args.user_ns >= 0 && libc::setns(args.user_ns, libc::CLONE_NEWUSER) != 0 {
+                return fail(args, STAGE_USER_NS);
+            }
             if libc::unshare(args.namespaces) != 0 {
                 return fail(args, STAGE_NAMESPACES);
-            }
-            if !args.uid_map.is_null()
-                && !(write_file(c"/proc/self/setgroups", c"deny".as_ptr())
-                    && write_file(c"/proc/self/uid_map", args.uid_map)
-                    && write_file(c"/proc/self/gid_map", args.gid_map))
-            {
-                return fail(args, STAGE_USER_MAPS);
             }
             let mut detached = -1;
             for index in 0..args.steps_len {
@@ -503,24 +497,6 @@ unsafe fn close_from(first: libc::c_uint) {
                 libc::close(fd as libc::c_int);
             }
         }
-    }
-}
-
-/// Writes `text` into the file `path` (a `/proc/self` map). Raw system calls only.
-///
-/// # Safety
-/// `path` and `text` are NUL-terminated strings.
-unsafe fn write_file(path: &std::ffi::CStr, text: *const libc::c_char) -> bool {
-    // SAFETY: open, write and close on the caller's strings.
-    unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return false;
-        }
-        let len = libc::strlen(text);
-        let written = libc::write(fd, text.cast(), len);
-        libc::close(fd);
-        written == len as isize
     }
 }
 
