@@ -180,13 +180,29 @@ impl Launch {
         };
         if config.uses_sandbox() {
             match launch.sandbox() {
-                Ok(sandbox) => tracing::info!(
-                    workspace = %sandbox.workspace().display(),
-                    state_dir = ?launch.places.own.state_dir,
-                    read_only = ?launch.places.own.read_only,
-                    "sandbox executor prepared: sandboxed runs write only the workspace, their TMPDIR and [process.sandbox] write; \
-                     the state directory is covered and the configuration and plugins are read-only in their mount namespace"
-                ),
+                Ok(sandbox) => {
+                    let own = &launch.places.own;
+                    let inside: Vec<&PathBuf> = own
+                        .state_dir
+                        .iter()
+                        .chain(&own.read_only)
+                        .filter(|path| path.starts_with(sandbox.workspace()))
+                        .collect();
+                    if inside.is_empty() {
+                        tracing::info!(
+                            workspace = %sandbox.workspace().display(),
+                            "sandbox executor prepared: sandboxed runs write only the workspace, their TMPDIR and [process.sandbox] write; \
+                             the state directory is covered in their mount namespace"
+                        );
+                    } else {
+                        tracing::warn!(
+                            workspace = %sandbox.workspace().display(),
+                            ?inside,
+                            "dsh's own files lie in the workspace: in sandboxed runs the state directory is covered by an empty \
+                             read-only tmpfs and the configuration and plugins are bound read-only, with the directories on their way pinned"
+                        );
+                    }
+                }
                 Err(error) => {
                     tracing::warn!(%error, "the sandbox executor cannot be prepared; sandboxed calls will be refused")
                 }
