@@ -55,6 +55,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // First of all, before anything reads a secret or starts a thread: see the function.
+    if let Err(error) = make_non_dumpable() {
+        eprintln!("dsh: cannot make this process non-dumpable: {error}");
+        return ExitCode::from(2);
+    }
     // The keeper is this executable started under another name (see containment).
     let mut args = std::env::args_os();
     if args.next().is_some_and(|name| name == keeper::KEEPER_NAME) {
@@ -87,6 +92,35 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Makes this process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`), so that the commands
+/// it runs cannot read its secrets through the kernel.
+///
+/// Under the `local` executor a command runs as dsh's own user, and the kernel lets any
+/// process of a user read another dumpable process of that user: its environment
+/// (`/proc/PID/environ`, where `DSH_HTTP_TOKEN` and every variable `[process.env]` keeps
+/// from commands still are), its memory (`/proc/PID/mem`, `process_vm_readv`, ptrace,
+/// where the bearer tokens are), its maps and its open files (`/proc/PID/fd`,
+/// `pidfd_getfd`). Access to a non-dumpable process needs `CAP_SYS_PTRACE`, and its
+/// owner-only `/proc/PID` files belong to root, so a command that is not root gets
+/// `Permission denied`; nor is there a core dump, which would hold the same secrets.
+///
+/// dsh's own reads keep working: its world-readable `/proc/self` files (mountinfo,
+/// cgroup, task children) stay so, and the kernel always lets a process at its own maps,
+/// fds and exe; only the owner-only ones (environ, mem, auxv, uid_map) become root's,
+/// and dsh reads none of its own. The commands it starts are dumpable again from their
+/// `execve`, as ordinary processes of the user (until then a child that shares dsh's
+/// memory, as `spawn` makes them, is non-dumpable as well). The keeper is this
+/// executable run again (`/proc/self/exe`; `execve` makes it dumpable) and passes here
+/// too. It is the first thing done, before any thread or file exists: only the instant
+/// between `execve` and this call is left, before dsh has started any command.
+fn make_non_dumpable() -> std::io::Result<()> {
+    // SAFETY: prctl with constant arguments changes only this process's dumpable flag.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Runs the command; an error is exit status 2 (a failed call is 1, from `dsh call`).
