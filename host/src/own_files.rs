@@ -19,6 +19,10 @@ pub struct OwnFiles {
     /// Readable, never writable when confined: the configuration file and the plugin
     /// directory (those that exist).
     pub read_only: Vec<PathBuf>,
+    /// The three as they were named (absolute, not resolved): a symbolic link on the way
+    /// that a confined run could change would redirect the next start (see
+    /// [`OwnFiles::links_in`]).
+    pub named: Vec<PathBuf>,
 }
 
 /// What a confined reach may do with a path.
@@ -38,7 +42,13 @@ impl OwnFiles {
     /// left out of the read-only set: there is nothing to protect, and nothing dsh reads).
     pub fn new(state_dir: &Path, config_file: Option<&Path>, plugins_dir: Option<&Path>) -> Self {
         let canonical = |path: &Path| std::fs::canonicalize(path).ok();
+        let absolute = |path: &Path| std::path::absolute(path).unwrap_or_else(|_| path.into());
         OwnFiles {
+            named: [Some(state_dir), config_file, plugins_dir]
+                .into_iter()
+                .flatten()
+                .map(absolute)
+                .collect(),
             state_dir: Some(canonical(state_dir).unwrap_or_else(|| state_dir.to_path_buf())),
             read_only: [config_file, plugins_dir]
                 .into_iter()
@@ -46,6 +56,32 @@ impl OwnFiles {
                 .filter_map(canonical)
                 .collect(),
         }
+    }
+
+    /// The symbolic links on the way to dsh's files as they were named that lie in a
+    /// directory inside one of `writable` (canonical): a confined run could point such a
+    /// link elsewhere, and the next dsh started with the same names would read the
+    /// run's configuration, plugins or compile cache. Each as (link, where it points).
+    pub fn links_in(&self, writable: &[PathBuf]) -> Vec<(PathBuf, PathBuf)> {
+        let mut links = Vec::new();
+        for named in &self.named {
+            for prefix in named.ancestors() {
+                let is_link = std::fs::symlink_metadata(prefix)
+                    .is_ok_and(|meta| meta.file_type().is_symlink());
+                let parent = prefix
+                    .parent()
+                    .and_then(|parent| std::fs::canonicalize(parent).ok());
+                if is_link
+                    && parent.is_some_and(|parent| writable.iter().any(|w| parent.starts_with(w)))
+                {
+                    let target = std::fs::read_link(prefix).unwrap_or_default();
+                    links.push((prefix.to_path_buf(), target));
+                }
+            }
+        }
+        links.sort();
+        links.dedup();
+        links
     }
 
     /// What a confined reach may do with `path` (absolute and canonical).
@@ -86,6 +122,23 @@ mod tests {
         assert_eq!(own.reach(&root.join("ws/plugins/x.wasm")), Reach::ReadOnly);
         assert_eq!(own.reach(&root.join("ws/src/main.rs")), Reach::Open);
         assert_eq!(own.reach(&root.join("ws/.statefile")), Reach::Open);
+        // A link in the workspace on the way to one of them is named.
+        std::os::unix::fs::symlink(root.join("ws/dsh.toml"), root.join("ws/link.toml")).unwrap();
+        std::os::unix::fs::symlink(root.join("ws/plugins"), root.join("ws/p")).unwrap();
+        let linked = OwnFiles::new(
+            &root.join("ws/.state"),
+            Some(&root.join("ws/link.toml")),
+            Some(&root.join("ws/p")),
+        );
+        let writable = [root.join("ws")];
+        let links: Vec<PathBuf> = linked
+            .links_in(&writable)
+            .into_iter()
+            .map(|(l, _)| l)
+            .collect();
+        assert_eq!(links, [root.join("ws/link.toml"), root.join("ws/p")]);
+        assert!(own.links_in(&writable).is_empty());
+        assert!(linked.links_in(&[root.join("elsewhere")]).is_empty());
         // A configuration that does not exist protects nothing.
         let own = OwnFiles::new(&root.join("ws/.state"), Some(&root.join("none.toml")), None);
         assert!(own.read_only.is_empty());

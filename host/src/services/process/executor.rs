@@ -401,7 +401,36 @@ impl Sandbox {
             .collect();
         writable_roots.sort_by_key(|p| p.components().count());
         writable_roots.dedup();
-        let steps = shared_steps(&writable_roots, own)?;
+        let links = own.links_in(&writable_roots);
+        if let Some((link, target)) = links.first() {
+            return Err(SandboxError::Setup(format!(
+                "{} is a symbolic link (to {}) in a directory sandboxed runs may write: a run \
+                 could point it elsewhere, and the next dsh started with the same options would \
+                 read that run's configuration, plugins or compile cache; name dsh's state \
+                 directory, configuration and plugin directory by paths without such links \
+                 (the link's target, or a place outside the workspace)",
+                link.display(),
+                target.display()
+            )));
+        }
+        let mut steps = shared_steps(&writable_roots, own)?;
+        if let Some(state) = &state_dir {
+            // The state directory seen through another mount of its filesystem (a bind
+            // mount of a directory above it, a second mount of its disk) is covered too.
+            let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+            for alias in aliases(&mountinfo, state) {
+                if alias.is_dir() {
+                    steps.push(MountStep {
+                        op: MountOp::Cover,
+                        path: c_path(&alias)?,
+                    });
+                    steps.push(MountStep {
+                        op: MountOp::ReadOnly { recursive: false },
+                        path: c_path(&alias)?,
+                    });
+                }
+            }
+        }
         let user_ns = match crate::private::euid() {
             0 => None,
             _ => Some(user_namespace()?),
@@ -684,6 +713,76 @@ fn shared_steps(
     Ok(steps)
 }
 
+/// One mount of `/proc/self/mountinfo`: its device, the path of its root inside the
+/// filesystem, and where it is mounted (octal escapes decoded).
+fn mounts(mountinfo: &str) -> Vec<(&str, PathBuf, PathBuf)> {
+    let unescape = |field: &str| -> PathBuf {
+        let mut bytes = Vec::new();
+        let raw = field.as_bytes();
+        let mut i = 0;
+        while i < raw.len() {
+            let octal = raw.get(i + 1..i + 4).and_then(|d| {
+                std::str::from_utf8(d)
+                    .ok()
+                    .and_then(|d| u8::from_str_radix(d, 8).ok())
+            });
+            match (raw[i], octal) {
+                (b'\\', Some(byte)) => {
+                    bytes.push(byte);
+                    i += 4;
+                }
+                (byte, _) => {
+                    bytes.push(byte);
+                    i += 1;
+                }
+            }
+        }
+        PathBuf::from(std::ffi::OsString::from_vec(bytes))
+    };
+    use std::os::unix::ffi::OsStringExt;
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            Some((
+                *fields.get(2)?,
+                unescape(fields.get(3)?),
+                unescape(fields.get(4)?),
+            ))
+        })
+        .collect()
+}
+
+/// Where else than `path` (canonical) the directory `path` is reachable: through every
+/// other mount of the same filesystem whose root lies above it.
+fn aliases(mountinfo: &str, path: &Path) -> Vec<PathBuf> {
+    let mounts = mounts(mountinfo);
+    // The mount `path` is on: the last (topmost) with the longest mount point above it.
+    let Some((device, root, point)) = mounts
+        .iter()
+        .filter(|(_, _, point)| path.starts_with(point))
+        .max_by_key(|(_, _, point)| point.components().count())
+    else {
+        return Vec::new();
+    };
+    let Ok(inside) = path.strip_prefix(point) else {
+        return Vec::new();
+    };
+    let in_filesystem = root.join(inside);
+    let mut found: Vec<PathBuf> = mounts
+        .iter()
+        .filter(|(other, _, other_point)| other == device && other_point != point)
+        .filter_map(|(_, other_root, other_point)| {
+            let rest = in_filesystem.strip_prefix(other_root).ok()?;
+            Some(other_point.join(rest))
+        })
+        .filter(|alias| alias != path)
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
 /// A slot's own steps: a copy of the slot's mount tree taken, the state directory
 /// covered by an empty tmpfs, the way to the slot made in it, the slot attached back
 /// writable, the cover made read-only.
@@ -800,6 +899,26 @@ mod tests {
 
     fn own(state: &Path) -> OwnFiles {
         OwnFiles::new(state, None, None)
+    }
+
+    #[test]
+    fn the_state_directory_is_found_again_through_every_other_mount_of_its_filesystem() {
+        let mountinfo = "\
+22 1 254:0 / / rw,relatime - ext4 /dev/vda rw
+30 22 254:0 /home /mnt/home\\040copy rw,relatime - ext4 /dev/vda rw
+31 22 254:0 /home/u/.local /srv/local rw,relatime - ext4 /dev/vda rw
+32 22 254:0 /var /srv/var rw,relatime - ext4 /dev/vda rw
+33 22 0:40 / /tmp rw - tmpfs tmpfs rw
+";
+        let state = Path::new("/home/u/.local/state/dsh");
+        assert_eq!(
+            aliases(mountinfo, state),
+            [
+                PathBuf::from("/mnt/home copy/u/.local/state/dsh"),
+                PathBuf::from("/srv/local/state/dsh"),
+            ]
+        );
+        assert!(aliases(mountinfo, Path::new("/tmp/x/state")).is_empty());
     }
 
     #[test]
