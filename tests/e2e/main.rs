@@ -29,4 +29,5 @@ mod rewrite;
 mod sandbox;
 mod sandbox_executor;
 mod sandbox_files;
+mod sandbox_syscalls;
 mod tool_manuals;
