@@ -63,25 +63,7 @@ impl OwnFiles {
     /// link elsewhere, and the next dsh started with the same names would read the
     /// run's configuration, plugins or compile cache. Each as (link, where it points).
     pub fn links_in(&self, writable: &[PathBuf]) -> Vec<(PathBuf, PathBuf)> {
-        let mut links = Vec::new();
-        for named in &self.named {
-            for prefix in named.ancestors() {
-                let is_link = std::fs::symlink_metadata(prefix)
-                    .is_ok_and(|meta| meta.file_type().is_symlink());
-                let parent = prefix
-                    .parent()
-                    .and_then(|parent| std::fs::canonicalize(parent).ok());
-                if is_link
-                    && parent.is_some_and(|parent| writable.iter().any(|w| parent.starts_with(w)))
-                {
-                    let target = std::fs::read_link(prefix).unwrap_or_default();
-                    links.push((prefix.to_path_buf(), target));
-                }
-            }
-        }
-        links.sort();
-        links.dedup();
-        links
+        links_among(&self.named, writable)
     }
 
     /// What a confined reach may do with `path` (absolute and canonical).
@@ -98,6 +80,31 @@ impl OwnFiles {
             Reach::Open
         }
     }
+}
+
+/// The symbolic links on the way to `paths` (absolute, as named) that lie in a directory
+/// inside one of `writable` (canonical), each as (link, where it points): what a confined
+/// run could re-point before the next start reads the same names.
+pub fn links_among(paths: &[PathBuf], writable: &[PathBuf]) -> Vec<(PathBuf, PathBuf)> {
+    let mut links = Vec::new();
+    for named in paths {
+        for prefix in named.ancestors() {
+            let is_link =
+                std::fs::symlink_metadata(prefix).is_ok_and(|meta| meta.file_type().is_symlink());
+            let parent = prefix
+                .parent()
+                .and_then(|parent| std::fs::canonicalize(parent).ok());
+            if is_link
+                && parent.is_some_and(|parent| writable.iter().any(|w| parent.starts_with(w)))
+            {
+                let target = std::fs::read_link(prefix).unwrap_or_default();
+                links.push((prefix.to_path_buf(), target));
+            }
+        }
+    }
+    links.sort();
+    links.dedup();
+    links
 }
 
 #[cfg(test)]

@@ -401,14 +401,26 @@ impl Sandbox {
             .collect();
         writable_roots.sort_by_key(|p| p.components().count());
         writable_roots.dedup();
-        let links = own.links_in(&writable_roots);
+        // A `write` path named through a link a run could re-point would open another
+        // directory at the next start; dsh's own files likewise.
+        let named_writes: Vec<PathBuf> = config
+            .write
+            .iter()
+            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
+            .collect();
+        let mut links = own.links_in(&writable_roots);
+        links.extend(crate::own_files::links_among(
+            &named_writes,
+            &writable_roots,
+        ));
         if let Some((link, target)) = links.first() {
             return Err(SandboxError::Setup(format!(
                 "{} is a symbolic link (to {}) in a directory sandboxed runs may write: a run \
                  could point it elsewhere, and the next dsh started with the same options would \
-                 read that run's configuration, plugins or compile cache; name dsh's state \
-                 directory, configuration and plugin directory by paths without such links \
-                 (the link's target, or a place outside the workspace)",
+                 read that run's configuration, plugins or compile cache, or open another \
+                 directory to writes; name dsh's state directory, configuration, plugin \
+                 directory and [process.sandbox] write paths without such links (the \
+                 link's target, or a place outside the workspace)",
                 link.display(),
                 target.display()
             )));
@@ -992,6 +1004,28 @@ mod tests {
             );
             assert_eq!(ToolError::from(error).code, ErrorCode::InvalidArguments);
         }
+    }
+
+    #[test]
+    fn a_write_path_named_through_a_link_in_the_workspace_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (work, state) = (dir.path().join("work"), dir.path().join("state"));
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::create_dir_all(dir.path().join("cache")).unwrap();
+        std::fs::create_dir_all(&state).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("cache"), work.join("cache")).unwrap();
+        let config = SandboxConfig {
+            write: vec![work.join("cache")],
+            ..SandboxConfig::default()
+        };
+        let error = Sandbox::new(&config, &work, &own(&state)).unwrap_err();
+        assert!(error.to_string().contains("is a symbolic link"), "{error}");
+        // Named by its target, it is a write path like any other.
+        let config = SandboxConfig {
+            write: vec![dir.path().join("cache")],
+            ..SandboxConfig::default()
+        };
+        assert!(Sandbox::new(&config, &work, &own(&state)).is_ok());
     }
 
     #[test]
