@@ -109,6 +109,7 @@ async fn main() {
     })
     .await
     .unwrap();
+    host.loaded().await;
     let never = tokio_util::sync::CancellationToken::new();
     let request =
         || dsh::call::CallRequest::new("echo", json!({ "text": text }), "bench", "default");

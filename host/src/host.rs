@@ -59,6 +59,19 @@ pub struct Host {
     /// Removing past sessions beyond `[state]`, started with the host and waited for at
     /// shutdown (so a short `dsh call` finishes it too).
     retiring: std::sync::Mutex<Option<std::thread::JoinHandle<usize>>>,
+    /// The plugin set loading in the background (see [`Host::ready`]).
+    loading: PluginLoading,
+}
+
+/// How far the plugin set a host started with has loaded: first the embedded plugins and
+/// the guards and filters `[pipeline]` names (what every call needs), then the rest (the
+/// plugin directory's tools, each delaying only its own).
+#[derive(Debug, Clone)]
+struct PluginLoading {
+    ready: tokio::sync::watch::Receiver<bool>,
+    complete: tokio::sync::watch::Receiver<bool>,
+    /// Whether any plugin loads after `ready` (so the catalog changes once more).
+    deferred: bool,
 }
 
 impl Host {
@@ -93,8 +106,8 @@ impl Host {
             Some(options.state_dir.clone()),
         )?);
         let registry = Arc::new(Registry::new(config.scopes.clone()));
-        load_plugin_set(&runtime, &registry, &config, options.plugins_dir.as_deref()).await?;
-        warn_about_missing_stages(&registry, &config);
+        let loading =
+            load_in_background(&runtime, &registry, &config, options.plugins_dir.as_deref())?;
         tracing::info!(session = %session.id, events = %session.events.path().display(), "session started");
         let pipeline = Arc::new(Pipeline::new(
             runtime,
@@ -108,7 +121,33 @@ impl Host {
             registry,
             services,
             retiring: std::sync::Mutex::new(retiring),
+            loading,
         })
+    }
+
+    /// Waits until the embedded plugins and the guards and filters `[pipeline]` names have
+    /// loaded or been refused: the catalog a client is first shown, and what every call
+    /// passes through.
+    pub async fn ready(&self) {
+        let mut ready = self.loading.ready.clone();
+        let _ = ready.wait_for(|done| *done).await;
+    }
+
+    /// Waits until every plugin the host started with has loaded or been refused.
+    pub async fn loaded(&self) {
+        let mut complete = self.loading.complete.clone();
+        let _ = complete.wait_for(|done| *done).await;
+    }
+
+    /// Whether the plugin set has loaded whole.
+    pub fn is_loaded(&self) -> bool {
+        *self.loading.complete.borrow()
+    }
+
+    /// Whether plugins of the set load after [`Host::ready`] (the plugin directory's): the
+    /// catalog a client is first shown changes once more when they have.
+    pub fn loads_after_ready(&self) -> bool {
+        self.loading.deferred
     }
 
     /// Kills everything the host owns, and lets the removal of past sessions finish.
@@ -157,6 +196,50 @@ pub async fn load_plugin_set(
         load_plugin(runtime, registry, config, &name, source, bytes).await;
     }
     Ok(())
+}
+
+/// Starts loading the plugin set off the caller's way: the embedded plugins and the
+/// pipeline's stages first, then the plugin directory's other plugins. Reading the
+/// directory is done here (an unreadable directory fails the start).
+fn load_in_background(
+    runtime: &Arc<Runtime>,
+    registry: &Arc<Registry>,
+    config: &Arc<Config>,
+    dir: Option<&Path>,
+) -> Result<PluginLoading, StartError> {
+    let set = plugin_set(registry, config, dir)?;
+    let is_stage = |name: &str| {
+        config.pipeline.guards.iter().any(|g| g == name)
+            || config.pipeline.filters.iter().any(|f| f == name)
+    };
+    let (first, later): (Vec<_>, Vec<_>) = set
+        .into_iter()
+        .partition(|(name, (source, _))| *source == PluginSource::Embedded || is_stage(name));
+    let deferred = !later.is_empty();
+    let (ready_tx, ready) = tokio::sync::watch::channel(false);
+    let (complete_tx, complete) = tokio::sync::watch::channel(false);
+    let (runtime, registry, config) = (runtime.clone(), registry.clone(), config.clone());
+    tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        for (name, (source, bytes)) in first {
+            load_plugin(&runtime, &registry, &config, &name, source, bytes).await;
+        }
+        let _ = ready_tx.send(true);
+        tracing::info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "embedded plugins and pipeline stages loaded"
+        );
+        for (name, (source, bytes)) in later {
+            load_plugin(&runtime, &registry, &config, &name, source, bytes).await;
+        }
+        warn_about_missing_stages(&registry, &config);
+        let _ = complete_tx.send(true);
+    });
+    Ok(PluginLoading {
+        ready,
+        complete,
+        deferred,
+    })
 }
 
 /// Plugins by name, each with where it comes from and its bytes.

@@ -85,7 +85,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match runtime.block_on(run(cli)) {
+    let outcome = runtime.block_on(run(cli));
+    // Whatever still waits on the runtime's blocking threads is not waited for: a read of
+    // stdin that is a socket or a terminal (tokio's stdin reads on a blocking thread) never
+    // ends by itself, and everything dsh started has been killed by now.
+    runtime.shutdown_background();
+    match outcome {
         Ok(code) => code,
         Err(error) => {
             eprintln!("dsh: {error:#}");

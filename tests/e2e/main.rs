@@ -30,4 +30,5 @@ mod sandbox;
 mod sandbox_executor;
 mod sandbox_files;
 mod sandbox_syscalls;
+mod stdio_ends;
 mod tool_manuals;

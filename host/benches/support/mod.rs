@@ -55,7 +55,7 @@ pub async fn start_host_with(
     plugins_dir: Option<PathBuf>,
     config: Config,
 ) -> Host {
-    Host::start(HostOptions {
+    let host = Host::start(HostOptions {
         config,
         plugins_dir,
         state_dir: scratch.join("state"),
@@ -63,7 +63,9 @@ pub async fn start_host_with(
         config_file: None,
     })
     .await
-    .expect("the host starts")
+    .expect("the host starts");
+    host.loaded().await;
+    host
 }
 
 /// CPU this process has used so far (user + system, all threads).

@@ -65,6 +65,15 @@ impl Globals {
     /// A host as these options describe it: its configuration loaded, its plugins
     /// loaded, its session begun.
     pub async fn start(&self) -> anyhow::Result<Host> {
+        let host = self.start_loading().await?;
+        host.loaded().await;
+        Ok(host)
+    }
+
+    /// A host as [`Globals::start`] makes it, returned while its plugins still load
+    /// ([`Host::ready`] and [`Host::loaded`] wait for them): a server answers a client at
+    /// once.
+    pub async fn start_loading(&self) -> anyhow::Result<Host> {
         let config_file = self.config_path();
         let config = match &config_file {
             Some(path) => Config::load(path)?,

@@ -37,7 +37,9 @@ pub struct Args {
 }
 
 pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
-    let host = globals.start().await?;
+    // Plugins load in the background: `initialize` is answered at once, and what needs
+    // the catalog (tools/list, tools/call) waits for it (see the MCP front end).
+    let host = globals.start_loading().await?;
     host.registry
         .scope(&args.scope)
         .map_err(|e| anyhow::anyhow!(e.message))?;

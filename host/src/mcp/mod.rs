@@ -298,7 +298,21 @@ impl ServerHandler for McpConnection {
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let mut changes = self.server.host.registry.subscribe();
         let (peer, closed, owner) = (context.peer, self.closed.clone(), self.owner.clone());
+        let host = self.server.host.clone();
         tokio::spawn(async move {
+            // While the plugin set still loads, its registrations are not news: the
+            // client's first tools/list waits for the embedded set, and it hears once,
+            // when the rest (the plugin directory's tools) has come too.
+            if !host.is_loaded() {
+                tokio::select! {
+                    _ = closed.cancelled() => return,
+                    _ = host.loaded() => {}
+                }
+                changes = changes.resubscribe();
+                if host.loads_after_ready() && peer.notify_tool_list_changed().await.is_err() {
+                    return;
+                }
+            }
             loop {
                 tokio::select! {
                     _ = closed.cancelled() => break,
@@ -321,6 +335,8 @@ impl ServerHandler for McpConnection {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        // Never a partial catalog: the embedded set is there before the first answer.
+        self.server.host.ready().await;
         let registry = &self.server.host.registry;
         let scope = registry
             .scope(&self.server.scope)
@@ -365,6 +381,8 @@ impl ServerHandler for McpConnection {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // Every call passes the pipeline's guards and filters: they are loaded first.
+        self.server.host.ready().await;
         let approval_timeout =
             Duration::from_millis(self.server.host.config.serve.approval_timeout_ms);
         let (notices, mut notes) = Notices::channel(self.log_threshold.clone());
@@ -489,7 +507,8 @@ fn stdio_streams() -> (Reader, Writer) {
     (reader, writer)
 }
 
-/// A reader that cancels a token when it reaches end of input.
+/// A reader that cancels a token when it reaches end of input. A read error is the end of
+/// input too (a terminal whose other side closed answers `EIO` from then on).
 struct CancelOnEof<R> {
     inner: R,
     on_eof: CancellationToken,
@@ -503,13 +522,19 @@ impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for CancelOnEof<R> {
     ) -> std::task::Poll<std::io::Result<()>> {
         let before = buf.filled().len();
         let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
-        if let std::task::Poll::Ready(Ok(())) = polled {
-            if buf.filled().len() == before && buf.remaining() > 0 {
+        match polled {
+            std::task::Poll::Ready(Ok(())) if buf.filled().len() == before && buf.remaining() > 0 => {
                 tracing::info!("MCP input closed; cancelling the connection's calls");
                 self.on_eof.cancel();
+                polled
             }
+            std::task::Poll::Ready(Err(error)) => {
+                tracing::info!(%error, "MCP input failed; taken as its end, cancelling the connection's calls");
+                self.on_eof.cancel();
+                std::task::Poll::Ready(Ok(()))
+            }
+            _ => polled,
         }
-        polled
     }
 }
 

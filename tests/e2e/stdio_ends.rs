@@ -1,0 +1,273 @@
+//! `dsh serve` on stdio ends cleanly whatever its stdin and stdout are — a socketpair (as
+//! Node and Bun clients give them), a pipe, a terminal — on SIGINT, SIGTERM, SIGHUP and on
+//! the end of its input, with what it started killed; and a cold start (an empty state
+//! directory) answers `initialize` and then a `tools/list` that holds every embedded tool.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::{survivors, unique_marker, Env};
+
+/// What stdin and stdout are.
+#[derive(Debug, Clone, Copy)]
+enum Stream {
+    Socketpair,
+    Pipe,
+    Terminal,
+}
+
+/// How the server is told to end.
+#[derive(Debug, Clone, Copy)]
+enum Ending {
+    Signal(i32),
+    InputClosed,
+}
+
+/// A `dsh serve` and the client's ends of its stdin and stdout.
+struct Served {
+    child: Child,
+    to_server: Option<std::fs::File>,
+    from_server: BufReader<std::fs::File>,
+}
+
+impl Served {
+    fn start(env: &Env, stream: Stream) -> Served {
+        let mut command = env.dsh();
+        command.arg("serve").stderr(Stdio::null());
+        let (to_server, from_server) = match stream {
+            Stream::Socketpair => {
+                let (input_ours, input_theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+                let (output_ours, output_theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+                command
+                    .stdin(OwnedFd::from(input_theirs))
+                    .stdout(OwnedFd::from(output_theirs));
+                (
+                    std::fs::File::from(OwnedFd::from(input_ours)),
+                    std::fs::File::from(OwnedFd::from(output_ours)),
+                )
+            }
+            Stream::Pipe => {
+                let (input_read, input_write) = std::io::pipe().unwrap();
+                let (output_read, output_write) = std::io::pipe().unwrap();
+                command.stdin(input_read).stdout(output_write);
+                (
+                    std::fs::File::from(OwnedFd::from(input_write)),
+                    std::fs::File::from(OwnedFd::from(output_read)),
+                )
+            }
+            Stream::Terminal => {
+                let (master, slave) = raw_pty();
+                let slave_again = slave.try_clone().unwrap();
+                command.stdin(slave).stdout(slave_again);
+                let master = std::fs::File::from(master);
+                (master.try_clone().unwrap(), master)
+            }
+        };
+        let child = command.spawn().unwrap();
+        // The command's copies of the server's ends are closed with it (Stdio took them).
+        drop(command);
+        Served {
+            child,
+            to_server: Some(to_server),
+            from_server: BufReader::new(from_server),
+        }
+    }
+
+    fn send(&mut self, message: Value) {
+        let writer = self.to_server.as_mut().unwrap();
+        writeln!(writer, "{message}").unwrap();
+        writer.flush().unwrap();
+    }
+
+    /// The answer to request `id` (notifications before it are skipped).
+    fn answer(&mut self, id: u64) -> Value {
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.from_server.read_line(&mut line).unwrap() > 0,
+                "the server closed its output before answering {id}"
+            );
+            let value: Value = serde_json::from_str(line.trim()).unwrap_or(Value::Null);
+            if value["id"] == id {
+                return value;
+            }
+        }
+    }
+
+    fn initialize(&mut self) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "e2e", "version": "1"}}}));
+        let answer = self.answer(1);
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        answer
+    }
+
+    fn end(&mut self, ending: Ending) {
+        match ending {
+            // SAFETY: signalling our own child.
+            Ending::Signal(signal) => unsafe {
+                libc::kill(self.child.id() as i32, signal);
+            },
+            Ending::InputClosed => {
+                drop(self.to_server.take());
+                // A terminal ends when its master closes: the reading end too.
+                self.from_server = BufReader::new(std::fs::File::open("/dev/null").unwrap());
+            }
+        }
+    }
+
+    /// How long the server took to exit after `since` (None: still running after 3 s).
+    fn exited_within(&mut self, since: Instant) -> Option<Duration> {
+        while since.elapsed() < Duration::from_secs(3) {
+            if self.child.try_wait().unwrap().is_some() {
+                return Some(since.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        None
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A PTY pair with the slave in raw mode (no echo, no newline translation): JSON-RPC
+/// lines pass as they are.
+fn raw_pty() -> (OwnedFd, OwnedFd) {
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty fills two descriptors; termios and winsize may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: fresh descriptors; termios is plain data filled by tcgetattr.
+    unsafe {
+        let mut termios: libc::termios = std::mem::zeroed();
+        assert_eq!(libc::tcgetattr(slave, &mut termios), 0);
+        libc::cfmakeraw(&mut termios);
+        assert_eq!(libc::tcsetattr(slave, libc::TCSANOW, &termios), 0);
+        // Not inherited by the server (nor by other tests' children): the master must
+        // close when the test closes it.
+        libc::fcntl(master, libc::F_SETFD, libc::FD_CLOEXEC);
+        libc::fcntl(slave, libc::F_SETFD, libc::FD_CLOEXEC);
+        (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave))
+    }
+}
+
+/// The longest a server may take to end; the clients' own patience is a few hundred
+/// milliseconds before they escalate (measured times are printed).
+const ENDS_WITHIN: Duration = Duration::from_secs(1);
+
+fn ends_cleanly(stream: Stream, endings: &[Ending]) {
+    let env = Env::new();
+    for &ending in endings {
+        let mut served = Served::start(&env, stream);
+        served.initialize();
+        let marker = unique_marker();
+        served.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "bash", "arguments": {"command": format!("sleep 9{marker}"),
+            "description": "outlive the server", "run_in_background": true}}}));
+        let started = served.answer(2);
+        assert_eq!(
+            started["result"]["isError"], false,
+            "{stream:?}: {started}"
+        );
+        let running = Instant::now();
+        while crate::support::processes_with(&marker).is_empty() {
+            assert!(
+                running.elapsed() < Duration::from_secs(5),
+                "{stream:?}: the job is not running"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let since = Instant::now();
+        served.end(ending);
+        let took = served.exited_within(since);
+        eprintln!("{stream:?} {ending:?}: ended in {took:?}");
+        assert!(
+            took.is_some_and(|t| t <= ENDS_WITHIN),
+            "{stream:?}: dsh serve was still running {took:?} after {ending:?}"
+        );
+        assert_eq!(
+            survivors(&marker, Duration::from_millis(1500)),
+            Vec::<String>::new(),
+            "{stream:?} {ending:?}: the job outlived dsh"
+        );
+    }
+}
+
+const EVERY_ENDING: &[Ending] = &[
+    Ending::Signal(libc::SIGINT),
+    Ending::Signal(libc::SIGTERM),
+    Ending::Signal(libc::SIGHUP),
+    Ending::InputClosed,
+];
+
+#[test]
+fn over_a_socketpair_a_signal_or_the_end_of_input_ends_dsh_serve_and_its_jobs() {
+    ends_cleanly(Stream::Socketpair, EVERY_ENDING);
+}
+
+#[test]
+fn over_a_pipe_a_signal_or_the_end_of_input_ends_dsh_serve_and_its_jobs() {
+    ends_cleanly(Stream::Pipe, EVERY_ENDING);
+}
+
+#[test]
+fn on_a_terminal_a_signal_or_a_hangup_ends_dsh_serve_and_its_jobs() {
+    // A terminal's input ends when its master closes: the server reads EOF or EIO.
+    ends_cleanly(Stream::Terminal, EVERY_ENDING);
+}
+
+#[test]
+fn a_cold_start_answers_initialize_and_then_lists_every_embedded_tool() {
+    // An empty state directory: nothing compiled yet.
+    let env = Env::new();
+    let mut served = Served::start(&env, Stream::Pipe);
+    let answer = served.initialize();
+    assert_eq!(answer["result"]["serverInfo"]["name"], "dsh", "{answer}");
+    served.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let listed = served.answer(2);
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    // Every embedded tool plugin's tools (the same list `dsh tools` gives once warm).
+    let warm = env.dsh().args(["tools", "--json"]).output().unwrap();
+    let expected: Vec<Value> = serde_json::from_slice(&warm.stdout).unwrap();
+    let mut expected: Vec<&str> = expected.iter().filter_map(|t| t["name"].as_str()).collect();
+    expected.sort();
+    let mut names = names.clone();
+    names.sort();
+    assert_eq!(names, expected, "the first tools/list is the whole catalog");
+    for tool in ["bash", "job_list", "terminal_open", "lsp"] {
+        assert!(names.contains(&tool), "{tool} missing from {names:?}");
+    }
+    // And a call works at once.
+    served.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "bash", "arguments": {"command": "echo cold", "description": "x"}}}));
+    let called = served.answer(3);
+    assert!(
+        called["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("cold\n")),
+        "{called}"
+    );
+}
