@@ -3,7 +3,11 @@
 //! argument. Prints p50/p99, calls per second with 1 and 8 concurrent callers, the
 //! server's CPU time per call, the time from start to the first answered `tools/list`,
 //! and the server's peak RSS. The baseline, measured in the same run, is the same call
-//! made in-process through the pipeline (no MCP, no process boundary).
+//! made in-process through the pipeline (no MCP, no process boundary). Then start-up:
+//! the time from spawning `dsh serve` to its answer to `initialize` and to its first
+//! `tools/list`, cold (an empty state directory: every embedded plugin compiles) and
+//! warm (the compile cache filled), against spawning and initializing a trivial stdio
+//! server (a bash loop that answers one line) in the same run.
 //!
 //! Run with `cargo bench --bench mcp`.
 
@@ -90,6 +94,100 @@ fn peak_rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Spawns `program args` as a stdio server and times its answer to `initialize` and, when
+/// `list`, to a first `tools/list` after it (the client's first two requests).
+fn time_start(program: &str, args: &[&str], list: bool) -> (Duration, Option<Duration>) {
+    use std::io::{BufRead, Write};
+    let started = Instant::now();
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut answer = |id: u64| loop {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "the server ended");
+        let value: Value = serde_json::from_str(line.trim()).unwrap_or(Value::Null);
+        if value["id"] == id {
+            return value;
+        }
+    };
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "1"}}});
+    writeln!(stdin, "{initialize}").unwrap();
+    answer(1);
+    let initialized = started.elapsed();
+    let listed = list.then(|| {
+        writeln!(
+            stdin,
+            "{}\n{}",
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        )
+        .unwrap();
+        let tools = answer(2);
+        assert!(tools["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()));
+        started.elapsed()
+    });
+    drop(stdin);
+    let _ = child.wait();
+    (initialized, listed)
+}
+
+/// Start-up figures (see the module doc), `runs` of each interleaved, medians.
+fn start_up(scratch: &std::path::Path, runs: usize) {
+    let dsh = env!("CARGO_BIN_EXE_dsh");
+    // The trivial server: reads one request, answers it.
+    let trivial_answer = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"t","version":"1"}}}"#;
+    let trivial = format!("read -r line; echo '{trivial_answer}'");
+    let warm_state = scratch.join("state-warm");
+    let warm_state = warm_state.to_str().unwrap().to_string();
+    time_start(dsh, &["--state-dir", &warm_state, "serve"], true);
+    let (mut base, mut cold_init, mut cold_list, mut warm_init, mut warm_list) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for run in 0..runs {
+        base.push(time_start("bash", &["-c", &trivial], false).0);
+        let cold_state = scratch.join(format!("state-cold-{run}"));
+        let (init, list) = time_start(
+            dsh,
+            &["--state-dir", cold_state.to_str().unwrap(), "serve"],
+            true,
+        );
+        cold_init.push(init);
+        cold_list.push(list.unwrap());
+        let (init, list) = time_start(dsh, &["--state-dir", &warm_state, "serve"], true);
+        warm_init.push(init);
+        warm_list.push(list.unwrap());
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let base = percentile(&mut base, 0.5);
+    println!("== start-up over stdio ({runs} runs each, interleaved, medians)");
+    println!(
+        "  trivial stdio server (bash) answers initialize: {:7.1} ms",
+        ms(base)
+    );
+    for (label, init, list) in [
+        ("cold (empty state dir)", &mut cold_init, &mut cold_list),
+        ("warm (cache filled)   ", &mut warm_init, &mut warm_list),
+    ] {
+        let (init, list) = (percentile(init, 0.5), percentile(list, 0.5));
+        println!(
+            "  dsh serve {label}: initialize {:7.1} ms ({:.1}x trivial), first tools/list {:7.1} ms ({:.1}x)",
+            ms(init),
+            ms(init) / ms(base),
+            ms(list),
+            ms(list) / ms(base)
+        );
+    }
 }
 
 #[tokio::main]
@@ -250,5 +348,6 @@ async fn main() {
     );
     drop(client);
     let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+    start_up(scratch.path(), 5);
     host.shutdown();
 }

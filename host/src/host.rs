@@ -70,8 +70,6 @@ pub struct Host {
 struct PluginLoading {
     ready: tokio::sync::watch::Receiver<bool>,
     complete: tokio::sync::watch::Receiver<bool>,
-    /// Whether any plugin loads after `ready` (so the catalog changes once more).
-    deferred: bool,
 }
 
 impl Host {
@@ -144,12 +142,6 @@ impl Host {
         *self.loading.complete.borrow()
     }
 
-    /// Whether plugins of the set load after [`Host::ready`] (the plugin directory's): the
-    /// catalog a client is first shown changes once more when they have.
-    pub fn loads_after_ready(&self) -> bool {
-        self.loading.deferred
-    }
-
     /// Kills everything the host owns, and lets the removal of past sessions finish.
     pub fn shutdown(&self) {
         self.services.shutdown();
@@ -215,7 +207,6 @@ fn load_in_background(
     let (first, later): (Vec<_>, Vec<_>) = set
         .into_iter()
         .partition(|(name, (source, _))| *source == PluginSource::Embedded || is_stage(name));
-    let deferred = !later.is_empty();
     let (ready_tx, ready) = tokio::sync::watch::channel(false);
     let (complete_tx, complete) = tokio::sync::watch::channel(false);
     let (runtime, registry, config) = (runtime.clone(), registry.clone(), config.clone());
@@ -235,11 +226,7 @@ fn load_in_background(
         warn_about_missing_stages(&registry, &config);
         let _ = complete_tx.send(true);
     });
-    Ok(PluginLoading {
-        ready,
-        complete,
-        deferred,
-    })
+    Ok(PluginLoading { ready, complete })
 }
 
 /// Plugins by name, each with where it comes from and its bytes.

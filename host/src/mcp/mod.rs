@@ -63,7 +63,15 @@ pub struct McpConnection {
     /// The lowest level of plugin log lines this client wants (`logging/setLevel`);
     /// none until it sets one.
     log_threshold: Arc<LogThreshold>,
+    /// Set when this client was shown a catalog before the plugin set had loaded whole
+    /// (it then hears `tools/list_changed` once the rest has come).
+    shown_partial: Arc<std::sync::atomic::AtomicBool>,
 }
+
+/// How long a first `tools/list` waits, beyond the embedded set, for the plugin
+/// directory's plugins (from the compile cache they take milliseconds; one that compiles
+/// or whose `describe()` spins arrives later with `tools/list_changed`).
+const DIRECTORY_PLUGINS_WAIT: Duration = Duration::from_millis(1000);
 
 impl McpConnection {
     pub fn new(server: Arc<McpServer>, owner: impl Into<Arc<str>>) -> Self {
@@ -74,6 +82,7 @@ impl McpConnection {
             owner,
             closed: CancellationToken::new(),
             log_threshold: Arc::default(),
+            shown_partial: Arc::default(),
         }
     }
 }
@@ -299,17 +308,20 @@ impl ServerHandler for McpConnection {
         let mut changes = self.server.host.registry.subscribe();
         let (peer, closed, owner) = (context.peer, self.closed.clone(), self.owner.clone());
         let host = self.server.host.clone();
+        let shown_partial = self.shown_partial.clone();
         tokio::spawn(async move {
             // While the plugin set still loads, its registrations are not news: the
-            // client's first tools/list waits for the embedded set, and it hears once,
-            // when the rest (the plugin directory's tools) has come too.
+            // client's first tools/list waits for the embedded set (and a while for the
+            // rest), and a client shown less hears once, when the rest has come too.
             if !host.is_loaded() {
                 tokio::select! {
                     _ = closed.cancelled() => return,
                     _ = host.loaded() => {}
                 }
                 changes = changes.resubscribe();
-                if host.loads_after_ready() && peer.notify_tool_list_changed().await.is_err() {
+                if shown_partial.load(std::sync::atomic::Ordering::Acquire)
+                    && peer.notify_tool_list_changed().await.is_err()
+                {
                     return;
                 }
             }
@@ -335,8 +347,15 @@ impl ServerHandler for McpConnection {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        // Never a partial catalog: the embedded set is there before the first answer.
-        self.server.host.ready().await;
+        // Never without the embedded set; the plugin directory's plugins are waited for a
+        // while, and one still loading then comes with tools/list_changed.
+        let host = &self.server.host;
+        host.ready().await;
+        let _ = tokio::time::timeout(DIRECTORY_PLUGINS_WAIT, host.loaded()).await;
+        if !host.is_loaded() {
+            self.shown_partial
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
         let registry = &self.server.host.registry;
         let scope = registry
             .scope(&self.server.scope)
@@ -523,7 +542,9 @@ impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for CancelOnEof<R> {
         let before = buf.filled().len();
         let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
         match polled {
-            std::task::Poll::Ready(Ok(())) if buf.filled().len() == before && buf.remaining() > 0 => {
+            std::task::Poll::Ready(Ok(()))
+                if buf.filled().len() == before && buf.remaining() > 0 =>
+            {
                 tracing::info!("MCP input closed; cancelling the connection's calls");
                 self.on_eof.cancel();
                 polled
