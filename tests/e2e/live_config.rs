@@ -69,6 +69,9 @@ impl Server {
             }),
         );
         server.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        // As clients do: the catalog first (it is answered once the plugins the server
+        // started with have loaded), so the tests' configuration changes come after.
+        server.request("tools/list", json!({}));
         server
     }
 

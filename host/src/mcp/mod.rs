@@ -400,8 +400,22 @@ impl ServerHandler for McpConnection {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        // Every call passes the pipeline's guards and filters: they are loaded first.
-        self.server.host.ready().await;
+        // Every call passes the pipeline's guards and filters: they are loaded first. A
+        // call of a tool not there yet waits for the plugin set to finish loading (only
+        // it waits: its plugin may be one still compiling).
+        let host = &self.server.host;
+        host.ready().await;
+        if !host.is_loaded() {
+            let known = host.registry.scope(&self.server.scope).is_ok_and(|scope| {
+                host.registry
+                    .snapshot()
+                    .resolve(&request.name, &scope)
+                    .is_ok()
+            });
+            if !known {
+                host.loaded().await;
+            }
+        }
         let approval_timeout =
             Duration::from_millis(self.server.host.config.serve.approval_timeout_ms);
         let (notices, mut notes) = Notices::channel(self.log_threshold.clone());
