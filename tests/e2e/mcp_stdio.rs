@@ -137,6 +137,13 @@ impl McpServer {
             .wait(&server);
         assert!(init.get("result").is_some(), "initialize failed: {init}");
         server.notify("notifications/initialized");
+        // As clients do: the catalog first. It is answered once the plugins the server
+        // started with have loaded (they load after `initialize` is answered).
+        let listed = server.request("tools/list", json!({})).wait(&server);
+        assert!(
+            listed.get("result").is_some(),
+            "tools/list failed: {listed}"
+        );
         server
     }
 

@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -99,9 +99,11 @@ impl Served {
     }
 
     fn initialize(&mut self) -> Value {
-        self.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        self.send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "e2e", "version": "1"}}}));
+            "clientInfo": {"name": "e2e", "version": "1"}}}),
+        );
         let answer = self.answer(1);
         self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         answer
@@ -179,14 +181,13 @@ fn ends_cleanly(stream: Stream, endings: &[Ending]) {
         let mut served = Served::start(&env, stream);
         served.initialize();
         let marker = unique_marker();
-        served.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        served.send(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
             "name": "bash", "arguments": {"command": format!("sleep 9{marker}"),
-            "description": "outlive the server", "run_in_background": true}}}));
-        let started = served.answer(2);
-        assert_eq!(
-            started["result"]["isError"], false,
-            "{stream:?}: {started}"
+            "description": "outlive the server", "run_in_background": true}}}),
         );
+        let started = served.answer(2);
+        assert_eq!(started["result"]["isError"], false, "{stream:?}: {started}");
         let running = Instant::now();
         while crate::support::processes_with(&marker).is_empty() {
             assert!(
@@ -261,8 +262,10 @@ fn a_cold_start_answers_initialize_and_then_lists_every_embedded_tool() {
         assert!(names.contains(&tool), "{tool} missing from {names:?}");
     }
     // And a call works at once.
-    served.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-        "name": "bash", "arguments": {"command": "echo cold", "description": "x"}}}));
+    served.send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "bash", "arguments": {"command": "echo cold", "description": "x"}}}),
+    );
     let called = served.answer(3);
     assert!(
         called["result"]["content"][0]["text"]

@@ -275,6 +275,7 @@ async def test_dsh_plugins_shows_a_running_servers_plugins_and_calls_on_old_vers
     async with stdio_client(serve_params(dsh_bin, dsh_env, dsh_dirs, plugins)) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
+            await session.list_tools()  # as clients do; answered once the plugins have loaded
             first = await status()
             assert first["status"] == "serving" and first["source"] == str(plugins / "bash.wasm"), first
             assert first["calls_in_flight"] == 0 and first["calls_in_flight_on_old_versions"] == 0, first

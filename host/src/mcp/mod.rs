@@ -69,9 +69,10 @@ pub struct McpConnection {
 }
 
 /// How long a first `tools/list` waits, beyond the embedded set, for the plugin
-/// directory's plugins (from the compile cache they take milliseconds; one that compiles
-/// or whose `describe()` spins arrives later with `tools/list_changed`).
-const DIRECTORY_PLUGINS_WAIT: Duration = Duration::from_millis(1000);
+/// directory's plugins (from the compile cache they take milliseconds, and a small one
+/// compiles in well under this; a large one still compiling, or one whose `describe()`
+/// spins, arrives later with `tools/list_changed`).
+const DIRECTORY_PLUGINS_WAIT: Duration = Duration::from_secs(5);
 
 impl McpConnection {
     pub fn new(server: Arc<McpServer>, owner: impl Into<Arc<str>>) -> Self {
