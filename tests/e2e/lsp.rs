@@ -475,3 +475,150 @@ fn an_idle_server_is_shut_down_and_the_next_query_starts_another() {
     assert_eq!(again.len(), 1, "{again:?}");
     assert_ne!(again, pids, "a new server answered");
 }
+
+const GEOM_H: &str = "#ifndef GEOM_H
+#define GEOM_H
+
+struct point {
+    int x;
+    int y;
+};
+
+int point_sum(struct point p);
+
+#endif
+";
+
+const GEOM_C: &str = "#include \"geom.h\"
+
+int point_sum(struct point p) {
+    return p.x + p.y;
+}
+";
+
+const MAIN_C: &str = "#include \"geom.h\"
+
+int main(void) {
+    struct point p = {1, 2};
+    return point_sum(p);
+}
+";
+
+const USE_C: &str = "#include \"geom.h\"
+
+int twice(struct point p) {
+    return 2 * point_sum(p);
+}
+";
+
+/// A C project for clangd: a header declaring `point_sum` and `struct point`, the
+/// definition in `geom.c`, calls in `main.c` and `use.c`, and large filler files listed
+/// before `geom.c` and `use.c` in `compile_commands.json`, so that clangd's background
+/// index (about a second of work) has not reached them when the first query comes.
+/// Returns the config: clangd alone, waiting up to `index_wait_ms`.
+fn c_project(env: &Env, index_wait_ms: u64) -> String {
+    let clangd = find_on_path("clangd")
+        .expect("clangd is not on PATH (.ci/run installs it: apt-get install clangd)");
+    let work = env.workdir().canonicalize().unwrap();
+    for (name, text) in [
+        ("geom.h", GEOM_H),
+        ("geom.c", GEOM_C),
+        ("main.c", MAIN_C),
+        ("use.c", USE_C),
+    ] {
+        std::fs::write(work.join(name), text).unwrap();
+    }
+    let mut files = vec!["main.c".to_string()];
+    for i in 0..6 {
+        let mut filler = "static int f0(int a) { return a; }\n".to_string();
+        for j in 1..3000 {
+            filler += &format!(
+                "static int f{j}(int a) {{ return a * {j} + f{}(a - 1); }}\n",
+                j - 1
+            );
+        }
+        filler += "int filler(void) { return f2999(1); }\n";
+        let name = format!("filler{i}.c");
+        std::fs::write(work.join(&name), filler).unwrap();
+        files.push(name);
+    }
+    files.extend(["geom.c".to_string(), "use.c".to_string()]);
+    let commands: Vec<Value> = files
+        .iter()
+        .map(|file| json!({ "directory": work, "file": file, "arguments": ["cc", "-c", file] }))
+        .collect();
+    std::fs::write(
+        work.join("compile_commands.json"),
+        serde_json::to_string(&commands).unwrap(),
+    )
+    .unwrap();
+    format!(
+        r#"
+[lsp]
+defaults = false
+request_timeout_ms = 60000
+index_wait_ms = {index_wait_ms}
+
+[lsp.servers.clangd]
+command = ["{}"]
+extensions = ["c", "h"]
+root_markers = ["compile_commands.json"]
+"#,
+        clangd.display()
+    )
+}
+
+fn find_on_path(program: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|path| path.is_file())
+}
+
+#[test]
+fn clangd_answers_the_first_queries_of_a_fresh_session_from_its_finished_index() {
+    let env = Env::new();
+    let server = McpServer::start(&env, &c_project(&env, 30_000));
+    let started = Instant::now();
+    // The very first query: the definition in geom.c, not the header's declaration.
+    let definition = server.call_ok(
+        "lsp",
+        json!({"op": "definition", "path": "main.c", "line": 5, "symbol": "point_sum"}),
+    );
+    let waited = started.elapsed();
+    assert_eq!(definition, "geom.c:3:5: int point_sum(struct point p) {");
+
+    let references = server.call_ok(
+        "lsp",
+        json!({"op": "references", "path": "main.c", "line": 5, "symbol": "point_sum"}),
+    );
+    assert_eq!(
+        references,
+        "geom.c:3:5: int point_sum(struct point p) {\n\
+         geom.h:9:5: int point_sum(struct point p);\n\
+         main.c:5:12: return point_sum(p);\n\
+         use.c:4:16: return 2 * point_sum(p);"
+    );
+
+    let symbols = server.call_ok("lsp", json!({"op": "symbols", "path": "geom.h"}));
+    let lines: Vec<&str> = symbols.lines().collect();
+    assert!(lines.contains(&"struct point (4:8)"), "{symbols}");
+    assert!(lines.contains(&"  field x (5:9)"), "{symbols}");
+    assert!(lines.contains(&"function point_sum (9:5)"), "{symbols}");
+    eprintln!("first definition after {waited:?}");
+}
+
+#[test]
+fn a_clangd_answer_given_while_it_still_indexes_says_it_may_be_partial() {
+    let env = Env::new();
+    let server = McpServer::start(&env, &c_project(&env, 1));
+    let definition = server.call_ok(
+        "lsp",
+        json!({"op": "definition", "path": "main.c", "line": 5, "symbol": "point_sum"}),
+    );
+    let note = definition.lines().last().unwrap_or("");
+    assert!(
+        note.starts_with("(partial):0:0: the index is still building: clangd was still indexing"),
+        "{definition}"
+    );
+    assert!(note.contains("after 1 ms (indexing"), "{definition}");
+}

@@ -1,6 +1,6 @@
 //! `[lsp]` in `dsh.toml`: the language servers (`[lsp.servers.NAME]`: `command`,
-//! `extensions`, `root_markers`, `settings`), how long an idle server lives and how long
-//! a query may take. The built-in defaults (rust-analyzer, pylsp,
+//! `extensions`, `root_markers`, `settings`, `initialization_options`), how long an idle
+//! server lives, how long a query may take and how long it waits for a server's indexing. The built-in defaults (rust-analyzer, pylsp,
 //! typescript-language-server, clangd, gopls) are used when their binary is on `PATH`
 //! and no configured server claims their extensions; two configured servers claiming
 //! one extension is a configuration error.
@@ -17,6 +17,11 @@ pub struct LspConfig {
     pub idle_ms: u64,
     /// The longest one query may take (the server's start and handshake included).
     pub request_timeout_ms: u64,
+    /// How long a `definition` or `references` waits for the server's indexing to end
+    /// (the work-done progress it reports, such as clangd's background index) before it
+    /// answers with what the server knows so far, saying the index is still building.
+    /// 0 never waits. Bounded by `request_timeout_ms` like the rest of the query.
+    pub index_wait_ms: u64,
     /// Configured servers by name (a name of a default replaces that default).
     pub servers: BTreeMap<String, ServerConfig>,
     /// Whether the built-in servers found on `PATH` are used for extensions no
@@ -52,6 +57,7 @@ pub struct ServerConfig {
 struct RawLspConfig {
     idle_ms: u64,
     request_timeout_ms: u64,
+    index_wait_ms: u64,
     servers: BTreeMap<String, ServerConfig>,
     defaults: bool,
 }
@@ -62,6 +68,7 @@ impl Default for RawLspConfig {
         RawLspConfig {
             idle_ms: config.idle_ms,
             request_timeout_ms: config.request_timeout_ms,
+            index_wait_ms: config.index_wait_ms,
             servers: config.servers,
             defaults: config.defaults,
         }
@@ -90,6 +97,7 @@ impl TryFrom<RawLspConfig> for LspConfig {
         Ok(LspConfig {
             idle_ms: raw.idle_ms,
             request_timeout_ms: raw.request_timeout_ms.max(1),
+            index_wait_ms: raw.index_wait_ms,
             servers: raw.servers,
             defaults: raw.defaults,
         })
@@ -101,6 +109,7 @@ impl Default for LspConfig {
         LspConfig {
             idle_ms: 10 * 60 * 1000,
             request_timeout_ms: 30_000,
+            index_wait_ms: 5_000,
             servers: BTreeMap::new(),
             defaults: true,
         }

@@ -12,6 +12,13 @@
 //! server found dead is restarted once; dead again, its root and kind answer
 //! `LSP_UNAVAILABLE` from then on.
 //!
+//! A server that has not indexed the project answers `definition` and `references` from
+//! what it has parsed (clangd: the header's declaration, the references of the open
+//! file). dsh declares work-done progress and tracks what the server reports: when
+//! indexing was in progress before or while one of these two was asked, it waits for the
+//! indexing to end (at most `[lsp] index_wait_ms`) and asks again; indexing still going
+//! at the bound, the answer says so ([`Reply::indexing`]).
+//!
 //! Positions are 1-based lines and columns in characters for the caller, converted to
 //! and from the protocol's 0-based UTF-16 positions here.
 //!
@@ -91,6 +98,14 @@ pub enum Answer {
     Symbols(Vec<Symbol>),
 }
 
+/// An answer, and whether the server was still indexing when it gave it: a sentence
+/// saying so (the answer may be partial) and what the server reported in progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub answer: Answer,
+    pub indexing: Option<String>,
+}
+
 /// What answers the four queries: the seam between the binding and the service.
 pub trait LspProvider {
     /// Answers `query` for a caller whose workspace is `workspace` and whose relative
@@ -102,7 +117,7 @@ pub trait LspProvider {
         workdir: &Path,
         executor: Executor,
         query: Query,
-    ) -> impl std::future::Future<Output = Result<Answer, ToolError>> + Send;
+    ) -> impl std::future::Future<Output = Result<Reply, ToolError>> + Send;
 }
 
 /// One server kind at one root: the running server, and whether its one restart is
@@ -485,7 +500,7 @@ impl LspService {
         workdir: &Path,
         executor: Executor,
         query: Query,
-    ) -> Result<Answer, ToolError> {
+    ) -> Result<Reply, ToolError> {
         let workspace = workspace
             .canonicalize()
             .unwrap_or_else(|_| workspace.to_path_buf());
@@ -588,7 +603,7 @@ impl LspService {
                 }
             }
         };
-        let result = tokio::time::timeout(timeout, attempt).await.map_err(|_| {
+        let (result, indexing) = tokio::time::timeout(timeout, attempt).await.map_err(|_| {
             ToolError::new(
                 ErrorCode::Timeout,
                 format!(
@@ -597,13 +612,58 @@ impl LspService {
                 ),
             )
         })??;
-        tracing::debug!(server = %name, op = ?query.op, %result, "language server answered");
-        Ok(self.answer(query.op, &result, &workspace))
+        tracing::debug!(server = %name, op = ?query.op, %result, ?indexing, "language server answered");
+        Ok(Reply {
+            answer: self.answer(query.op, &result, &workspace),
+            indexing: indexing.map(|indexing| {
+                format!(
+                    "the index is still building: {name} was still indexing the project \
+                     after {} ms ({indexing}), so this answer may be partial; ask again later",
+                    self.config.index_wait_ms
+                )
+            }),
+        })
+    }
+
+    /// Syncs the document and sends the op's request; for `definition` and
+    /// `references`, asks again once the server's indexing ended if it was indexing
+    /// before or during the request, for at most `index_wait_ms`. The second value is
+    /// the indexing still in progress at that bound.
+    #[allow(clippy::too_many_arguments)]
+    async fn ask(
+        &self,
+        server: &Server,
+        op: Op,
+        file: &Path,
+        uri: &str,
+        extension: &str,
+        text: &str,
+        position: Option<(u32, u32)>,
+    ) -> Result<(Value, Option<String>), ServerError> {
+        let (begun, before) = server.indexing();
+        let result = self
+            .ask_once(server, op, file, uri, extension, text, position)
+            .await?;
+        let waits = match op {
+            Op::Definition | Op::References => self.config.index_wait_ms > 0,
+            Op::Hover | Op::Symbols => false,
+        };
+        let (begun_since, now) = server.indexing();
+        if !waits || (before.is_none() && now.is_none() && begun_since == begun) {
+            return Ok((result, None));
+        }
+        let still = server
+            .wait_indexed(Duration::from_millis(self.config.index_wait_ms))
+            .await;
+        let result = self
+            .ask_once(server, op, file, uri, extension, text, position)
+            .await?;
+        Ok((result, still))
     }
 
     /// Syncs the document and sends the op's request.
     #[allow(clippy::too_many_arguments)]
-    async fn ask(
+    async fn ask_once(
         &self,
         server: &Server,
         op: Op,
@@ -789,7 +849,7 @@ impl LspProvider for Arc<LspService> {
         workdir: &Path,
         executor: Executor,
         query: Query,
-    ) -> Result<Answer, ToolError> {
+    ) -> Result<Reply, ToolError> {
         self.run_query(workspace, workdir, executor, query).await
     }
 }

@@ -3,7 +3,8 @@
 //! its logs cannot corrupt the stream), the JSON-RPC framing (`Content-Length` headers),
 //! requests matched to responses by id, the server's own requests answered
 //! (`workspace/configuration` from the settings, the rest with `null`), the `initialize`
-//! handshake, the documents it has open and their versions.
+//! handshake, the documents it has open and their versions, and the work it reports in
+//! progress (`$/progress` work-done reports: what is indexing now).
 //!
 //! The framing is ours (a header reader and a writer, ~40 lines) rather than
 //! `lsp-server`'s, whose `Message::read` is blocking `std::io` and would need a thread
@@ -47,6 +48,106 @@ struct Shared {
     pending: Pending,
     alive: AtomicBool,
     settings: Value,
+    /// The server's work in progress, from its `$/progress` reports.
+    progress: Mutex<Progress>,
+    /// Woken whenever `progress` changes or the server dies.
+    progress_changed: tokio::sync::Notify,
+}
+
+/// One piece of work a server reported as begun and not yet ended.
+#[derive(Debug, Clone, PartialEq)]
+struct Work {
+    title: String,
+    message: Option<String>,
+    percentage: Option<u64>,
+}
+
+/// A server's work-done progress (`$/progress` with `begin`, `report`, `end`), by token.
+///
+/// Everything a server reports counts as indexing (clangd's `indexing`, rust-analyzer's
+/// `Indexing` and `Roots Scanned`, gopls' `Loading packages`), but for work whose title
+/// names a check (rust-analyzer's `cargo check`): it runs on and does not change what
+/// a definition or a reference is.
+#[derive(Debug, Default)]
+pub(super) struct Progress {
+    active: HashMap<String, Work>,
+    /// How many pieces of work have begun so far.
+    begun: u64,
+}
+
+impl Progress {
+    /// Applies one `$/progress` notification's params; whether anything changed.
+    pub(super) fn apply(&mut self, params: &Value) -> bool {
+        let Some(token) = params.get("token") else {
+            return false;
+        };
+        let token = token.to_string();
+        let value = params.get("value").unwrap_or(&Value::Null);
+        let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
+        let percentage = value.get("percentage").and_then(Value::as_u64);
+        match value.get("kind").and_then(Value::as_str) {
+            Some("begin") => {
+                self.begun += 1;
+                self.active.insert(
+                    token,
+                    Work {
+                        title: text("title").unwrap_or_default(),
+                        message: text("message"),
+                        percentage,
+                    },
+                );
+                true
+            }
+            Some("report") => match self.active.get_mut(&token) {
+                Some(work) => {
+                    if let Some(message) = text("message") {
+                        work.message = Some(message);
+                    }
+                    if percentage.is_some() {
+                        work.percentage = percentage;
+                    }
+                    true
+                }
+                None => false,
+            },
+            Some("end") => self.active.remove(&token).is_some(),
+            _ => false,
+        }
+    }
+
+    /// How many pieces of work have begun so far.
+    pub(super) fn begun(&self) -> u64 {
+        self.begun
+    }
+
+    /// The indexing in progress, described (`indexing 2/3, 66%`); `None` when none is.
+    pub(super) fn indexing(&self) -> Option<String> {
+        let mut works: Vec<String> = self
+            .active
+            .values()
+            .filter(|work| !work.title.to_ascii_lowercase().contains("check"))
+            .map(|work| {
+                let mut text = match work.title.is_empty() {
+                    true => "work".to_string(),
+                    false => work.title.clone(),
+                };
+                if let Some(message) = &work.message {
+                    text = format!("{text} {message}");
+                }
+                if let Some(percentage) = work.percentage {
+                    text = format!("{text}, {percentage}%");
+                }
+                text
+            })
+            .collect();
+        works.sort();
+        (!works.is_empty()).then(|| works.join("; "))
+    }
+
+    /// Forgets all work (the server died).
+    fn clear(&mut self) {
+        self.active.clear();
+    }
 }
 
 /// A document the server has open: its version and the text it was last sent.
@@ -195,6 +296,8 @@ impl Server {
             pending: Mutex::new(HashMap::new()),
             alive: AtomicBool::new(true),
             settings,
+            progress: Mutex::new(Progress::default()),
+            progress_changed: tokio::sync::Notify::new(),
         });
         let server = Arc::new(Server {
             pid,
@@ -271,6 +374,33 @@ impl Server {
                 .unwrap_or_else(|e| e.into_inner())
                 .elapsed()
                 >= idle
+    }
+
+    /// How many pieces of work the server has begun so far, and the indexing it has in
+    /// progress now (described), from its `$/progress` reports.
+    pub fn indexing(&self) -> (u64, Option<String>) {
+        let progress = self
+            .shared
+            .progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        (progress.begun(), progress.indexing())
+    }
+
+    /// Waits until the server has no indexing in progress, for at most `bound`: `None`
+    /// once it has none (or died), else the indexing still in progress at the bound.
+    pub async fn wait_indexed(&self, bound: std::time::Duration) -> Option<String> {
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            let changed = self.shared.progress_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let (_, indexing) = self.indexing();
+            let indexing = indexing.filter(|_| self.alive())?;
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                return Some(indexing);
+            }
+        }
     }
 
     pub fn touch(&self) {
@@ -390,6 +520,12 @@ impl Server {
 /// Marks the server dead and fails every request waiting on it.
 fn fail_all(shared: &Shared) {
     shared.alive.store(false, Ordering::SeqCst);
+    shared
+        .progress
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clear();
+    shared.progress_changed.notify_waiters();
     let pending: Vec<_> = shared
         .pending
         .lock()
@@ -402,7 +538,9 @@ fn fail_all(shared: &Shared) {
 }
 
 /// Reads the server's messages until its stdout closes: responses go to their waiting
-/// requests, the server's requests are answered, notifications are dropped.
+/// requests, the server's requests are answered (`window/workDoneProgress/create` with
+/// `null`: a token needs nothing kept before its `begin`), its `$/progress` reports are
+/// tracked, other notifications are dropped.
 async fn read_loop<R: AsyncBufRead + Unpin>(
     mut reader: R,
     shared: Arc<Shared>,
@@ -471,6 +609,17 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
                     .write(&json!({ "jsonrpc": "2.0", "id": id, "result": result }))
                     .await;
             }
+            (Some("$/progress"), None) => {
+                let params = message.get("params").unwrap_or(&Value::Null);
+                let changed = shared
+                    .progress
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .apply(params);
+                if changed {
+                    shared.progress_changed.notify_waiters();
+                }
+            }
             _ => {}
         }
     }
@@ -478,17 +627,29 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
 }
 
 /// The client capabilities dsh declares in `initialize`: what the four queries need
-/// (plain-text hover first, location links, hierarchical symbols, UTF-16 positions).
+/// (plain-text hover first, location links, hierarchical symbols, UTF-16 positions), every
+/// symbol kind (1 to 26: without a value set a server falls back to LSP 1.0's, which end
+/// before `struct`; clangd 14 reads the set of `workspace.symbol`, others that of
+/// `documentSymbol`) and work-done progress (how dsh knows the server is indexing).
 pub fn client_capabilities() -> Value {
+    let kinds = json!({ "valueSet": (1..=26).collect::<Vec<u32>>() });
     json!({
-        "workspace": { "configuration": true, "workspaceFolders": true },
+        "workspace": {
+            "configuration": true,
+            "workspaceFolders": true,
+            "symbol": { "symbolKind": kinds }
+        },
         "textDocument": {
             "synchronization": { "didSave": false },
             "hover": { "contentFormat": ["plaintext", "markdown"] },
             "definition": { "linkSupport": true },
             "references": {},
-            "documentSymbol": { "hierarchicalDocumentSymbolSupport": true }
+            "documentSymbol": {
+                "hierarchicalDocumentSymbolSupport": true,
+                "symbolKind": kinds
+            }
         },
+        "window": { "workDoneProgress": true },
         "general": { "positionEncodings": ["utf-16"] }
     })
 }
@@ -510,6 +671,55 @@ mod tests {
             Some(json!({ "method": "x" }))
         );
         assert_eq!(read_message(&mut reader).await.unwrap(), None);
+    }
+
+    #[test]
+    fn progress_is_indexing_from_its_begin_to_its_end_and_checks_are_not() {
+        let mut progress = Progress::default();
+        let report = |token: Value, value: Value| json!({ "token": token, "value": value });
+        assert_eq!(progress.indexing(), None);
+        assert!(progress.apply(&report(
+            json!("backgroundIndexProgress"),
+            json!({ "kind": "begin", "title": "indexing", "percentage": 0 })
+        )));
+        assert!(progress.apply(&report(
+            json!("backgroundIndexProgress"),
+            json!({ "kind": "report", "message": "2/3", "percentage": 66 })
+        )));
+        assert_eq!(progress.indexing().as_deref(), Some("indexing 2/3, 66%"));
+        // A check is work but not indexing; a report for an unknown token changes nothing.
+        assert!(progress.apply(&report(
+            json!(7),
+            json!({ "kind": "begin", "title": "cargo check" })
+        )));
+        assert!(!progress.apply(&report(json!(8), json!({ "kind": "report" }))));
+        assert_eq!(progress.begun(), 2);
+        assert!(progress.apply(&report(
+            json!("backgroundIndexProgress"),
+            json!({ "kind": "end" })
+        )));
+        assert_eq!(progress.indexing(), None);
+        assert!(!progress.active.is_empty(), "the check is still going");
+    }
+
+    #[test]
+    fn every_symbol_kind_and_work_done_progress_are_declared() {
+        let capabilities = client_capabilities();
+        let kinds: Vec<u64> = (1..=26).collect();
+        for pointer in [
+            "/textDocument/documentSymbol/symbolKind/valueSet",
+            "/workspace/symbol/symbolKind/valueSet",
+        ] {
+            assert_eq!(
+                capabilities.pointer(pointer),
+                Some(&json!(kinds)),
+                "{pointer}"
+            );
+        }
+        assert_eq!(
+            capabilities.pointer("/window/workDoneProgress"),
+            Some(&json!(true))
+        );
     }
 
     #[test]

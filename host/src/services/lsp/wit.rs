@@ -1,6 +1,11 @@
 //! The `dsh:plugin/lsp` binding: a query's path resolves against the call's workdir and
 //! must stay inside the session workspace; the op is mapped one to one (exhaustively)
 //! onto the service's [`Op`], and its answer back.
+//!
+//! The contract's answer has no place for a note, so an answer given while the server
+//! was still indexing says so in its data: a location list ends with one whose line and
+//! column are 0 (no real location has them: they are 1-based) and whose path is
+//! `(partial)`, the note its text; a hover ends with the note.
 
 use wasmtime::component::Linker;
 
@@ -12,7 +17,7 @@ use crate::bindings::dsh::plugin::types::ToolError as WitToolError;
 use crate::services::wit::HasCall;
 use crate::services::{CallCtx, CallView};
 
-use super::{Answer, Column, LspProvider, Op, Query};
+use super::{Answer, Column, LspProvider, Op, Query, Reply};
 
 /// Adds `dsh:plugin/lsp` to `linker`.
 pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
@@ -44,7 +49,7 @@ impl Host for CallCtx<'_> {
             .services
             .process
             .executor_for(&self.call.scope, &self.call.tool);
-        let answer = self
+        let Reply { answer, indexing } = self
             .timed(service.query(&workdir, &workdir, executor, request))
             .await?;
         Ok(match answer {
@@ -57,9 +62,18 @@ impl Host for CallCtx<'_> {
                         column: l.column,
                         text: l.text,
                     })
+                    .chain(indexing.map(|note| WitLocation {
+                        path: "(partial)".into(),
+                        line: 0,
+                        column: 0,
+                        text: note,
+                    }))
                     .collect(),
             ),
-            Answer::Hover(text) => WitAnswer::Hover(text),
+            Answer::Hover(text) => WitAnswer::Hover(match indexing {
+                Some(note) => format!("{text}\n\n({note})"),
+                None => text,
+            }),
             Answer::Symbols(symbols) => WitAnswer::Symbols(
                 symbols
                     .into_iter()
