@@ -274,3 +274,20 @@ fn a_cold_start_answers_initialize_and_then_lists_every_embedded_tool() {
         "{called}"
     );
 }
+
+#[test]
+fn with_dev_null_as_stdin_dsh_serve_ends_at_once_and_writes_nothing_but_json_rpc() {
+    let env = Env::new();
+    let started = Instant::now();
+    let output = env
+        .dsh()
+        .arg("serve")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    eprintln!("ended in {:?}", started.elapsed());
+    assert!(output.status.success(), "{output:?}");
+    // No request came: nothing at all on stdout, which is the protocol's.
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "");
+}

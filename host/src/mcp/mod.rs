@@ -497,14 +497,17 @@ pub async fn serve_stdio(server: Arc<McpServer>) -> Result<(), ServeError> {
     // rmcp waits up to 5 s for running handlers after its input ends; cancelling the
     // connection's calls at EOF makes them finish (CANCELLED) at once instead.
     let (stdin, stdout) = stdio_streams();
+    let ended = CancellationToken::new();
     let stdin = CancelOnEof {
         inner: stdin,
-        on_eof: connection.closed.clone(),
+        on_eof: [connection.closed.clone(), ended.clone()],
     };
-    let running = connection
-        .serve((stdin, stdout))
-        .await
-        .map_err(|e| ServeError::Initialize(e.to_string()))?;
+    let running = match connection.serve((stdin, stdout)).await {
+        Ok(running) => running,
+        // The input ended before a client said anything: nothing to serve, no error.
+        Err(_) if ended.is_cancelled() => return Ok(()),
+        Err(error) => return Err(ServeError::Initialize(error.to_string())),
+    };
     running
         .waiting()
         .await
@@ -545,7 +548,8 @@ fn stdio_streams() -> (Reader, Writer) {
 /// input too (a terminal whose other side closed answers `EIO` from then on).
 struct CancelOnEof<R> {
     inner: R,
-    on_eof: CancellationToken,
+    /// The connection's calls, and the end of input as such.
+    on_eof: [CancellationToken; 2],
 }
 
 impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for CancelOnEof<R> {
@@ -561,12 +565,12 @@ impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for CancelOnEof<R> {
                 if buf.filled().len() == before && buf.remaining() > 0 =>
             {
                 tracing::info!("MCP input closed; cancelling the connection's calls");
-                self.on_eof.cancel();
+                self.on_eof.iter().for_each(CancellationToken::cancel);
                 polled
             }
             std::task::Poll::Ready(Err(error)) => {
                 tracing::info!(%error, "MCP input failed; taken as its end, cancelling the connection's calls");
-                self.on_eof.cancel();
+                self.on_eof.iter().for_each(CancellationToken::cancel);
                 std::task::Poll::Ready(Ok(()))
             }
             _ => polled,
