@@ -73,6 +73,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "dsh=warn".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(log_in_colour())
         .init();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -97,6 +98,14 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Whether dsh's log on stderr is coloured: only on a terminal, and not when `NO_COLOR`
+/// is set to anything but the empty string (<https://no-color.org>).
+fn log_in_colour() -> bool {
+    use std::io::IsTerminal;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
+    !no_color && std::io::stderr().is_terminal()
 }
 
 /// Makes this process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`), so that the commands

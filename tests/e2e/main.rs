@@ -22,6 +22,7 @@ mod long_running;
 mod lsp;
 mod mcp_clients;
 mod network_grants;
+mod operator_view;
 mod plugin_cli;
 mod plugin_loading;
 mod private_state;

@@ -34,6 +34,67 @@ fn copy_as(env: &Env, built: &str, name: &str) -> PathBuf {
     path
 }
 
+/// A component importing the wasi filesystem (Rust's std and wasi-libc's start code do,
+/// whether or not the plugin opens a file) is not told to take an `fs` grant: the check
+/// says that an import without a preopen reaches nothing, and shows the grant only as a
+/// commented-out line for a plugin that reads files. Granted a directory, it shows that.
+#[test]
+fn plugin_check_on_a_filesystem_import_suggests_no_fs_grant() {
+    let env = Env::new();
+    let file = copy_as(&env, "flaky", "flaky2");
+    let (status, report) = check(&env, "", &file);
+    assert_eq!(status, 0, "{report:#}");
+    let imports = report["imports"].to_string();
+    assert!(imports.contains("wasi:filesystem/preopens"), "{imports}");
+    let lines: Vec<&str> = report["grant_lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(!lines.iter().any(|l| l.starts_with("fs")), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("# fs = [") && l.contains("only if it reads files")),
+        "{lines:?}"
+    );
+    // The lines as printed are a valid section that loads it.
+    let config = lines.join("\n") + "\n";
+    let (status, _) = check(&env, &config, &file);
+    assert_eq!(status, 0);
+    let note = report["notes"][0].as_str().unwrap();
+    assert!(
+        note.contains("wasi:filesystem/") && note.contains("without a preopen reaches nothing"),
+        "{note}"
+    );
+    // The human form says so too.
+    let output = env
+        .dsh_configured("")
+        .args(["plugin", "check"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        printed.contains("without a preopen reaches nothing"),
+        "{printed}"
+    );
+    // Granted a directory: the grant in force is shown, and no note.
+    let dir = env.workdir().display().to_string();
+    let granted = format!("[plugins.flaky2]\nfs = [{{ path = {dir:?}, mode = \"ro\" }}]\n");
+    let (status, report) = check(&env, &granted, &file);
+    assert_eq!(status, 0, "{report:#}");
+    let wanted = format!("fs = [{{ path = {dir:?}, mode = \"ro\" }}]");
+    let lines = report["grant_lines"].as_array().unwrap();
+    assert!(lines.iter().any(|l| l == wanted.as_str()), "{lines:?}");
+    assert_eq!(report["notes"].as_array().unwrap().len(), 0, "{report:#}");
+    // A component importing no filesystem gets neither.
+    let (_, report) = check(&env, "", &copy_as(&env, "echo", "echo3"));
+    assert_eq!(report["notes"].as_array().unwrap().len(), 0, "{report:#}");
+    assert!(!report["grant_lines"].to_string().contains("fs ="));
+}
+
 #[test]
 fn plugin_check_describes_a_tool_its_contract_and_schemas() {
     let env = Env::new();

@@ -141,3 +141,59 @@ fn a_corrupted_cache_entry_is_recompiled_not_loaded() {
     let out = env.call("bash", r#"{"command":"echo fine","description":"d"}"#);
     assert_eq!(out.content, "fine\n[exit code: 0]");
 }
+
+/// A refused plugin is listed with the contract version and imports read from its
+/// component, and calling its tool says that it was refused and why (still
+/// `UNKNOWN_TOOL`): by the tool's name (`worker` from `worker.wasm`) or by its prefix
+/// (`terminal_list` of the embedded `terminal`, refused when its grant is taken away).
+#[test]
+fn a_refused_plugin_is_listed_with_its_imports_and_its_tools_say_why_they_are_unknown() {
+    let env = Env::new();
+    // The jobs test plugin as `worker`: it imports `dsh:plugin/jobs`, not granted.
+    env.add_plugins(&[("worker", "jobs")]);
+    let config = "[plugins.terminal]\ninterfaces = []\n";
+    let plugins = env.plugins_configured(config);
+    for name in ["worker", "terminal"] {
+        let refused = plugins
+            .iter()
+            .find(|p| p["name"] == name && p["status"] == "refused")
+            .unwrap_or_else(|| panic!("{name} refused: {plugins:?}"));
+        assert_eq!(refused["contract"], "0.2.0", "{refused}");
+        let imports: Vec<&str> = refused["imports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|i| i.as_str())
+            .collect();
+        let lacked = if name == "worker" { "jobs" } else { "terminal" };
+        assert!(
+            imports.contains(&format!("dsh:plugin/{lacked}@0.2.0").as_str()),
+            "{refused}"
+        );
+        assert!(
+            refused["reason"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("dsh:plugin/{lacked}")),
+            "{refused}"
+        );
+    }
+
+    for (tool, plugin) in [("worker", "worker"), ("terminal_list", "terminal")] {
+        let called = env.call_configured(config, tool, &serde_json::json!({}), &[]);
+        assert_eq!(called.code.as_deref(), Some("UNKNOWN_TOOL"), "{called:?}");
+        assert!(
+            called.message.contains(&format!("plugin {plugin} (")),
+            "{called:?}"
+        );
+        assert!(called.message.contains("was refused"), "{called:?}");
+        assert!(called.message.contains("without a grant"), "{called:?}");
+    }
+    // A name no refused plugin explains stays the plain answer.
+    let called = env.call_configured(config, "no_such_tool", &serde_json::json!({}), &[]);
+    assert_eq!(called.code.as_deref(), Some("UNKNOWN_TOOL"), "{called:?}");
+    assert_eq!(
+        called.message, "no tool named \"no_such_tool\"",
+        "{called:?}"
+    );
+}

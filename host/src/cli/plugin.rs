@@ -50,7 +50,7 @@ struct CheckArgs {
     #[arg(long)]
     name: Option<String>,
     /// Print JSON: {file, name, size_bytes, compile_ms, compile_cache, kind, contract,
-    /// tools, imports, grant_lines, missing_grants, loads, refused}
+    /// tools, imports, grant_lines, notes, missing_grants, loads, refused}
     #[arg(long)]
     json: bool,
 }
@@ -73,6 +73,9 @@ struct Report {
     imports: Vec<String>,
     /// The `dsh.toml` lines that grant what it imports.
     grant_lines: Vec<String>,
+    /// What its imports mean under the configuration in use (a filesystem import
+    /// without a directory grant reaches nothing).
+    notes: Vec<String>,
     /// Why the configuration in use does not grant it enough, with the lines to add.
     missing_grants: Option<String>,
     /// Whether `dsh serve` would load it under the configuration in use.
@@ -161,6 +164,7 @@ async fn inspect(
         tools: Vec::new(),
         imports: Vec::new(),
         grant_lines: Vec::new(),
+        notes: Vec::new(),
         missing_grants: None,
         loads: false,
         refused: None,
@@ -192,6 +196,9 @@ async fn inspect(
     }
     let plugin_config = config.plugin(&name, &file_digest);
     report.grant_lines = grant_lines(&name, &report.imports, &plugin_config);
+    report.notes = filesystem_note(&report.imports, &plugin_config)
+        .into_iter()
+        .collect();
     let source = PluginSource::Path(file.to_path_buf());
     let mut loaded = Plugin::load(
         runtime,
@@ -262,20 +269,44 @@ fn granted_interfaces(imports: &[String]) -> BTreeSet<&str> {
         .collect()
 }
 
-/// The `dsh.toml` section granting what `imports` need: the host interfaces, and a
-/// directory line (to fill in) when it imports the filesystem.
+/// The filesystem interfaces among `imports` (`wasi:filesystem/types`, `.../preopens`).
+fn filesystem_imports(imports: &[String]) -> Vec<&str> {
+    imports
+        .iter()
+        .filter(|import| import.starts_with("wasi:filesystem/"))
+        .map(String::as_str)
+        .collect()
+}
+
+/// What a filesystem import means when the plugin is granted no directory: the start
+/// code of wasi-libc (C, C++) and of Rust's std imports these interfaces whether
+/// or not the plugin opens a file, and without a preopened directory they reach nothing.
+fn filesystem_note(imports: &[String], config: &dsh::config::PluginConfig) -> Option<String> {
+    let filesystem = filesystem_imports(imports);
+    if filesystem.is_empty() || !config.fs.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "it imports {} but is granted no directory: an import without a preopen reaches \
+         nothing (wasi-libc's and Rust std's start code import these whether or not the \
+         plugin opens a file), so it needs no fs grant to load or run; grant `fs` only \
+         for the directories it needs to read or write",
+        filesystem.join(", ")
+    ))
+}
+
+/// The `dsh.toml` section granting what `imports` need: the host interfaces, and, when
+/// it imports the filesystem, its directory grants, or none (a commented-out line to
+/// fill in if it does read files: an import without a preopen reaches nothing).
 fn grant_lines(name: &str, imports: &[String], config: &dsh::config::PluginConfig) -> Vec<String> {
     let interfaces = granted_interfaces(imports);
     let mut lines = vec![format!("[plugins.{name}]")];
     let quoted: Vec<String> = interfaces.iter().map(|i| format!("{i:?}")).collect();
     lines.push(format!("interfaces = [{}]", quoted.join(", ")));
-    if imports
-        .iter()
-        .any(|import| import.starts_with("wasi:filesystem/"))
-    {
+    if !filesystem_imports(imports).is_empty() {
         if config.fs.is_empty() {
             lines.push(
-                "fs = [{ path = \"/ABSOLUTE/DIR\", mode = \"ro\" }]  # the directories it reads"
+                "# fs = [{ path = \"/ABSOLUTE/DIR\", mode = \"ro\" }]  # only if it reads files"
                     .into(),
             );
         } else {
@@ -349,6 +380,9 @@ fn print_report(report: &Report) {
         println!("grants it needs (dsh.toml):");
         for line in &report.grant_lines {
             println!("  {line}");
+        }
+        for note in &report.notes {
+            println!("note: {note}");
         }
     }
     println!();

@@ -528,6 +528,166 @@ mod tests {
         assert_eq!(config.process.env.set["PAGER"], "cat");
     }
 
+    /// `path` as a TOML table name.
+    fn dotted(path: &[String]) -> String {
+        path.join(".")
+    }
+
+    /// The keys the table at `path` accepts (`[[path]]`, an element of an array of
+    /// tables, with `array`), read from the loader's own "unknown field" error; none when
+    /// what is there is not a struct (a map, a value, a list of values).
+    fn accepted_fields(path: &[String], array: bool) -> Option<Vec<String>> {
+        let header = match (path.is_empty(), array) {
+            (true, _) => String::new(),
+            (false, false) => format!("[{}]\n", dotted(path)),
+            (false, true) => format!("[[{}]]\n", dotted(path)),
+        };
+        let error = Config::parse(&format!("{header}zzz_probe = 0\n")).err()?;
+        let listed = error.split("unknown field `zzz_probe`").nth(1)?;
+        let listed = listed.lines().next().unwrap_or_default();
+        // serde: "expected one of `a`, `b`", "expected `a` or `b`", "expected `a`".
+        Some(
+            listed
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_string)
+                .collect(),
+        )
+    }
+
+    /// Whether the key at `path` holds a table: `[path]` is accepted as one, or fails
+    /// only for a required key of a table around it.
+    fn holds_a_table(path: &[String]) -> bool {
+        match Config::parse(&format!("[{}]\n", dotted(path))) {
+            Ok(_) => true,
+            Err(error) => error.contains("missing field"),
+        }
+    }
+
+    /// Every key (`keys`) and every table (`sections`) `dsh.toml` accepts, found by
+    /// asking the loader, as dotted paths; `*` stands for a name of the user's (a
+    /// plugin's, a server's).
+    fn walk(
+        path: &[String],
+        shown: &str,
+        array: bool,
+        keys: &mut Vec<String>,
+        sections: &mut Vec<String>,
+    ) {
+        let Some(fields) = accepted_fields(path, array) else {
+            return;
+        };
+        for field in fields {
+            let inner: Vec<String> = path.iter().cloned().chain([field.clone()]).collect();
+            let shown = if shown.is_empty() {
+                field.clone()
+            } else {
+                format!("{shown}.{field}")
+            };
+            if accepted_fields(&inner, false).is_some_and(|fields| fields.is_empty()) {
+                continue; // A section with nothing to set yet (`[log]`).
+            }
+            keys.push(shown.clone());
+            if holds_a_table(&inner) {
+                sections.push(shown.clone());
+                if accepted_fields(&inner, false).is_some() {
+                    walk(&inner, &shown, false, keys, sections);
+                } else {
+                    // A map: of tables of known keys (`[plugins.NAME]`), or of values.
+                    let named: Vec<String> =
+                        inner.iter().cloned().chain(["zzz_name".into()]).collect();
+                    if accepted_fields(&named, false).is_some() {
+                        let shown = format!("{shown}.*");
+                        sections.push(shown.clone());
+                        walk(&named, &shown, false, keys, sections);
+                    }
+                }
+            } else if accepted_fields(&inner, true).is_some() {
+                // An array of tables (`[[gate.rules]]`, `fs = [{ ... }]`).
+                sections.push(shown.clone());
+                walk(&inner, &shown, true, keys, sections);
+            }
+        }
+    }
+
+    /// Whether `value` has something at `path` (`*`: under any name; through an array,
+    /// in any element) for which `what` holds.
+    fn has(value: &toml::Value, path: &[&str], what: &dyn Fn(&toml::Value) -> bool) -> bool {
+        match (value, path.split_first()) {
+            (toml::Value::Array(items), Some(_)) => items.iter().any(|v| has(v, path, what)),
+            (_, None) => what(value),
+            (toml::Value::Table(table), Some((&"*", rest))) => {
+                table.values().any(|v| has(v, rest, what))
+            }
+            (toml::Value::Table(table), Some((key, rest))) => {
+                table.get(*key).is_some_and(|v| has(v, rest, what))
+            }
+            _ => false,
+        }
+    }
+
+    /// `examples/dsh.toml` says it shows every setting: every section and every key the
+    /// configuration accepts (asked of the loader itself, so a new one is missed here
+    /// until the example shows it) appears in it.
+    #[test]
+    fn the_example_config_shows_every_section_and_key() {
+        let (mut keys, mut sections) = (Vec::new(), Vec::new());
+        walk(&[], "", false, &mut keys, &mut sections);
+        // The walk finds what it must (a check of the walk itself).
+        for expected in [
+            "lsp",
+            "lsp.servers.*",
+            "lsp.servers.*.settings",
+            "process.executor",
+            "process.sandbox",
+            "plugins.*.settings",
+            "gate.rules",
+        ] {
+            assert!(
+                sections.iter().any(|s| s == expected),
+                "{expected} not found: {sections:?}"
+            );
+        }
+        for expected in [
+            "lsp.servers.*.initialization_options",
+            "process.sandbox.tcp_ports",
+        ] {
+            assert!(
+                keys.iter().any(|k| k == expected),
+                "{expected} not found: {keys:?}"
+            );
+        }
+        /// Keys for tests only, not shown to users.
+        const TEST_ONLY: &[&str] = &["process.sandbox.assume_abi"];
+        /// Other names of keys the example shows (serde lists aliases among the fields).
+        const ALIASES: &[&str] = &["plugins.*.connect"];
+        let example: toml::Value =
+            toml::from_str(include_str!("../../../examples/dsh.toml")).unwrap();
+        let is_table = |v: &toml::Value| match v {
+            toml::Value::Array(items) => !items.is_empty() && items.iter().all(|v| v.is_table()),
+            v => v.is_table(),
+        };
+        let anything = |_: &toml::Value| true;
+        let missing_sections: Vec<&String> = sections
+            .iter()
+            .filter(|s| !has(&example, &s.split('.').collect::<Vec<_>>(), &is_table))
+            .collect();
+        assert!(
+            missing_sections.is_empty(),
+            "examples/dsh.toml lacks these sections: {missing_sections:?}"
+        );
+        let missing_keys: Vec<&String> = keys
+            .iter()
+            .filter(|k| !TEST_ONLY.contains(&k.as_str()) && !ALIASES.contains(&k.as_str()))
+            .filter(|k| !has(&example, &k.split('.').collect::<Vec<_>>(), &anything))
+            .collect();
+        assert!(
+            missing_keys.is_empty(),
+            "examples/dsh.toml lacks these keys: {missing_keys:?}"
+        );
+    }
+
     #[test]
     fn a_bad_process_env_is_rejected_naming_the_key() {
         let err = Config::parse("[process.env.set]\n\"A=B\" = \"x\"\n").unwrap_err();

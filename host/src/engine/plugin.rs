@@ -226,6 +226,52 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// What a component says of itself once compiled, whatever becomes of it after: the
+/// contract version it is built against and what it imports. Kept for the newest
+/// components compiled ([`ComponentFacts::of`]), so that a refusal made from the
+/// digest alone (the registry's [`crate::registry::Refusal`]) can still name them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ComponentFacts {
+    /// `0.1.0`, `0.2.0`, or the unsupported version it names; none when it names none
+    /// or several.
+    pub contract: Option<String>,
+    /// Everything it imports (WIT names).
+    pub imports: Vec<String>,
+}
+
+/// How many components' facts are kept (a bound on memory, far above the plugins a
+/// host loads).
+const FACTS_KEPT: usize = 256;
+
+/// The facts of the newest components compiled, by digest, the oldest first.
+static FACTS: Mutex<std::collections::VecDeque<(String, ComponentFacts)>> =
+    Mutex::new(std::collections::VecDeque::new());
+
+impl ComponentFacts {
+    /// The facts of the component whose bytes have SHA-256 `digest`, if it was compiled
+    /// lately in this process.
+    pub fn of(digest: &str) -> Option<ComponentFacts> {
+        if digest.is_empty() {
+            return None;
+        }
+        let facts = FACTS.lock().unwrap_or_else(|e| e.into_inner());
+        facts
+            .iter()
+            .rev()
+            .find(|(d, _)| d == digest)
+            .map(|(_, f)| f.clone())
+    }
+
+    fn record(digest: &str, facts: ComponentFacts) {
+        let mut kept = FACTS.lock().unwrap_or_else(|e| e.into_inner());
+        kept.retain(|(d, _)| d != digest);
+        if kept.len() >= FACTS_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back((digest.to_string(), facts));
+    }
+}
+
 /// SHA-256 of `bytes`, hex.
 pub fn digest(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
@@ -276,12 +322,23 @@ impl Plugin {
             .collect();
         // A component naming no `dsh:plugin` interface targets none of the worlds.
         let version =
-            match ContractVersion::of_component(imports.iter().chain(&exports).map(String::as_str))
-            {
-                Ok(version) => version,
-                Err(VersionError::None) => return Err(LoadError::NoWorld),
-                Err(other) => return Err(other.into()),
-            };
+            ContractVersion::of_component(imports.iter().chain(&exports).map(String::as_str));
+        ComponentFacts::record(
+            &digest,
+            ComponentFacts {
+                contract: match &version {
+                    Ok(version) => Some(version.to_string()),
+                    Err(VersionError::Unsupported { found }) => Some(found.clone()),
+                    Err(_) => None,
+                },
+                imports: imports.clone(),
+            },
+        );
+        let version = match version {
+            Ok(version) => version,
+            Err(VersionError::None) => return Err(LoadError::NoWorld),
+            Err(other) => return Err(other.into()),
+        };
         let grants = Grants::resolve(name, &source, &config, runtime.state_dir.as_deref()).await?;
         grants
             .check_imports(name, &imports)

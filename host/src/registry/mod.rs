@@ -177,16 +177,24 @@ pub struct Refusal {
     /// Seconds since the Unix epoch at which it was refused.
     pub refused_at: u64,
     pub reason: String,
+    /// The contract version it is built against, when it could be read (it compiled).
+    pub contract: Option<String>,
+    /// What it imports, when that could be read (it compiled).
+    pub imports: Vec<String>,
 }
 
 impl Refusal {
-    /// A refusal made now.
+    /// A refusal made now, with the contract version and imports of the component
+    /// when it was compiled (read back by its digest).
     pub fn new(source: &PluginSource, digest: &str, reason: String) -> Self {
+        let facts = crate::engine::plugin::ComponentFacts::of(digest).unwrap_or_default();
         Refusal {
             source: source.to_string(),
             digest: digest.into(),
             refused_at: unix_seconds(SystemTime::now()),
             reason,
+            contract: facts.contract,
+            imports: facts.imports,
         }
     }
 }
@@ -199,8 +207,8 @@ pub struct PluginStatus {
     /// `tool`, `guard` or `result-filter` (unknown for a refused version).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<PluginKind>,
-    /// The contract version it is built against (`0.1.0`, `0.2.0`; unknown for a
-    /// refused version).
+    /// The contract version it is built against (`0.1.0`, `0.2.0`; for a refused
+    /// version, the one it names, unknown when it did not compile).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contract: Option<String>,
     pub source: String,
@@ -215,7 +223,7 @@ pub struct PluginStatus {
     /// What the serving version may reach (none for a refused one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grants: Option<GrantsView>,
-    /// What the serving version imports.
+    /// What the version imports (a refused one: empty when it did not compile).
     #[serde(default)]
     pub imports: Vec<String>,
     /// Calls running on the serving version now.
@@ -249,7 +257,7 @@ impl PluginStatus {
         PluginStatus {
             name: name.into(),
             kind: None,
-            contract: None,
+            contract: refusal.contract.clone(),
             source: refusal.source.clone(),
             digest: refusal.digest.clone(),
             loaded_at: refusal.refused_at,
@@ -257,7 +265,7 @@ impl PluginStatus {
             reason: Some(refusal.reason.clone()),
             tools: Vec::new(),
             grants: None,
-            imports: Vec::new(),
+            imports: refusal.imports.clone(),
             calls_in_flight: 0,
             calls_in_flight_on_old_versions: 0,
         }
@@ -305,8 +313,56 @@ impl Catalog {
             Some(tool) if scope.sees(name) => Ok(tool.clone()),
             _ => Err(ToolError::new(
                 ErrorCode::UnknownTool,
-                format!("no tool named {name:?}"),
+                self.unknown_tool_message(name, scope),
             )),
+        }
+    }
+
+    /// Why there is no tool `name`: none by that name, and, when a plugin whose name is
+    /// the tool's or its prefix (`terminal` for `terminal_open`) was refused, that
+    /// plugin and why (a refused version's tools are not known: it never described them).
+    fn unknown_tool_message(&self, name: &str, scope: &Scope) -> String {
+        let unknown = format!("no tool named {name:?}");
+        if !scope.sees(name) {
+            return unknown;
+        }
+        let names_it = |plugin: &str| {
+            name == plugin
+                || name
+                    .strip_prefix(plugin)
+                    .is_some_and(|rest| rest.starts_with('_'))
+        };
+        let refused = self
+            .plugins
+            .get(name)
+            .map(|entry| (name, entry))
+            .filter(|(_, entry)| entry.refused.is_some())
+            .or_else(|| {
+                self.plugins
+                    .iter()
+                    .filter(|(plugin, entry)| entry.refused.is_some() && names_it(plugin))
+                    // The longest name that prefixes it.
+                    .max_by_key(|(plugin, _)| plugin.len())
+                    .map(|(plugin, entry)| (plugin.as_str(), entry))
+            });
+        let Some((plugin, entry)) = refused else {
+            return unknown;
+        };
+        let Some(refusal) = &entry.refused else {
+            return unknown;
+        };
+        if entry.serving.is_some() {
+            format!(
+                "{unknown}; a new version of plugin {plugin} ({}) was refused, and the \
+                 version serving has no such tool: {}",
+                refusal.source, refusal.reason
+            )
+        } else {
+            format!(
+                "{unknown}; plugin {plugin} ({}) was refused, so its tools are not \
+                 served: {}",
+                refusal.source, refusal.reason
+            )
         }
     }
 }

@@ -350,9 +350,7 @@ impl TerminalService {
             ));
         }
         let killed = self.shut(&session);
-        Ok(format!(
-            "closed {id}; {killed} processes of its session were killed"
-        ))
+        Ok(closed_message(id, killed))
     }
 
     pub(super) fn shut(&self, session: &Arc<Session>) -> usize {
@@ -416,6 +414,13 @@ impl TerminalService {
 
 /// Forgets `owner`'s exited sessions past the [`EXITED_KEPT_PER_OWNER`] that exited
 /// last.
+/// What closing session `id` answers: how many of its processes were killed.
+fn closed_message(id: &str, killed: usize) -> String {
+    let processes = if killed == 1 { "process" } else { "processes" };
+    let were = if killed == 1 { "was" } else { "were" };
+    format!("closed {id}; {killed} {processes} of its session {were} killed")
+}
+
 fn retire_exited(table: &mut Table, owner: &str) {
     let mut exited: Vec<(Instant, String)> = table
         .sessions
@@ -436,7 +441,23 @@ fn retire_exited(table: &mut Table, owner: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::Output;
+    use super::{closed_message, Output};
+
+    #[test]
+    fn the_closed_message_counts_in_the_singular_and_the_plural() {
+        assert_eq!(
+            closed_message("term-1", 1),
+            "closed term-1; 1 process of its session was killed"
+        );
+        assert_eq!(
+            closed_message("term-1", 0),
+            "closed term-1; 0 processes of its session were killed"
+        );
+        assert_eq!(
+            closed_message("term-2", 3),
+            "closed term-2; 3 processes of its session were killed"
+        );
+    }
 
     #[test]
     fn the_screen_parsed_late_and_in_batches_is_the_screen_parsed_at_once() {
