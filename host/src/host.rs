@@ -191,8 +191,10 @@ pub async fn load_plugin_set(
 }
 
 /// Starts loading the plugin set off the caller's way: the embedded plugins and the
-/// pipeline's stages first, then the plugin directory's other plugins. Reading the
-/// directory is done here (an unreadable directory fails the start).
+/// pipeline's stages first, in name order, then the plugin directory's other plugins,
+/// side by side (two of them claiming one tool name: the first loaded serves it, the
+/// other is refused). Reading the directory is done here (an unreadable directory fails
+/// the start).
 fn load_in_background(
     runtime: &Arc<Runtime>,
     registry: &Arc<Registry>,
@@ -220,8 +222,21 @@ fn load_in_background(
             elapsed_ms = started.elapsed().as_millis() as u64,
             "embedded plugins and pipeline stages loaded"
         );
-        for (name, (source, bytes)) in later {
-            load_plugin(&runtime, &registry, &config, &name, source, bytes).await;
+        // The plugin directory's other plugins load side by side, each registered when it
+        // is ready: one that compiles long or whose describe() spins delays only its own
+        // tools.
+        let loads: Vec<_> = later
+            .into_iter()
+            .map(|(name, (source, bytes))| {
+                let (runtime, registry, config) =
+                    (runtime.clone(), registry.clone(), config.clone());
+                tokio::spawn(async move {
+                    load_plugin(&runtime, &registry, &config, &name, source, bytes).await;
+                })
+            })
+            .collect();
+        for load in loads {
+            let _ = load.await;
         }
         warn_about_missing_stages(&registry, &config);
         let _ = complete_tx.send(true);

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::support::{survivors, unique_marker, Env};
+use crate::support::{plugins_listed, survivors, unique_marker, Env};
 
 /// What stdin and stdout are.
 #[derive(Debug, Clone, Copy)]
@@ -36,7 +36,11 @@ struct Served {
 
 impl Served {
     fn start(env: &Env, stream: Stream) -> Served {
-        let mut command = env.dsh();
+        Served::start_command(env.dsh(), stream)
+    }
+
+    /// `command serve` with stdin and stdout of kind `stream`.
+    fn start_command(mut command: std::process::Command, stream: Stream) -> Served {
         command.arg("serve").stderr(Stdio::null());
         let (to_server, from_server) = match stream {
             Stream::Socketpair => {
@@ -290,4 +294,58 @@ fn with_dev_null_as_stdin_dsh_serve_ends_at_once_and_writes_nothing_but_json_rpc
     assert!(output.status.success(), "{output:?}");
     // No request came: nothing at all on stdout, which is the protocol's.
     assert_eq!(String::from_utf8_lossy(&output.stdout), "");
+}
+
+#[test]
+fn a_plugin_whose_describe_spins_delays_only_its_own_tools() {
+    let env = Env::new();
+    // First in name order, so loading one after another would put echo behind it.
+    env.add_plugins(&[("aaa_spins", "spin_describe"), ("echo", "echo")]);
+    let command = env.dsh_configured("[plugins.aaa_spins]\ncpu_ms = 5000\n");
+    let mut served = Served::start_command(command, Stream::Pipe);
+    served.initialize();
+    served.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "echo", "arguments": {"text": "served meanwhile"}}}),
+    );
+    let echoed = served.answer(2);
+    assert_eq!(
+        echoed["result"]["content"][0]["text"], "served meanwhile",
+        "{echoed}"
+    );
+    // echo answered while the spinning plugin was still loading: it is not refused yet.
+    let spinner = |plugins: &[Value]| plugins.iter().find(|p| p["name"] == "aaa_spins").cloned();
+    let now = spinner(&plugins_listed(env.dsh()));
+    assert!(
+        now.as_ref().is_none_or(|p| p["status"] != "refused"),
+        "echo waited for the spinning plugin: {now:?}"
+    );
+    // It is refused at its CPU budget, naming it, and echo keeps serving.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        if let Some(p) = spinner(&plugins_listed(env.dsh())).filter(|p| p["status"] == "refused") {
+            break p;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the spinning plugin was never refused"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        refused.to_string().contains("CPU"),
+        "the refusal names the CPU budget: {refused}"
+    );
+    served.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}));
+    let listed = served.answer(3);
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"echo") && names.contains(&"bash"),
+        "{names:?}"
+    );
 }

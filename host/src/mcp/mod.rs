@@ -402,19 +402,24 @@ impl ServerHandler for McpConnection {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         // Every call passes the pipeline's guards and filters: they are loaded first. A
-        // call of a tool not there yet waits for the plugin set to finish loading (only
-        // it waits: its plugin may be one still compiling).
+        // call of a tool not there yet waits for it to come, or for the plugin set to
+        // finish loading without it (only it waits: its plugin may be one still loading).
         let host = &self.server.host;
         host.ready().await;
-        if !host.is_loaded() {
+        let mut changes = host.registry.subscribe();
+        while !host.is_loaded() {
             let known = host.registry.scope(&self.server.scope).is_ok_and(|scope| {
                 host.registry
                     .snapshot()
                     .resolve(&request.name, &scope)
                     .is_ok()
             });
-            if !known {
-                host.loaded().await;
+            if known {
+                break;
+            }
+            tokio::select! {
+                _ = changes.recv() => {}
+                _ = host.loaded() => {}
             }
         }
         let approval_timeout =
