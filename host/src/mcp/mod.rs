@@ -8,7 +8,8 @@
 //! declares one); `tools/call` runs the whole pipeline, with progress notifications
 //! while it runs when the client asked for them, and `notifications/cancelled` cancels
 //! it (killing its processes). Registry changes become
-//! `notifications/tools/list_changed`.
+//! `notifications/tools/list_changed`. The connection's terminal screens and job outputs
+//! are MCP resources ([`resources`]).
 //!
 //! A result's content items become MCP content blocks one for one (text, image and
 //! audio as base64, resource links, embedded resources) and its structured output
@@ -21,6 +22,7 @@
 
 pub mod http;
 mod logging;
+mod resources;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -29,9 +31,10 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, EmbeddedResource,
-    ErrorData, Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ProtocolVersion, Resource, ResourceContents as McpResourceContents,
-    ServerCapabilities, ServerConfig, Tool,
+    ErrorData, Implementation, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, Resource,
+    ResourceContents as McpResourceContents, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
 use rmcp::service::ElicitationMode;
@@ -284,6 +287,7 @@ impl ServerHandler for McpConnection {
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_logging()
+                .enable_resources()
                 .build(),
         )
         .with_server_info(Implementation::new("dsh", env!("CARGO_PKG_VERSION")))
@@ -380,6 +384,35 @@ impl ServerHandler for McpConnection {
             })
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    /// `resources/list`: this connection's terminal screens and job outputs.
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(resources::list(&self.server.host, &self.owner))
+    }
+
+    /// `resources/templates/list`: `terminal://{id}/screen` and `job://{id}/output`.
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(resources::templates())
+    }
+
+    /// `resources/read`: one of this connection's resources as it is now.
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        resources::read(&self.server.host, &self.owner, &request.uri)
+            .await
+            .map(Into::into)
     }
 
     /// `logging/setLevel`: from now on, this connection's calls send plugin log lines at

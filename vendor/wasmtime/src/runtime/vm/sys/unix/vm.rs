@@ -162,12 +162,29 @@ impl MemoryImageSource {
         // extra-super-sure that it never changes, and because
         // this costs very little, we use the kernel's "seal" API
         // to make the memfd image permanently read-only.
-        memfd.add_seals(&[
+        //
+        // (dsh patch: `F_SEAL_WRITE` answers `EBUSY` while any page of the file is pinned
+        // for a moment, as the kernel's memory monitoring (DAMON) does now and then; the
+        // seals are tried again a few times before that is an error.)
+        let seals = [
             memfd::FileSeal::SealGrow,
             memfd::FileSeal::SealShrink,
             memfd::FileSeal::SealWrite,
             memfd::FileSeal::SealSeal,
-        ])?;
+        ];
+        let mut tries = 0;
+        loop {
+            match memfd.add_seals(&seals) {
+                Ok(()) => break,
+                Err(memfd::Error::AddSeals(error))
+                    if error.kind() == ErrorKind::ResourceBusy && tries < 8 =>
+                {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(1 << tries));
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
 
         Ok(Some(MemoryImageSource::Memfd(memfd)))
     }
