@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::mcp_stdio::{McpServer, ToolReply};
-use crate::support::{unique_marker, CallOutput, Env};
+use crate::support::{open_pty, unique_marker, CallOutput, Env, Pty};
 
 const SANDBOX: &str = "[process.executor]\ndefault = \"sandbox\"\n";
 const LOCAL: &str = "";
@@ -1259,48 +1259,6 @@ fn metadata_and_sizes_of_files_outside_the_writable_set_are_unchanged() {
 
 // =================================================================================
 // 6. Inherited descriptors, the host's terminal, the run's session.
-
-/// A pseudo-terminal the test holds (both ends close-on-exec, so no dsh inherits them).
-struct Pty {
-    master: OwnedFd,
-    slave: OwnedFd,
-    name: PathBuf,
-}
-
-fn open_pty() -> Pty {
-    // SAFETY: plain system calls on descriptors this function owns.
-    unsafe {
-        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
-        assert!(
-            master >= 0,
-            "posix_openpt: {}",
-            std::io::Error::last_os_error()
-        );
-        let master = OwnedFd::from_raw_fd(master);
-        assert_eq!(libc::grantpt(master.as_raw_fd()), 0);
-        assert_eq!(libc::unlockpt(master.as_raw_fd()), 0);
-        let mut buf = [0 as libc::c_char; 128];
-        assert_eq!(
-            libc::ptsname_r(master.as_raw_fd(), buf.as_mut_ptr(), buf.len()),
-            0
-        );
-        let name = std::ffi::CStr::from_ptr(buf.as_ptr()).to_owned();
-        let slave = libc::open(
-            name.as_ptr(),
-            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
-        );
-        assert!(
-            slave >= 0,
-            "open slave: {}",
-            std::io::Error::last_os_error()
-        );
-        Pty {
-            master,
-            slave: OwnedFd::from_raw_fd(slave),
-            name: PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes())),
-        }
-    }
-}
 
 impl Pty {
     /// Raw mode (no echo, no line editing), `cols`x24, master non-blocking.

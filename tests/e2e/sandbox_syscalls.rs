@@ -19,7 +19,7 @@
 //! process with more capabilities than itself, so against capability-less bystanders
 //! the filter is all that stands.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::mcp_stdio::McpServer;
-use crate::support::{survivors, unique_marker, CallOutput, Env};
+use crate::support::{survivors, unique_marker, CallOutput, Env, Pty};
 
 const SANDBOX: &str = "[process.executor]\ndefault = \"sandbox\"\n";
 const LOCAL: &str = "";
@@ -980,38 +980,19 @@ fn terminal_half(env: &Env, config: &str, marker: &str) -> String {
     text
 }
 
-/// A pseudo-terminal the test holds, both ends close-on-exec.
-struct Pty {
-    _master: OwnedFd,
-    slave: OwnedFd,
-    name: String,
-}
-
+/// A pseudo-terminal the test holds (both ends close-on-exec), its slave non-blocking.
 fn open_pty() -> Pty {
-    // SAFETY: plain system calls on descriptors this function owns.
+    let pty = crate::support::open_pty();
+    // SAFETY: fcntl on a descriptor the value owns.
     unsafe {
-        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
-        assert!(master >= 0, "{}", std::io::Error::last_os_error());
-        let master = OwnedFd::from_raw_fd(master);
-        assert_eq!(libc::grantpt(master.as_raw_fd()), 0);
-        assert_eq!(libc::unlockpt(master.as_raw_fd()), 0);
-        let mut buf = [0 as libc::c_char; 128];
-        assert_eq!(
-            libc::ptsname_r(master.as_raw_fd(), buf.as_mut_ptr(), buf.len()),
-            0
+        let flags = libc::fcntl(pty.slave.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(
+            pty.slave.as_raw_fd(),
+            libc::F_SETFL,
+            flags | libc::O_NONBLOCK,
         );
-        let name = std::ffi::CStr::from_ptr(buf.as_ptr()).to_owned();
-        let slave = libc::open(
-            name.as_ptr(),
-            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC | libc::O_NONBLOCK,
-        );
-        assert!(slave >= 0, "{}", std::io::Error::last_os_error());
-        Pty {
-            _master: master,
-            slave: OwnedFd::from_raw_fd(slave),
-            name: name.to_string_lossy().into_owned(),
-        }
     }
+    pty
 }
 
 impl Pty {
@@ -1045,7 +1026,7 @@ fn typing_into_a_terminal_and_console_ioctls_work_under_local_and_are_refused_in
         &env,
         "outside-terminal",
         OUTSIDE_TERMINAL_PROBE,
-        &[pty.name.clone(), marker.clone()],
+        &[pty.name.display().to_string(), marker.clone()],
     );
     let local = ran("local", &bash(&env, LOCAL, &command));
     assert_worked("local", &local, "tiocsti_outside");

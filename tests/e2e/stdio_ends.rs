@@ -4,7 +4,7 @@
 //! directory) answers `initialize` and then a `tools/list` that holds every embedded tool.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -147,32 +147,21 @@ impl Drop for Served {
 }
 
 /// A PTY pair with the slave in raw mode (no echo, no newline translation): JSON-RPC
-/// lines pass as they are.
+/// lines pass as they are. Both ends are close-on-exec: the master must close when the
+/// test closes it, so the server may not inherit it.
 fn raw_pty() -> (OwnedFd, OwnedFd) {
-    let (mut master, mut slave) = (-1, -1);
-    // SAFETY: openpty fills two descriptors; termios and winsize may be null.
-    let rc = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: fresh descriptors; termios is plain data filled by tcgetattr.
+    let pty = crate::support::open_pty();
+    // SAFETY: termios is plain data filled by tcgetattr on a descriptor the value owns.
     unsafe {
         let mut termios: libc::termios = std::mem::zeroed();
-        assert_eq!(libc::tcgetattr(slave, &mut termios), 0);
+        assert_eq!(libc::tcgetattr(pty.slave.as_raw_fd(), &mut termios), 0);
         libc::cfmakeraw(&mut termios);
-        assert_eq!(libc::tcsetattr(slave, libc::TCSANOW, &termios), 0);
-        // Not inherited by the server (nor by other tests' children): the master must
-        // close when the test closes it.
-        libc::fcntl(master, libc::F_SETFD, libc::FD_CLOEXEC);
-        libc::fcntl(slave, libc::F_SETFD, libc::FD_CLOEXEC);
-        (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave))
+        assert_eq!(
+            libc::tcsetattr(pty.slave.as_raw_fd(), libc::TCSANOW, &termios),
+            0
+        );
     }
+    (pty.master, pty.slave)
 }
 
 /// The longest a server may take to end; the clients' own patience is a few hundred

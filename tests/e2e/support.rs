@@ -1,6 +1,8 @@
 //! Shared helpers: a `dsh` command with its own state dir and workspace, result parsing,
 //! and process-table checks.
 
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -283,4 +285,47 @@ pub fn plugins_listed(mut dsh: Command) -> Vec<Value> {
         .as_array()
         .unwrap()
         .clone()
+}
+
+/// A pseudo-terminal the test holds (both ends close-on-exec, so no dsh inherits them).
+pub struct Pty {
+    pub master: OwnedFd,
+    pub slave: OwnedFd,
+    /// The slave's path (`/dev/pts/N`).
+    pub name: PathBuf,
+}
+
+pub fn open_pty() -> Pty {
+    // SAFETY: plain system calls on descriptors this function owns.
+    unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(
+            master >= 0,
+            "posix_openpt: {}",
+            std::io::Error::last_os_error()
+        );
+        let master = OwnedFd::from_raw_fd(master);
+        assert_eq!(libc::grantpt(master.as_raw_fd()), 0);
+        assert_eq!(libc::unlockpt(master.as_raw_fd()), 0);
+        let mut buf = [0 as libc::c_char; 128];
+        assert_eq!(
+            libc::ptsname_r(master.as_raw_fd(), buf.as_mut_ptr(), buf.len()),
+            0
+        );
+        let name = std::ffi::CStr::from_ptr(buf.as_ptr()).to_owned();
+        let slave = libc::open(
+            name.as_ptr(),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        );
+        assert!(
+            slave >= 0,
+            "open slave: {}",
+            std::io::Error::last_os_error()
+        );
+        Pty {
+            master,
+            slave: OwnedFd::from_raw_fd(slave),
+            name: PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes())),
+        }
+    }
 }
