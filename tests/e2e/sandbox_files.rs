@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::mcp_stdio::{McpServer, ToolReply};
-use crate::support::{open_pty, unique_marker, CallOutput, Env, Pty};
+use crate::support::{open_pty, unique_marker, wait_for, CallOutput, Env, Pty};
 
 const SANDBOX: &str = "[process.executor]\ndefault = \"sandbox\"\n";
 const LOCAL: &str = "";
@@ -115,20 +115,6 @@ fn hex(bytes: &[u8]) -> String {
 /// A shell line printing `KEY=HEX` of `file`'s bytes (failing when it cannot be read).
 fn hex_of(key: &str, file: &str) -> String {
     format!("k=$(od -An -tx1 -v {file}) && echo \"{key}=$(echo $k | tr -d ' ')\"")
-}
-
-/// Waits up to `within` for `condition`.
-fn wait_for(within: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if condition() {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
 }
 
 /// Paths removed when dropped (what a local half wrote where it should not stay).

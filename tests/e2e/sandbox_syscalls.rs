@@ -23,12 +23,12 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 
 use crate::mcp_stdio::McpServer;
-use crate::support::{survivors, unique_marker, CallOutput, Env, Pty};
+use crate::support::{survivors, unique_marker, wait_for, CallOutput, Env, Pty};
 
 const SANDBOX: &str = "[process.executor]\ndefault = \"sandbox\"\n";
 const LOCAL: &str = "";
@@ -168,19 +168,6 @@ fn sandboxed(out: &CallOutput) -> String {
     let text = ran("sandbox", out);
     assert!(text.contains("[sandbox: "), "not sandboxed: {text}");
     text
-}
-
-fn wait_for(within: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if condition() {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 // ---------------------------------------------------------------------------------

@@ -329,3 +329,17 @@ pub fn open_pty() -> Pty {
         }
     }
 }
+
+/// Waits up to `within` for `condition` (checked every 20 ms); whether it came true.
+pub fn wait_for(within: std::time::Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if condition() {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
