@@ -529,3 +529,41 @@ fn named_unix_sockets_are_unreachable_in_the_sandbox_unless_allowed() {
     let out = bash(&env, &allowed, &command);
     assert!(out.content.contains("unix-hello"), "{out:?}");
 }
+
+#[test]
+fn dsh_says_at_start_which_of_its_own_files_lie_in_the_workspace() {
+    let env = Env::new();
+    let state = env.workdir().join(".dsh-state");
+    let config = env.workdir().join("dsh.toml");
+    std::fs::write(&config, SANDBOX).unwrap();
+    let output = env
+        .dsh()
+        .env("DSH_STATE_DIR", &state)
+        .arg("--config")
+        .arg(&config)
+        .args(["call", "bash", r#"{"command":"true","description":"x"}"#])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let log = String::from_utf8_lossy(&output.stderr);
+    let line = log
+        .lines()
+        .find(|l| l.contains("own files lie in the workspace"))
+        .unwrap_or_else(|| panic!("no warning naming dsh's files in the workspace: {log}"));
+    for path in [&state, &config] {
+        let canonical = std::fs::canonicalize(path).unwrap();
+        assert!(
+            line.contains(&canonical.display().to_string()),
+            "{} not named: {line}",
+            canonical.display()
+        );
+    }
+    // With both outside the workspace, there is nothing to say.
+    let quiet = env
+        .dsh_configured(SANDBOX)
+        .args(["call", "bash", r#"{"command":"true","description":"x"}"#])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&quiet.stderr);
+    assert!(!log.contains("own files lie in the workspace"), "{log}");
+}
