@@ -33,6 +33,8 @@ const LOCAL: &str = "";
 
 /// A bash script running each `(name, shell)` in turn and printing `probe:NAME=ok` when
 /// its shell succeeded, `probe:NAME=failed` when not (its errors printed before).
+/// `pipefail` is on, so a probe must not pipe into a reader that stops early (`grep -q`,
+/// `head`): its writer's SIGPIPE would fail the probe at random.
 fn probes(list: &[(&str, String)]) -> String {
     let mut script = String::from("set -o pipefail\n");
     for (name, shell) in list {
@@ -1730,7 +1732,7 @@ fn proc_links_into_dsh_init_and_a_bystander_lead_nowhere_from_the_sandbox() {
             (
                 "event_log",
                 format!(
-                    "f=$(find /proc/$PPID/fd -lname '*events.jsonl' | head -1) && [ -n \"$f\" ] && echo \"pwned-$((6*7))-{marker}-{who}\" >> \"$f\""
+                    "f=$(find /proc/$PPID/fd -lname '*events.jsonl' -print -quit) && [ -n \"$f\" ] && echo \"pwned-$((6*7))-{marker}-{who}\" >> \"$f\""
                 ),
             ),
         ];
@@ -2075,7 +2077,7 @@ fn the_state_directory_reached_through_a_second_mount_of_its_filesystem_stays_hi
             ("list", format!("ls -A {s} | sed 's/^/entry=/'")),
             (
                 "read_log",
-                format!("cat {s}/sessions/*/events.jsonl | grep -q session"),
+                format!("grep -qs session {s}/sessions/*/events.jsonl"),
             ),
             ("write", format!("echo x > {s}/planted-{who}")),
         ])
