@@ -350,14 +350,17 @@ def open_stdio_session(dsh_bin: str, dsh_env: dict[str, str], dsh_dirs: DshDirs)
     """`async with open_stdio_session() as session:` -> an initialized ClientSession over `dsh serve`."""
 
     @asynccontextmanager
-    async def open_session(config: str | None = None) -> AsyncIterator[ClientSession]:
-        """`config`: the text of a `dsh.toml` to start the server with (`--config`)."""
+    async def open_session(config: str | None = None, message_handler: Any = None) -> AsyncIterator[ClientSession]:
+        """`config`: the text of a `dsh.toml` to start the server with (`--config`);
+        `message_handler`: the ClientSession's, to see the server's notifications."""
         params = StdioServerParameters(
             command=dsh_bin, args=["serve", *_config_args(dsh_dirs, config)], env=dsh_env, cwd=str(dsh_dirs.work)
         )
         with surface_test_failures(), open(dsh_dirs.logs / "stdio-stderr.log", "a") as errlog:
             async with stdio_client(params, errlog=errlog) as (read, write):
-                async with ClientSession(read, write, read_timeout_seconds=REQUEST_TIMEOUT) as session:
+                async with ClientSession(
+                    read, write, read_timeout_seconds=REQUEST_TIMEOUT, message_handler=message_handler
+                ) as session:
                     with anyio.fail_after(REQUEST_TIMEOUT):
                         await session.initialize()
                     yield session
@@ -605,11 +608,13 @@ def open_http_session():
     """`async with open_http_session(server) as session:` -> an initialized ClientSession over streamable HTTP."""
 
     @asynccontextmanager
-    async def open_session(server: HttpServer) -> AsyncIterator[ClientSession]:
+    async def open_session(server: HttpServer, message_handler: Any = None) -> AsyncIterator[ClientSession]:
         with surface_test_failures():
             async with create_mcp_http_client(headers=server.auth_headers) as http:
                 async with streamable_http_client(server.url, http_client=http) as (read, write):
-                    async with ClientSession(read, write, read_timeout_seconds=REQUEST_TIMEOUT) as session:
+                    async with ClientSession(
+                        read, write, read_timeout_seconds=REQUEST_TIMEOUT, message_handler=message_handler
+                    ) as session:
                         with anyio.fail_after(REQUEST_TIMEOUT):
                             await session.initialize()
                         yield session

@@ -1,13 +1,21 @@
 """MCP resources: each terminal session's screen (`terminal://ID/screen`) and each
 background job's output (`job://ID/output`), owner-scoped like the tools.
 
-Covers: the `resources` capability declared without `subscribe` or `listChanged`
-(nothing is notified yet); `resources/templates/list` naming both URI templates; a
-terminal opened and a job started through tools listed as resources (text/plain, with
-a name and a description) and read back (the screen shows an `echo` marker, the job
-its output); a URI of no known shape and an id that never existed are
-`RESOURCE_NOT_FOUND`; and over HTTP a second session (another owner) lists none of the
-first's resources and reading one is the very error an id that never existed gets.
+Covers: the `resources` capability declared with `subscribe` and `listChanged`, and
+`completions`; `resources/templates/list` naming both URI templates; a terminal opened
+and a job started through tools listed as resources (text/plain, with a name and a
+description) and read back (the screen shows an `echo` marker, the job its output); a
+URI of no known shape and an id that never existed are `RESOURCE_NOT_FOUND`; over HTTP
+a second session (another owner) lists none of the first's resources and reading one
+is the very error an id that never existed gets.
+
+Subscriptions, over stdio and HTTP: a subscribed screen and a subscribed job output
+are notified (`notifications/resources/updated`) as they change, and no longer once
+unsubscribed; `notifications/resources/list_changed` comes as terminals open and close
+and as jobs start and end; subscribing to a URI that names nothing is
+`RESOURCE_NOT_FOUND`. Over HTTP, another owner's terminal and job changes reach no
+notification of the first's, and subscribing to the other's URI is not found.
+`completion/complete` gives a template's `id` from the connection's own ids only.
 """
 
 from __future__ import annotations
@@ -17,11 +25,16 @@ import time
 from typing import Any
 
 import anyio
+import mcp.types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 from tool_results import call, show, text
 
-pytestmark = pytest.mark.anyio
+pytestmark = [
+    pytest.mark.anyio,
+    # dsh speaks the protocol versions of resources/subscribe (2026-07-28 replaced it).
+    pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed"),
+]
 
 RESOURCE_NOT_FOUND = -32002
 OPENED_RE = re.compile(r"\Aopened (?P<id>term-\d+) ")
@@ -92,9 +105,9 @@ async def test_capability_and_templates(open_stdio_session):
         assert initialized is not None
         capabilities = initialized.capabilities
         assert capabilities.resources is not None, capabilities
-        # Declare only what works: no change is notified yet.
-        assert not capabilities.resources.subscribe, capabilities.resources
-        assert not capabilities.resources.list_changed, capabilities.resources
+        assert capabilities.resources.subscribe is True, capabilities.resources
+        assert capabilities.resources.list_changed is True, capabilities.resources
+        assert capabilities.completions is not None, capabilities
 
         templates = await session.list_resource_templates()
         by_template = {t.uri_template: t for t in templates.resource_templates}
@@ -180,3 +193,185 @@ async def test_another_owner_neither_lists_nor_reads(http_server, open_http_sess
         other_job = await start_job(b, "echo owner-b")
         assert set(await listed(b)) == {f"job://{other_job}/output"}
         assert "owner-a-secret" in await read_text(a, output_uri)
+
+
+# --------------------------------------------------------------------------- changes
+
+INVALID_PARAMS = -32602
+SCREEN_TEMPLATE = types.ResourceTemplateReference(type="ref/resource", uri="terminal://{id}/screen")
+JOB_TEMPLATE = types.ResourceTemplateReference(type="ref/resource", uri="job://{id}/output")
+
+
+class Heard:
+    """The resource notifications one client received (its `message_handler`)."""
+
+    def __init__(self) -> None:
+        self.updated: list[str] = []
+        self.list_changed = 0
+
+    async def __call__(self, message: Any) -> None:
+        message = getattr(message, "root", message)
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self.updated.append(str(message.params.uri))
+        elif isinstance(message, types.ResourceListChangedNotification):
+            self.list_changed += 1
+
+    def updates_of(self, uri: str) -> int:
+        return self.updated.count(uri)
+
+    async def wait(self, condition: Any, what: str, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out after {timeout}s waiting for {what}; heard {self.updated}, "
+                            f"{self.list_changed} list changes")
+            await anyio.sleep(0.02)
+
+
+@pytest.fixture(params=["stdio", "http"])
+def open_watching(request, open_stdio_session, open_http_session, start_http_server):
+    """`async with open_watching(heard) as session:` over stdio, then over HTTP."""
+    if request.param == "stdio":
+        return lambda heard: open_stdio_session(message_handler=heard)
+    server = start_http_server()
+    return lambda heard: open_http_session(server, message_handler=heard)
+
+
+async def send(session: Any, term: str, line: str) -> None:
+    sent = await call(session, "terminal_send", {"id": term, "input": line})
+    assert sent.is_error is False, show(("terminal_send", {"input": line}), sent)
+
+
+# How long to listen for a notification that must not come: several of the server's
+# notification intervals (100 ms by default).
+QUIET = 0.6
+
+
+async def test_a_subscribed_screen_is_notified_as_it_changes_until_unsubscribed(open_watching):
+    heard = Heard()
+    async with open_watching(heard) as session:
+        term = await open_terminal(session)
+        uri = f"terminal://{term}/screen"
+        await heard.wait(lambda: heard.list_changed >= 1, "list_changed for the opened terminal")
+        # Not subscribed yet: its output is not notified.
+        await send(session, term, "echo before-$((2*3))")
+        await read_until(session, uri, "before-6")
+        await anyio.sleep(QUIET)
+        assert heard.updates_of(uri) == 0, heard.updated
+
+        await session.subscribe_resource(uri)
+        await send(session, term, "echo subscribed-$((6*7))")
+        await heard.wait(lambda: heard.updates_of(uri) >= 1, f"resources/updated for {uri}")
+        await read_until(session, uri, "subscribed-42")
+        assert set(heard.updated) == {uri}, heard.updated
+
+        await session.unsubscribe_resource(uri)
+        await anyio.sleep(QUIET)  # what was already pending may still come
+        count = heard.updates_of(uri)
+        await send(session, term, "echo unsubscribed-$((7*7))")
+        await read_until(session, uri, "unsubscribed-49")
+        await anyio.sleep(QUIET)
+        assert heard.updates_of(uri) == count, f"updates after unsubscribing: {heard.updated}"
+
+        # Closing it changes the list.
+        before = heard.list_changed
+        closed = await call(session, "terminal_close", {"id": term})
+        assert closed.is_error is False, show(("terminal_close", {}), closed)
+        await heard.wait(lambda: heard.list_changed > before, "list_changed for the closed terminal")
+        assert uri not in await listed(session)
+
+
+async def test_a_subscribed_job_output_is_notified_and_its_end_changes_the_list(open_watching):
+    heard = Heard()
+    async with open_watching(heard) as session:
+        job = await start_job(session, "sleep 1; for i in 1 2 3; do echo tick-$i; sleep 0.3; done")
+        uri = f"job://{job}/output"
+        await heard.wait(lambda: heard.list_changed >= 1, "list_changed for the started job")
+        await session.subscribe_resource(uri)
+        await heard.wait(lambda: heard.updates_of(uri) >= 1, f"resources/updated for {uri}")
+        before = heard.list_changed
+        await read_until(session, uri, "tick-3")
+        # The job's end changes what the list says of it (running -> exited).
+        await heard.wait(lambda: heard.list_changed > before, "list_changed for the job's end")
+        assert "exited" in (await listed(session))[uri].description, await listed(session)
+
+        for uri in ("job://bash-999/output", "terminal://term-999/screen", "file:///etc/passwd"):
+            with pytest.raises(MCPError) as raised:
+                await session.subscribe_resource(uri)
+            assert raised.value.code == RESOURCE_NOT_FOUND, (uri, raised.value.error)
+
+
+async def test_another_owners_changes_notify_nothing(http_server, open_http_session):
+    heard_a, heard_b = Heard(), Heard()
+    async with open_http_session(http_server, heard_a) as a, open_http_session(http_server, heard_b) as b:
+        mine = await open_terminal(a)
+        await a.subscribe_resource(f"terminal://{mine}/screen")
+        await heard_a.wait(lambda: heard_a.list_changed >= 1, "A's list_changed for its terminal")
+        await anyio.sleep(QUIET)
+        updated, list_changed = len(heard_a.updated), heard_a.list_changed
+
+        # B opens a terminal, types into it, runs a job and closes the terminal.
+        theirs = await open_terminal(b)
+        their_uri = f"terminal://{theirs}/screen"
+        await b.subscribe_resource(their_uri)
+        await send(b, theirs, "echo owner-b-$((8*8))")
+        job = await start_job(b, "echo owner-b-job")
+        await read_until(b, f"job://{job}/output", "owner-b-job")
+        await heard_b.wait(lambda: heard_b.updates_of(their_uri) >= 1, "B's own update")
+        await anyio.sleep(QUIET)
+        before = heard_b.list_changed
+        closed = await call(b, "terminal_close", {"id": theirs})
+        assert closed.is_error is False, show(("terminal_close", {}), closed)
+        await heard_b.wait(lambda: heard_b.list_changed > before, "B's list change for its close")
+        await anyio.sleep(QUIET)
+        assert heard_a.updated[updated:] == [], f"A heard B's changes: {heard_a.updated}"
+        assert heard_a.list_changed == list_changed, "A heard B's list change"
+
+        # A cannot subscribe to B's resources: they do not exist for A.
+        for uri in (f"terminal://{theirs}/screen", f"job://{job}/output"):
+            with pytest.raises(MCPError) as raised:
+                await a.subscribe_resource(uri)
+            assert raised.value.code == RESOURCE_NOT_FOUND, (uri, raised.value.error)
+
+        # A still hears its own.
+        await send(a, mine, "echo owner-a")
+        await heard_a.wait(lambda: heard_a.updates_of(f"terminal://{mine}/screen") > 0, "A's own update")
+
+
+async def test_completion_gives_the_owners_own_ids(http_server, open_http_session):
+    async with open_http_session(http_server) as a, open_http_session(http_server) as b:
+        first, second = await open_terminal(a), await open_terminal(a)
+        job = await start_job(a, "echo completed")
+        theirs = await open_terminal(b)
+
+        completed = await a.complete(SCREEN_TEMPLATE, {"name": "id", "value": "term-"})
+        assert completed.completion.values == [first, second], completed
+        assert completed.completion.total == 2 and completed.completion.has_more is False, completed
+        exact = await a.complete(SCREEN_TEMPLATE, {"name": "id", "value": first})
+        assert exact.completion.values[0] == first, exact
+        assert theirs not in exact.completion.values, exact
+        jobs = await a.complete(JOB_TEMPLATE, {"name": "id", "value": ""})
+        assert jobs.completion.values == [job], jobs
+        none = await a.complete(SCREEN_TEMPLATE, {"name": "id", "value": "bash-"})
+        assert none.completion.values == [], none
+
+        # B completes its own terminal only; A's job ids are not B's.
+        seen_by_b = await b.complete(SCREEN_TEMPLATE, {"name": "id", "value": ""})
+        assert seen_by_b.completion.values == [theirs], seen_by_b
+        assert (await b.complete(JOB_TEMPLATE, {"name": "id", "value": ""})).completion.values == []
+
+        for ref, argument in (
+            (types.ResourceTemplateReference(type="ref/resource", uri="file:///{path}"), "path"),
+            (SCREEN_TEMPLATE, "name"),
+            (types.PromptReference(type="ref/prompt", name="review"), "id"),
+        ):
+            with pytest.raises(MCPError) as raised:
+                await a.complete(ref, {"name": argument, "value": ""})
+            assert raised.value.code == INVALID_PARAMS, (ref, raised.value.error)
+
+
+async def test_completion_over_stdio(open_stdio_session):
+    async with open_stdio_session() as session:
+        term = await open_terminal(session)
+        completed = await session.complete(SCREEN_TEMPLATE, {"name": "id", "value": "t"})
+        assert completed.completion.values == [term], completed

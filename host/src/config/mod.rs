@@ -80,6 +80,7 @@
 //! owner_grace_ms = 30000        # a gone connection's resources live this long
 //! max_request_bytes = 4194304   # larger HTTP requests get 413
 //! progress_interval_ms = 250    # progress notifications while a call runs
+//! resource_update_interval_ms = 100 # a subscribed resource's updates, at most this often
 //! http_session_idle_ms = 300000 # an HTTP session this long without a request or a call
 //!                               # in flight is closed
 //! http_max_sessions = 64        # one more MCP session gets 503
@@ -313,6 +314,11 @@ pub struct ServeConfig {
     pub max_request_bytes: usize,
     /// How often a call with a progress token gets a progress notification.
     pub progress_interval_ms: u64,
+    /// The least time between two `notifications/resources/updated` (or two
+    /// `resources/list_changed`) sent to one client: the changes in between are sent
+    /// together after it, so a terminal printing fast costs a client a few
+    /// notifications a second, not one per chunk of output.
+    pub resource_update_interval_ms: u64,
     /// An HTTP session with no request and no call in flight for this long is closed
     /// (its owner's grace period then starts): the end of a client that vanished
     /// without saying so. The time counts from the end of the session's last call.
@@ -348,6 +354,7 @@ impl Default for ServeConfig {
             owner_grace_ms: 30_000,
             max_request_bytes: 4 << 20,
             progress_interval_ms: 250,
+            resource_update_interval_ms: 100,
             http_session_idle_ms: 300_000,
             http_max_sessions: 64,
             http_max_connections: 256,

@@ -9,7 +9,8 @@
 //! while it runs when the client asked for them, and `notifications/cancelled` cancels
 //! it (killing its processes). Registry changes become
 //! `notifications/tools/list_changed`. The connection's terminal screens and job outputs
-//! are MCP resources ([`resources`]).
+//! are MCP resources ([`resources`]): listed, read, subscribed to, with their template
+//! ids completed.
 //!
 //! A result's content items become MCP content blocks one for one (text, image and
 //! audio as base64, resource links, embedded resources) and its structured output
@@ -69,6 +70,8 @@ pub struct McpConnection {
     /// Set when this client was shown a catalog before the plugin set had loaded whole
     /// (it then hears `tools/list_changed` once the rest has come).
     shown_partial: Arc<std::sync::atomic::AtomicBool>,
+    /// The resource URIs this client subscribed to.
+    subscriptions: resources::Subscriptions,
 }
 
 /// How long a first `tools/list` waits, beyond the embedded set, for the plugin
@@ -87,6 +90,7 @@ impl McpConnection {
             closed: CancellationToken::new(),
             log_threshold: Arc::default(),
             shown_partial: Arc::default(),
+            subscriptions: Arc::default(),
         }
     }
 }
@@ -288,6 +292,9 @@ impl ServerHandler for McpConnection {
                 .enable_tool_list_changed()
                 .enable_logging()
                 .enable_resources()
+                .enable_resources_subscribe()
+                .enable_resources_list_changed()
+                .enable_completions()
                 .build(),
         )
         .with_server_info(Implementation::new("dsh", env!("CARGO_PKG_VERSION")))
@@ -310,6 +317,13 @@ impl ServerHandler for McpConnection {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        tokio::spawn(resources::forward_changes(
+            self.server.host.clone(),
+            self.owner.clone(),
+            context.peer.clone(),
+            self.subscriptions.clone(),
+            self.closed.clone(),
+        ));
         let mut changes = self.server.host.registry.subscribe();
         let (peer, closed, owner) = (context.peer, self.closed.clone(), self.owner.clone());
         let host = self.server.host.clone();
@@ -413,6 +427,42 @@ impl ServerHandler for McpConnection {
         resources::read(&self.server.host, &self.owner, &request.uri)
             .await
             .map(Into::into)
+    }
+
+    /// `resources/subscribe`: this connection hears `resources/updated` when the
+    /// resource changes.
+    #[allow(deprecated)] // legacy-only from protocol 2026-07-28, which dsh does not speak
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        resources::subscribe(
+            &self.server.host,
+            &self.owner,
+            &self.subscriptions,
+            &request.uri,
+        )
+    }
+
+    /// `resources/unsubscribe`.
+    #[allow(deprecated)] // as `subscribe`
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        resources::unsubscribe(&self.subscriptions, &request.uri);
+        Ok(())
+    }
+
+    /// `completion/complete`: the resource templates' `id`, from this connection's ids.
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, ErrorData> {
+        resources::complete(&self.server.host, &self.owner, &request)
     }
 
     /// `logging/setLevel`: from now on, this connection's calls send plugin log lines at

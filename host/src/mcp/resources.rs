@@ -10,22 +10,36 @@
 //! URI of no known shape are the same JSON-RPC error (resource not found), so ids
 //! cannot be probed. `resources/templates/list` names the two URI templates.
 //!
-//! Neither `subscribe` nor `listChanged` is declared: no change is notified yet, a
-//! client reads again to see more.
+//! `resources/subscribe` takes one of the owner's URIs (any other is the same
+//! not-found error); from then on [`forward_changes`] sends
+//! `notifications/resources/updated` when that screen or output changes, and every
+//! connection hears `notifications/resources/list_changed` as its owner's sessions and
+//! jobs come, end and go. Both are sent at most once per
+//! `[serve] resource_update_interval_ms`, what changed in between together. Only the
+//! owner's own changes reach a connection ([`ResourceChanges`] has a channel per
+//! owner). `completion/complete` completes the templates' `id` from the owner's ids.
 //!
+//! [`ResourceChanges`]: crate::services::resource_changes::ResourceChanges
 //! [`TerminalService::list`]: crate::services::terminal::TerminalService::list
 //! [`JobRegistry::list`]: crate::services::jobs::JobRegistry::list
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    ErrorData, ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Resource,
-    ResourceContents, ResourceTemplate,
+    CompleteRequestParams, CompleteResult, CompletionInfo, ErrorData, ListResourceTemplatesResult,
+    ListResourcesResult, ReadResourceResult, Reference, Resource, ResourceContents,
+    ResourceTemplate, ResourceUpdatedNotificationParam,
 };
+use rmcp::RoleServer;
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
 
 use crate::error::{ErrorCode, ToolError};
 use crate::host::Host;
 use crate::services::jobs::JobInfo;
+use crate::services::resource_changes::ResourceChange;
 use crate::services::terminal::{SessionInfo, View};
 
 /// The most of a job's output one read returns (its newest bytes).
@@ -141,16 +155,19 @@ pub fn list(host: &Host, owner: &str) -> ListResourcesResult {
     ListResourcesResult::with_all_items(resources)
 }
 
+const SCREEN_TEMPLATE: &str = "terminal://{id}/screen";
+const JOB_OUTPUT_TEMPLATE: &str = "job://{id}/output";
+
 /// `resources/templates/list`: the two URI shapes.
 pub fn templates() -> ListResourceTemplatesResult {
     ListResourceTemplatesResult::with_all_items(vec![
-        ResourceTemplate::new("terminal://{id}/screen", "terminal screen")
+        ResourceTemplate::new(SCREEN_TEMPLATE, "terminal screen")
             .with_title("Terminal screen")
             .with_description(
                 "The screen of a terminal session (terminal_open) as it is now; id: term-N.",
             )
             .with_mime_type(MIME),
-        ResourceTemplate::new("job://{id}/output", "job output")
+        ResourceTemplate::new(JOB_OUTPUT_TEMPLATE, "job output")
             .with_title("Job output")
             .with_description(format!(
                 "The output so far of a background job (job_list); id: bash-N, terminal-N. \
@@ -195,6 +212,157 @@ pub async fn read(host: &Host, owner: &str, uri: &str) -> Result<ReadResourceRes
         text, uri,
     )
     .with_mime_type(MIME)]))
+}
+
+/// The owner's terminal session ids, oldest first.
+fn terminal_ids(host: &Host, owner: &str) -> Vec<String> {
+    let sessions = host.services.terminal.list(owner);
+    sessions.into_iter().map(|session| session.id).collect()
+}
+
+/// The owner's job ids, oldest first.
+fn job_ids(host: &Host, owner: &str) -> Vec<String> {
+    let jobs = host.services.jobs.list(owner);
+    jobs.into_iter().map(|job| job.id).collect()
+}
+
+/// The URIs one connection subscribed to.
+pub type Subscriptions = Arc<Mutex<HashSet<String>>>;
+
+/// `resources/subscribe`: `uri` must name one of the owner's resources now.
+pub fn subscribe(
+    host: &Host,
+    owner: &str,
+    subscriptions: &Subscriptions,
+    uri: &str,
+) -> Result<(), ErrorData> {
+    let exists = match parse(uri).ok_or_else(|| not_found(uri))? {
+        Target::Screen(id) => terminal_ids(host, owner).iter().any(|known| known == id),
+        Target::JobOutput(id) => job_ids(host, owner).iter().any(|known| known == id),
+    };
+    if !exists {
+        return Err(not_found(uri));
+    }
+    subscriptions.lock().unwrap().insert(uri.to_string());
+    Ok(())
+}
+
+/// `resources/unsubscribe`: forgets `uri` (one never subscribed to is no error).
+pub fn unsubscribe(subscriptions: &Subscriptions, uri: &str) {
+    subscriptions.lock().unwrap().remove(uri);
+}
+
+/// `completion/complete` of a template's `id`: the owner's ids that start with what the
+/// client has typed, oldest first, at most [`CompletionInfo::MAX_VALUES`].
+pub fn complete(
+    host: &Host,
+    owner: &str,
+    request: &CompleteRequestParams,
+) -> Result<CompleteResult, ErrorData> {
+    let template = match &request.r#ref {
+        Reference::Resource(reference) => reference.uri.as_str(),
+        _ => {
+            return Err(ErrorData::invalid_params(
+                "dsh completes only its resource templates' arguments: it has no prompts",
+                None,
+            ))
+        }
+    };
+    let ids = match template {
+        SCREEN_TEMPLATE => terminal_ids(host, owner),
+        JOB_OUTPUT_TEMPLATE => job_ids(host, owner),
+        other => {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "no resource template {other:?}; dsh's are {SCREEN_TEMPLATE:?} and {JOB_OUTPUT_TEMPLATE:?}"
+                ),
+                None,
+            ))
+        }
+    };
+    if request.argument.name != "id" {
+        return Err(ErrorData::invalid_params(
+            format!(
+                "template {template:?} has no argument {:?}, only \"id\"",
+                request.argument.name
+            ),
+            None,
+        ));
+    }
+    let matching: Vec<String> = ids
+        .into_iter()
+        .filter(|id| id.starts_with(&request.argument.value))
+        .collect();
+    let total = matching.len();
+    let values: Vec<String> = matching
+        .into_iter()
+        .take(CompletionInfo::MAX_VALUES)
+        .collect();
+    let has_more = total > values.len();
+    let completion = CompletionInfo::with_pagination(values, Some(total as u32), has_more)
+        .map_err(|e| ErrorData::internal_error(e, None))?;
+    Ok(CompleteResult::new(completion))
+}
+
+/// The URI a change of one session or job is about.
+fn changed_uri(change: &ResourceChange) -> Option<String> {
+    match change {
+        ResourceChange::Screen(id) => Some(format!("terminal://{id}/screen")),
+        ResourceChange::JobOutput(id) => Some(format!("job://{id}/output")),
+        ResourceChange::Listed => None,
+    }
+}
+
+/// Sends one connection the changes of its owner's resources until `closed`:
+/// `resources/updated` for the subscribed URIs, `resources/list_changed` for the list,
+/// at most once per `interval` each time, what changed in between together.
+pub async fn forward_changes(
+    host: Arc<Host>,
+    owner: Arc<str>,
+    peer: rmcp::Peer<RoleServer>,
+    subscriptions: Subscriptions,
+    closed: CancellationToken,
+) {
+    let interval = Duration::from_millis(host.config.serve.resource_update_interval_ms);
+    let mut changes = host.services.jobs.changes().watch(&owner);
+    let mut updated: HashSet<String> = HashSet::new();
+    let mut listed = false;
+    let mut next_send = tokio::time::Instant::now();
+    loop {
+        let due = listed || !updated.is_empty();
+        tokio::select! {
+            _ = closed.cancelled() => return,
+            change = changes.recv() => match change {
+                Ok(change) => match changed_uri(&change) {
+                    Some(uri) => {
+                        if subscriptions.lock().unwrap().contains(&uri) {
+                            updated.insert(uri);
+                        }
+                    }
+                    None => listed = true,
+                },
+                // Fell behind: whatever it watches may have changed.
+                Err(RecvError::Lagged(missed)) => {
+                    tracing::debug!(owner = %owner, missed, "resource changes missed; all taken as changed");
+                    updated.extend(subscriptions.lock().unwrap().iter().cloned());
+                    listed = true;
+                }
+                Err(RecvError::Closed) => return,
+            },
+            _ = tokio::time::sleep_until(next_send), if due => {
+                for uri in updated.drain() {
+                    let update = ResourceUpdatedNotificationParam::new(uri);
+                    if peer.notify_resource_updated(update).await.is_err() {
+                        return;
+                    }
+                }
+                if std::mem::take(&mut listed) && peer.notify_resource_list_changed().await.is_err() {
+                    return;
+                }
+                next_send = tokio::time::Instant::now() + interval;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

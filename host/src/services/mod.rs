@@ -9,13 +9,15 @@
 //! [`Services`] struct, the grantable interface names ([`capabilities::NAMES`]), the
 //! configuration sections (`crate::config::Config`) and the linker (`services::wit`) are
 //! all generated from it, so adding a capability is its folder, its WIT interface and
-//! one line there.
+//! one line there. [`resource_changes`] is no capability: it is how the terminal
+//! sessions and the jobs tell the front end their owner's resources changed.
 
 pub mod jobs;
 pub mod log;
 pub mod lsp;
 pub mod process;
 pub mod progress;
+pub mod resource_changes;
 pub mod terminal;
 pub mod wit;
 

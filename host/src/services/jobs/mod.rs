@@ -21,6 +21,10 @@
 //! Access is by owner: an id of another owner (retired or not) is `NOT_FOUND`, word for
 //! word the same as an id that never existed.
 //!
+//! A job reports its new output and its end, and the registry the jobs it makes and
+//! retires, to the owner's [`ResourceChanges`] channel (the terminal sessions report to
+//! the same channels).
+//!
 //! Native only: nothing here knows wasmtime. The WIT binding is in [`wit`].
 
 pub mod capability;
@@ -38,6 +42,7 @@ use tokio::sync::Notify;
 
 use crate::error::{ErrorCode, ToolError};
 use crate::services::process::{signal_group, signal_named};
+use crate::services::resource_changes::{OwnerChanges, ResourceChange, ResourceChanges};
 pub use config::JobsConfig;
 
 /// Where a job is in its life.
@@ -127,6 +132,9 @@ pub struct Job {
     status: Mutex<Status>,
     output: Mutex<Output>,
     changed: Notify,
+    /// The owner's resource changes, and this job's id as they name it.
+    changes: OwnerChanges,
+    change_id: Arc<str>,
     /// Cancelled by `kill`: producers without a process group of their own (a
     /// background terminal send) stop on it.
     pub cancel: tokio_util::sync::CancellationToken,
@@ -158,6 +166,8 @@ impl Job {
         let over = kept.len() < chunk.len();
         drop(output);
         self.changed.notify_waiters();
+        self.changes
+            .report(ResourceChange::JobOutput(self.change_id.clone()));
         if over {
             return Err(format!(
                 "its output passed the cap of {} bytes ([jobs] max_output_bytes)",
@@ -193,6 +203,9 @@ impl Job {
         }
         drop(output);
         self.changed.notify_waiters();
+        self.changes
+            .report(ResourceChange::JobOutput(self.change_id.clone()));
+        self.changes.report(ResourceChange::Listed);
     }
 
     /// When the job ended, if it has.
@@ -361,6 +374,7 @@ pub struct JobRegistry {
     kill_grace: Duration,
     spill_dir: PathBuf,
     table: Mutex<Table>,
+    changes: ResourceChanges,
 }
 
 impl std::fmt::Debug for JobRegistry {
@@ -378,7 +392,13 @@ impl JobRegistry {
             kill_grace,
             spill_dir,
             table: Mutex::default(),
+            changes: ResourceChanges::default(),
         }
+    }
+
+    /// Every owner's resource changes: what its jobs (and terminal sessions) report.
+    pub fn changes(&self) -> &ResourceChanges {
+        &self.changes
     }
 
     /// Retires the finished jobs past the count or the age kept per owner: they leave
@@ -415,6 +435,7 @@ impl JobRegistry {
                 continue;
             };
             table.by_id.remove(&job.id);
+            job.changes.report(ResourceChange::Listed);
             table
                 .retired
                 .entry(job.owner.clone())
@@ -462,6 +483,7 @@ impl JobRegistry {
             Ok(file) => (Some(file), None),
             Err(error) => (None, Some(error.to_string())),
         };
+        let changes = self.changes.for_owner(&owner);
         let job = Arc::new(Job {
             id: id.clone(),
             kind: kind.to_string(),
@@ -484,6 +506,8 @@ impl JobRegistry {
                 write_error,
             }),
             changed: Notify::new(),
+            changes,
+            change_id: id.as_str().into(),
             cancel: tokio_util::sync::CancellationToken::new(),
             tail_bytes: self.config.tail_bytes.max(1),
             max_output_bytes: self.config.max_output_bytes,
@@ -492,6 +516,8 @@ impl JobRegistry {
         let sequence = table.sequence;
         table.order.insert(sequence, job.clone());
         table.by_id.insert(id, (sequence, job.clone()));
+        drop(table);
+        job.changes.report(ResourceChange::Listed);
         Ok(job)
     }
 
@@ -618,6 +644,7 @@ impl JobRegistry {
         table.by_id.retain(|_, (_, job)| &*job.owner != owner);
         table.retired.remove(owner);
         drop(table);
+        self.changes.forget_owner(owner);
         for path in &gone {
             remove_spill_file(path);
         }

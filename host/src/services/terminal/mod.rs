@@ -41,6 +41,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::error::{ErrorCode, ToolError};
 use crate::services::jobs::{JobRegistry, JobState};
 use crate::services::process::{signal_group, signal_named, Launch};
+use crate::services::resource_changes::ResourceChanges;
 pub use config::TerminalConfig;
 
 pub use sessions::Session;
@@ -111,6 +112,8 @@ pub struct TerminalService {
     config: TerminalConfig,
     launch: Arc<Launch>,
     jobs: Arc<JobRegistry>,
+    /// The owners' resource changes (the job registry's channels).
+    changes: ResourceChanges,
     table: Mutex<Table>,
     /// Recently used wait patterns, compiled, newest first: an agent waits for the same
     /// prompt again and again, and compiling a regex costs more than the echo.
@@ -141,6 +144,7 @@ impl TerminalService {
         TerminalService {
             config,
             launch,
+            changes: jobs.changes().clone(),
             jobs,
             table: Mutex::default(),
             patterns: Mutex::default(),

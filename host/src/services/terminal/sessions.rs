@@ -7,6 +7,9 @@
 //! Opening checks the session limits (only live sessions count) and retires the
 //! owner's exited sessions past [`EXITED_KEPT_PER_OWNER`]; closing kills every process
 //! of the terminal's session, background ones included, and forgets the session.
+//!
+//! A session reports its output and its end, and the table the sessions it opens,
+//! closes and retires, to the owner's resource changes.
 
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::OwnedFd;
@@ -20,6 +23,7 @@ use tokio::sync::Notify;
 
 use crate::error::{ErrorCode, ToolError};
 use crate::services::process::{containment, find_program};
+use crate::services::resource_changes::{OwnerChanges, ResourceChange};
 
 use super::pty::{read_loop, start_shell, watch_shell};
 use super::waiting::Watch;
@@ -62,6 +66,9 @@ pub struct Session {
     pub(super) master: AsyncFd<OwnedFd>,
     pub(super) output: Mutex<Output>,
     pub(super) changed: Notify,
+    /// The owner's resource changes, and this session's id as they name it.
+    changes: OwnerChanges,
+    change_id: Arc<str>,
     pub(super) closing: AtomicBool,
     pub(super) sending: AtomicBool,
     pub(super) reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -142,6 +149,8 @@ impl Session {
         if wake {
             self.changed.notify_waiters();
         }
+        self.changes
+            .report(ResourceChange::Screen(self.change_id.clone()));
     }
 
     /// Puts the wait of the send about to write its input in place; returns the length
@@ -154,12 +163,18 @@ impl Session {
 
     pub(super) fn mark_exited(&self) {
         let mut output = self.output.lock().unwrap();
-        if !output.exited {
+        let newly = !output.exited;
+        if newly {
             output.exited = true;
             output.exited_at = Some(Instant::now());
         }
         drop(output);
         self.changed.notify_waiters();
+        if newly {
+            self.changes
+                .report(ResourceChange::Screen(self.change_id.clone()));
+            self.changes.report(ResourceChange::Listed);
+        }
     }
 
     pub(super) fn alive(&self) -> bool {
@@ -311,6 +326,7 @@ impl TerminalService {
 
         table.next += 1;
         let id = format!("term-{}", table.next);
+        let changes = self.changes.for_owner(&owner);
         let session = Arc::new(Session {
             id: id.clone(),
             owner,
@@ -323,6 +339,8 @@ impl TerminalService {
             master,
             output: Mutex::new(Output::new(spec.rows, spec.cols)),
             changed: Notify::new(),
+            changes,
+            change_id: id.as_str().into(),
             closing: AtomicBool::new(false),
             sending: AtomicBool::new(false),
             reader: Mutex::new(None),
@@ -337,6 +355,8 @@ impl TerminalService {
             drop(sandbox);
         });
         table.sessions.insert(id, session.clone());
+        drop(table);
+        session.changes.report(ResourceChange::Listed);
         Ok(session.info())
     }
 
@@ -362,6 +382,7 @@ impl TerminalService {
         // The shell, killed, is reaped by its watcher.
         session.mark_exited();
         self.table.lock().unwrap().sessions.remove(&session.id);
+        session.changes.report(ResourceChange::Listed);
         killed
     }
 
@@ -435,6 +456,7 @@ fn retire_exited(table: &mut Table, owner: &str) {
     for (_, id) in &exited[..exited.len() - EXITED_KEPT_PER_OWNER] {
         if let Some(session) = table.sessions.remove(id) {
             tracing::debug!(id = %session.id, "exited terminal session retired");
+            session.changes.report(ResourceChange::Listed);
         }
     }
 }
