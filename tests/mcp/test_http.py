@@ -1,7 +1,9 @@
 """`dsh serve --http` (MCP streamable HTTP at /mcp), driven by the MCP Python SDK and raw HTTP.
 
 Covers: one owner per MCP session in the event log, calls of different
-sessions running concurrently, progress and cancellation over HTTP, bearer
+sessions running concurrently, progress and cancellation over HTTP, a call's
+plugin log lines on that call's own response stream before its result (for a
+client that never opens the standalone GET stream), bearer
 token authentication (401 without or with a wrong token, the scheme in any
 case), robustness: malformed JSON, unknown methods and oversized bodies are
 rejected while an already-initialized client keeps getting correct answers;
@@ -17,12 +19,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import secrets
 import select
+import shutil
 import socket
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -234,7 +239,7 @@ async def test_http_call_is_not_blocked_by_another_sessions_call(
     assert a_timing["elapsed"] >= 3.0, f"A finished after {a_timing['elapsed']:.2f}s, before its sleep 3 could"
 
 
-# --------------------------------------------------------------------------- progress and cancellation
+# --------------------------------------------------------------------------- progress, log lines and cancellation
 
 
 async def test_http_progress_notifications_arrive_before_the_result(http_server, open_http_session, text_of):
@@ -253,6 +258,40 @@ async def test_http_progress_notifications_arrive_before_the_result(http_server,
 
     assert text_of(result) == "done\n[exit code: 0]", result
     assert [p for p in progress if not p[1]], f"no notifications/progress before the result (all: {progress})"
+
+
+async def test_http_log_lines_go_on_the_calls_own_stream_before_its_result(start_http_server, tmp_path):
+    # A client that never opens the standalone GET stream still gets a call's log lines:
+    # on the POST response stream of that call, ahead of its result (the `rich` test
+    # plugin's `rich_log` writes one line at each level, debug to error).
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    shutil.copy(Path(os.environ["DSH_PLUGIN_WASM_DIR"]) / "rich.wasm", plugins / "rich.wasm")
+    server = start_http_server(
+        config='[plugins.rich]\ninterfaces = ["log", "progress"]\n', env={"DSH_PLUGINS": str(plugins)}
+    )
+    async with httpx2.AsyncClient(timeout=20) as http:
+        raw = RawSession(http, server.url, server.token)
+        await raw.initialize()
+        level = await raw.call(2, "logging/setLevel", {"level": "info"})
+        assert any(m.get("id") == 2 and "result" in m for m in jsonrpc_messages(level)), describe(level)
+
+        response = await raw.call(3, "tools/call", {"name": "rich_log", "arguments": {}})
+        assert response.status_code == 200, describe(response)
+        assert response.headers.get("content-type", "").startswith("text/event-stream"), describe(response)
+        messages = jsonrpc_messages(response)
+    got = [
+        ("log", m["params"]["level"], m["params"].get("logger"), m["params"]["data"])
+        if m.get("method") == "notifications/message"
+        else ("result", m.get("id"), "".join(c.get("text", "") for c in m.get("result", {}).get("content", [])))
+        for m in messages
+    ]
+    assert got == [
+        ("log", "info", "rich", "rich info line"),
+        ("log", "warning", "rich", "rich warn line"),
+        ("log", "error", "rich", "rich error line"),
+        ("result", 3, "logged"),
+    ], f"{got}\n{describe(response)}\n{server.stderr()}"
 
 
 async def test_http_cancelled_call_leaves_no_process(

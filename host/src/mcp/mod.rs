@@ -252,10 +252,12 @@ impl ProgressTrack {
     }
 }
 
-/// Sends one notice of a running call to the client: progress (when the call has a
-/// progress token) or a log line.
+/// Sends one notice of the running call `request` to the client: progress (when the
+/// call has a progress token) or a log line (tied to the call, so over HTTP it goes on
+/// the call's response stream: see [`logging`]).
 async fn forward(
     peer: &rmcp::Peer<RoleServer>,
+    request: &rmcp::model::RequestId,
     token: Option<&ProgressToken>,
     track: &mut ProgressTrack,
     notice: Notice,
@@ -278,7 +280,7 @@ async fn forward(
             logger,
             message,
         } => {
-            logging::send(peer, level, logger, message).await;
+            logging::send(peer, request, level, logger, message).await;
         }
     }
 }
@@ -537,7 +539,7 @@ impl ServerHandler for McpConnection {
             tokio::select! {
                 biased;
                 Some(notice) = notes.recv() => {
-                    forward(&context.peer, progress_token.as_ref(), &mut track, notice).await;
+                    forward(&context.peer, &context.id, progress_token.as_ref(), &mut track, notice).await;
                 }
                 result = &mut running => break result,
                 _ = context.ct.cancelled(), if !cancel.is_cancelled() => cancel.cancel(),
@@ -554,7 +556,14 @@ impl ServerHandler for McpConnection {
         };
         // What the plugins said before the call ended goes before its result.
         while let Ok(notice) = notes.try_recv() {
-            forward(&context.peer, progress_token.as_ref(), &mut track, notice).await;
+            forward(
+                &context.peer,
+                &context.id,
+                progress_token.as_ref(),
+                &mut track,
+                notice,
+            )
+            .await;
         }
         match &result.error {
             // The spec makes an unknown tool a protocol error, not a tool result.
