@@ -21,6 +21,7 @@ mod local_secrets;
 mod long_running;
 mod lsp;
 mod mcp_clients;
+mod mcp_typescript;
 mod network_grants;
 mod operator_view;
 mod plugin_cli;
