@@ -5,12 +5,11 @@
  * lines arrive as `notifications/message` (logger `rich`, every level down to debug;
  * before a level is set, none); its progress reports arrive on the call's `onprogress`
  * as percentages of 100; its structured output matches the `outputSchema` the SDK
- * validates it against.
+ * validates it against, and its failure comes back as the tool's error.
  *
- * Two tests are marked todo (they run, their failure is reported, the run passes):
- * where SDK 1.x bugs meet dsh's answers. Over stdio, progress read in the same chunk as
- * the result is dropped; and a failed call of a tool with an output schema throws
- * instead of returning the tool's error.
+ * One test is marked todo over stdio (it runs, its failure is reported, the run
+ * passes): where an SDK 1.x bug meets dsh's answers, progress read in the same chunk as
+ * the result is dropped.
  */
 
 import assert from 'node:assert/strict';
@@ -94,15 +93,12 @@ describe('plugin notices', { concurrency: true }, () => {
         assert.deepEqual(result.structuredContent, { count: 3, label: 'three' });
       });
 
-      // dsh puts the error `{code, message}` in `structuredContent` of every failed
-      // result; for a tool with an `outputSchema` the SDK validates it against that schema
-      // (after `tools/list`, even when `isError` is true) and throws McpError -32602
-      // "Structured content does not match the tool's output schema" instead of returning
-      // the tool's error (modelcontextprotocol/typescript-sdk#1943: fixed on main, still so
-      // in 1.x). dsh could leave `structuredContent` out of such a tool's errors.
+      // A failed result of a tool with an `outputSchema` carries no `structuredContent`:
+      // the SDK checks it against that schema (after `tools/list`, even when `isError` is
+      // true: modelcontextprotocol/typescript-sdk#1943, fixed on main, still so in 1.x)
+      // and would throw McpError -32602 instead of returning the tool's error.
       test(
         "a failed call of a tool with an output schema comes back as the tool's error",
-        { todo: 'typescript-sdk#1943: structuredContent of an isError result is checked against outputSchema' },
         async (t) => {
           const client = await connect(t, RICH);
           await client.listTools(); // the SDK learns the output schemas here
@@ -113,6 +109,7 @@ describe('plugin notices', { concurrency: true }, () => {
             const result = await call(client, 'rich_structured', args);
             assert.equal(result.isError, true, show('rich_structured', args, result));
             assert.match(text(result), new RegExp(`^${code}: `), show('rich_structured', args, result));
+            assert.equal(result.structuredContent, undefined, show('rich_structured', args, result));
           }
         },
       );

@@ -2,7 +2,8 @@
 test plugin (plugins/rich): a result's text, image, audio, resource link and embedded
 resource arrive as those MCP content items; a tool with an output schema lists it as
 `outputSchema` and returns `structuredContent` that matches it, and one that breaks it
-gets the structured error `INVALID_OUTPUT`; a plugin's progress reports arrive as
+gets the error `INVALID_OUTPUT` as text alone (no `structuredContent`, which would break
+the tool's schema); a plugin's progress reports arrive as
 progress notifications for the call's token; after `logging/setLevel info` a plugin's
 info line arrives as `notifications/message` and its debug line does not, and before
 any level is set nothing does."""
@@ -21,7 +22,7 @@ from conftest import REQUEST_TIMEOUT, write_config
 from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from tool_results import expect_error, show, text
+from tool_results import show, text
 
 pytestmark = pytest.mark.anyio
 
@@ -80,8 +81,12 @@ async def test_structured_output_matches_the_listed_output_schema_or_is_an_error
     # The plugin gave no text: its JSON is the text item, for clients without structured content.
     assert text(valid).replace(" ", "") == '{"count":3,"label":"three"}', show(None, valid)
 
-    message = expect_error(("rich_structured", {"valid": False}), broken, "INVALID_OUTPUT")
-    assert "rich_structured" in message and "/count" in message, message
+    # The error is text alone: `{code, message}` as `structuredContent` would break the
+    # tool's own output schema (clients check it even on errors).
+    where = show(("rich_structured", {"valid": False}), broken)
+    assert broken.is_error is True and broken.structured_content is None, where
+    assert text(broken).startswith("INVALID_OUTPUT: "), where
+    assert "rich_structured" in text(broken) and "/count" in text(broken), where
 
 
 async def test_progress_reported_by_the_plugin_arrives_as_progress_notifications(dsh_bin, dsh_env, dsh_dirs, tmp_path):

@@ -162,8 +162,12 @@ impl Approver for ElicitationApprover {
 
 /// The MCP result of a finished call: its content items as content blocks (the error
 /// line first when it failed), its structured output as `structuredContent`, and when
-/// it failed `isError` and the structured error (`{code, message}`).
-fn to_mcp_result(result: CallResult) -> CallToolResult {
+/// it failed `isError` and the structured error (`{code, message}`) as
+/// `structuredContent` too, unless the tool declares an output schema (`has_schema`):
+/// the error does not match it, and clients check `structuredContent` against the
+/// schema even on errors (the TypeScript SDK 1.x, so Claude Code, turns the whole result
+/// into a protocol error), so such a tool's error is its `CODE: message` text alone.
+fn to_mcp_result(result: CallResult, has_schema: bool) -> CallToolResult {
     match &result.error {
         None => {
             let mut mcp =
@@ -180,7 +184,10 @@ fn to_mcp_result(result: CallResult) -> CallToolResult {
                     .filter(|item| !matches!(item, ContentItem::Text(_)))
                     .map(to_mcp_content),
             );
-            mcp.structured_content = Some(json!({ "code": error.code, "message": error.message }));
+            if !has_schema {
+                mcp.structured_content =
+                    Some(json!({ "code": error.code, "message": error.message }));
+            }
             mcp
         }
     }
@@ -507,6 +514,7 @@ impl ServerHandler for McpConnection {
                 _ = host.loaded() => {}
             }
         }
+        let request_name = request.name.to_string();
         let approval_timeout =
             Duration::from_millis(self.server.host.config.serve.approval_timeout_ms);
         let (notices, mut notes) = Notices::channel(self.log_threshold.clone());
@@ -571,7 +579,15 @@ impl ServerHandler for McpConnection {
                 error.message.clone(),
                 Some(json!({ "code": error.code })),
             )),
-            _ => Ok(to_mcp_result(result).into()),
+            _ => {
+                let has_schema = host.registry.scope(&self.server.scope).is_ok_and(|scope| {
+                    host.registry
+                        .snapshot()
+                        .resolve(&request_name, &scope)
+                        .is_ok_and(|tool| tool.output_schema().is_some())
+                });
+                Ok(to_mcp_result(result, has_schema).into())
+            }
         }
     }
 }
@@ -729,7 +745,7 @@ mod tests {
             }),
         ]);
         result.structured = Some(json!({"n": 1}));
-        let mcp = serde_json::to_value(to_mcp_result(result)).unwrap();
+        let mcp = serde_json::to_value(to_mcp_result(result, false)).unwrap();
         assert_eq!(mcp["content"][0], json!({"type": "text", "text": "words"}));
         assert_eq!(
             mcp["content"][1],
@@ -740,5 +756,22 @@ mod tests {
         assert_eq!(mcp["content"][3]["resource"]["blob"], "AAEC");
         assert_eq!(mcp["structuredContent"], json!({"n": 1}));
         assert_eq!(mcp["isError"], false);
+    }
+
+    #[test]
+    fn an_error_has_structured_content_unless_the_tool_declares_an_output_schema() {
+        let failed = || CallResult::failed(crate::error::ToolError::new(ErrorCode::Denied, "no"));
+        let plain = serde_json::to_value(to_mcp_result(failed(), false)).unwrap();
+        assert_eq!(
+            plain["structuredContent"],
+            json!({"code": "DENIED", "message": "no"})
+        );
+        let schema = serde_json::to_value(to_mcp_result(failed(), true)).unwrap();
+        assert_eq!(schema["isError"], true);
+        assert!(schema.get("structuredContent").is_none(), "{schema}");
+        assert!(schema["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("DENIED: no"));
     }
 }
