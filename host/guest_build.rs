@@ -39,7 +39,13 @@ pub fn build(manifest: &Path, target_dir: &Path, packages: &[&str]) -> Result<Pa
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .env_remove("CARGO_BUILD_TARGET")
-        .env_remove("RUSTC_WORKSPACE_WRAPPER");
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        // 128-bit SIMD (every engine dsh runs has it): the file tools' search is about
+        // twice as fast with it.
+        .env(
+            "CARGO_TARGET_WASM32_WASIP2_RUSTFLAGS",
+            "-C target-feature=+simd128",
+        );
     for package in packages {
         command.args(["-p", package]);
     }

@@ -49,6 +49,14 @@ macro_rules! for_each_error_code {
             LspUnavailable = "LSP_UNAVAILABLE", wit;
             /// A configured limit (count, size) would be exceeded.
             LimitExceeded = "LIMIT_EXCEEDED", wit;
+            /// A commit of the file tools would change a file its caller has not read
+            /// since the file last changed (or has never read): read it again, then
+            /// retry. Nothing was changed.
+            StaleFile = "STALE_FILE", wit;
+            /// The filesystem refused a read or write the arguments allowed: the disk
+            /// is full, the filesystem is read-only, permission is denied. The message
+            /// says which (and, for a commit, that nothing was changed).
+            IoError = "IO_ERROR", wit;
             /// The host is at its concurrency limit and its admission queue is full: the
             /// call never started; the same call may work a little later. Plugins never
             /// see it (it is given before any plugin runs).

@@ -11,8 +11,9 @@
 
 pub mod v0_1_0;
 
-// Every tool world (`tool`, `tool-process`, `tool-terminal`, `tool-lsp`) through one binding of
-// their union: the exports are the same, and a component importing a subset links.
+// Every tool world (`tool`, `tool-process`, `tool-terminal`, `tool-lsp`, `tool-files`) through
+// one binding of their union: the exports are the same, and a component importing a subset
+// links.
 wasmtime::component::bindgen!({
     path: "../wit/v0.2.0",
     inline: "
@@ -22,6 +23,7 @@ wasmtime::component::bindgen!({
             include dsh:plugin/tool-process@0.2.0;
             import dsh:plugin/terminal@0.2.0;
             import dsh:plugin/lsp@0.2.0;
+            import dsh:plugin/files@0.2.0;
         }
     ",
     world: "tool",

@@ -135,6 +135,11 @@ impl From<HostCode> for old::types::ErrorCode {
             HostCode::SessionClosing => O::SessionClosing,
             HostCode::LspUnavailable => O::LspUnavailable,
             HostCode::LimitExceeded | HostCode::Busy => O::LimitExceeded,
+            // The file codes came with 0.2.0; no 0.1.0 plugin can import `files`, so
+            // only a 0.1.0 filter sees them, in a 0.2.0 tool's outcome: a stale file
+            // is a call to do again differently, a refused write the host's trouble.
+            HostCode::StaleFile => O::InvalidArguments,
+            HostCode::IoError => O::Internal,
             // Given after the filters: no plugin sees it.
             HostCode::InvalidOutput | HostCode::Internal => O::Internal,
         }

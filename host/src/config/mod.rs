@@ -76,6 +76,11 @@
 //! settings = { python = { analysis = { typeCheckingMode = "basic" } } }
 //! initialization_options = {}   # its initialize request's initializationOptions
 //!
+//! [files]                       # the file tools' reads and commits (the `files` interface)
+//! max_tracked_files_per_owner = 10000 # reads remembered per owner; the oldest is forgotten
+//!                               # (that file must be read again before a commit changes it)
+//! max_read_bytes = 16777216     # the largest file one read returns (else LIMIT_EXCEEDED)
+//!
 //! [serve]
 //! owner_grace_ms = 30000        # a gone connection's resources live this long
 //! max_request_bytes = 4194304   # larger HTTP requests get 413
@@ -118,7 +123,7 @@
 //! # Grants: a plugin gets nothing it is not granted. `[plugins.NAME]` applies to the
 //! # plugin loaded as NAME; `[plugins."sha256:HEX"]` to exactly that build (it wins).
 //! [plugins.reader]
-//! interfaces = ["log"]          # host interfaces it may import: process, terminal, jobs, log, progress, lsp
+//! interfaces = ["log"]          # host interfaces it may import: process, terminal, jobs, log, progress, lsp, files
 //! env = ["LANG"]                # environment variables, values taken from the host
 //! network = ["127.0.0.1:8080"]  # HOST:PORT it may connect to (alias `connect`; see below)
 //! bind = ["127.0.0.1:9000"]     # HOST:PORT it may bind and listen on
@@ -142,7 +147,9 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::services::{jobs, log, lsp, process, progress, terminal, Capability, ServicesConfig};
+use crate::services::{
+    files, jobs, log, lsp, process, progress, terminal, Capability, ServicesConfig,
+};
 
 pub mod origin;
 pub mod plugin;

@@ -58,6 +58,24 @@ pub enum GrantError {
         overlap: &'static str,
         state_dir: PathBuf,
     },
+    #[error(
+        "the `files` grant maps the session workspace {workspace} into the plugin \
+         (read-only), and the workspace {overlap} dsh's state directory {state_dir}: a \
+         plugin may not reach the event logs, spill files, compile cache or control \
+         sockets. Move the state directory out of the workspace (`--state-dir DIR` or \
+         `DSH_STATE_DIR`; by default it is `$XDG_STATE_HOME/dsh`, so setting \
+         XDG_STATE_HOME elsewhere also does), or serve another workspace"
+    )]
+    WorkspaceStateDir {
+        workspace: PathBuf,
+        overlap: &'static str,
+        state_dir: PathBuf,
+    },
+    #[error("the session workspace {path}: {source}")]
+    Workspace {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("network grant {pattern:?}: {message}")]
     Network { pattern: String, message: String },
 }
@@ -314,12 +332,15 @@ pub fn add_name_lookup_to_linker<T: Send + 'static>(
 impl Grants {
     /// Resolves `config`'s grants for the plugin `name`: directories must exist (their
     /// symlinks are resolved now) and stay clear of `state_dir`; network patterns are
-    /// parsed (host names are looked up when a call uses them, see [`NAME_TTL`]).
+    /// parsed (host names are looked up when a call uses them, see [`NAME_TTL`]). A
+    /// plugin granted `files` also gets the session `workspace` (if the host has one)
+    /// read-only at its own path, under the same state directory rule.
     pub async fn resolve(
         name: &str,
         source: &PluginSource,
         config: &PluginConfig,
         state_dir: Option<&Path>,
+        workspace: Option<&Path>,
     ) -> Result<Grants, GrantError> {
         let interfaces: BTreeSet<String> = match (&config.interfaces, source) {
             (Some(granted), _) => granted.iter().cloned().collect(),
@@ -357,6 +378,14 @@ impl Grants {
                 guest,
                 mode: grant.mode,
             });
+        }
+        if let Some(workspace) = workspace.filter(|_| interfaces.contains(FILES)) {
+            if let Some(dir) = workspace_dir(workspace, state_dir)? {
+                // A directory granted at the same guest path is the operator's word.
+                if !fs.iter().any(|granted| granted.guest == dir.guest) {
+                    fs.push(dir);
+                }
+            }
         }
         let network = NetworkGrants::new(config)?;
         let dns = match network.names.any {
@@ -419,6 +448,13 @@ impl Grants {
     /// addresses, and nothing else (no arguments, no stdio, no inherited environment).
     pub fn wasi_ctx(&self) -> WasiCtx {
         let mut builder = WasiCtx::builder();
+        // The file tools' file operations run on the calling thread, not each on tokio's
+        // blocking pool: the guest already holds this thread while it runs, and a search
+        // over thousands of files is several times faster (this must come before the
+        // preopens, which read it). Only for a plugin granted `files`: one that opened a
+        // FIFO would hold the thread until a writer came (the shipped tools never open
+        // anything but regular files), so other granted directories keep the pool.
+        builder.allow_blocking_current_thread(self.view.interfaces.iter().any(|i| i == FILES));
         for (key, value) in &self.env {
             builder.env(key, value);
         }
@@ -477,6 +513,45 @@ impl NetworkGrants {
             }),
         })
     }
+}
+
+/// The interface whose grant also maps the session workspace in, read-only.
+const FILES: &str = "files";
+
+/// The session workspace as a `files` plugin sees it: read-only, at the path the calls'
+/// context names (symlinks resolved on the host side). Refused when it overlaps the
+/// state directory. `None`: the workspace does not exist (nothing to map).
+fn workspace_dir(
+    workspace: &Path,
+    state_dir: Option<&Path>,
+) -> Result<Option<GrantedDir>, GrantError> {
+    let path = match std::fs::canonicalize(workspace) {
+        Ok(path) => path,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(GrantError::Workspace {
+                path: workspace.to_path_buf(),
+                source,
+            })
+        }
+    };
+    if let Some(state_dir) = state_dir {
+        check_state_dir_overlap(workspace, &path, state_dir).map_err(|error| match error {
+            GrantError::StateDir {
+                overlap, state_dir, ..
+            } => GrantError::WorkspaceStateDir {
+                workspace: path.clone(),
+                overlap,
+                state_dir,
+            },
+            other => other,
+        })?;
+    }
+    Ok(Some(GrantedDir {
+        path,
+        guest: workspace.display().to_string(),
+        mode: FsMode::ReadOnly,
+    }))
 }
 
 /// Refuses a granted directory (`granted`, canonical; `path` as configured) that is,
@@ -597,6 +672,47 @@ mod tests {
         let sibling = root.join("state2");
         std::fs::create_dir(&sibling).unwrap();
         assert!(check_state_dir_overlap(&sibling, &sibling, &state).is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_files_grant_maps_the_workspace_read_only_unless_it_holds_the_state_dir() {
+        let root = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(root.path()).unwrap();
+        let (ws, state) = (root.join("ws"), root.join("state"));
+        for dir in [&ws, &state, &ws.join(".state")] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        let config = |interfaces: &[&str]| PluginConfig {
+            interfaces: Some(interfaces.iter().map(|i| i.to_string()).collect()),
+            ..PluginConfig::default()
+        };
+        let source = PluginSource::Path("x.wasm".into());
+        let resolve = |interfaces: &'static [&'static str], state: PathBuf| {
+            let (source, ws) = (source.clone(), ws.clone());
+            async move {
+                Grants::resolve("x", &source, &config(interfaces), Some(&state), Some(&ws)).await
+            }
+        };
+        let grants = resolve(&["files"], state.clone()).await.unwrap();
+        let [dir] = grants.view.fs.as_slice() else {
+            panic!("{:?}", grants.view.fs);
+        };
+        assert_eq!(dir.path, ws);
+        assert_eq!(dir.guest, ws.display().to_string());
+        assert_eq!(dir.mode, FsMode::ReadOnly);
+        // Without the grant, no workspace.
+        let grants = resolve(&["log"], state.clone()).await.unwrap();
+        assert!(grants.view.fs.is_empty());
+        // A workspace holding the state directory refuses the plugin, saying how to fix it.
+        let error = resolve(&["files"], ws.join(".state")).await.unwrap_err();
+        let text = error.to_string();
+        assert!(
+            text.contains("the workspace contains dsh's state directory"),
+            "{text}"
+        );
+        assert!(text.contains("--state-dir"), "{text}");
+        assert!(text.contains("XDG_STATE_HOME"), "{text}");
+        assert!(resolve(&["log"], ws.join(".state")).await.is_ok());
     }
 
     fn network(connect: &[&str], bind: &[&str], dns: bool) -> NetworkGrants {

@@ -339,7 +339,14 @@ impl Plugin {
             Err(VersionError::None) => return Err(LoadError::NoWorld),
             Err(other) => return Err(other.into()),
         };
-        let grants = Grants::resolve(name, &source, &config, runtime.state_dir.as_deref()).await?;
+        let grants = Grants::resolve(
+            name,
+            &source,
+            &config,
+            runtime.state_dir.as_deref(),
+            runtime.services.files.workspace(),
+        )
+        .await?;
         grants
             .check_imports(name, &imports)
             .map_err(LoadError::NotGranted)?;

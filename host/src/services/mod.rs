@@ -12,6 +12,7 @@
 //! one line there. [`resource_changes`] is no capability: it is how the terminal
 //! sessions and the jobs tell the front end their owner's resources changed.
 
+pub mod files;
 pub mod jobs;
 pub mod log;
 pub mod lsp;
@@ -44,6 +45,7 @@ macro_rules! for_each_capability {
             log: log::LogCapability,
             progress: progress::ProgressCapability,
             lsp: Arc<lsp::LspService>,
+            files: Arc<files::FileService>,
         }
     };
 }

@@ -11,14 +11,16 @@
 //!   (`filter`): the contract's own traits.
 //! - [`export!`] names the world the plugin targets and exports it:
 //!   `export!(tool: T)`, `export!(tool_process: T)`, `export!(tool_terminal: T)`,
-//!   `export!(tool_lsp: T)`, `export!(guard: T)` or `export!(result_filter: T)`.
+//!   `export!(tool_lsp: T)`, `export!(tool_files: T)`, `export!(guard: T)` or
+//!   `export!(result_filter: T)`.
 //! - Results: [`text`], [`content`], [`structured`], [`failure`], and `?` on a host
 //!   call (its [`ToolError`] becomes the failed result).
 //!
 //! Each world has its module here ([`tool`], [`tool_process`], [`tool_terminal`],
-//! [`tool_lsp`], [`guard`], [`result_filter`]) holding the host interfaces that world
-//! imports (`tool_process::process`, `tool_terminal::terminal`, ...). The bindings are
-//! generated once per world with wit-bindgen's `pub_export_macro`: the world's exports
+//! [`tool_lsp`], [`tool_files`], [`guard`], [`result_filter`]) holding the host
+//! interfaces that world imports (`tool_process::process`, `tool_terminal::terminal`,
+//! `tool_files::files`, ...). The bindings are generated once per world with
+//! wit-bindgen's `pub_export_macro`: the world's exports
 //! reach a component only through the `export!` it invokes, and a component imports
 //! only the host interfaces it calls (wit-component drops the others), so a plugin that
 //! uses its world's modules imports its world's interfaces and nothing more.
@@ -127,6 +129,14 @@ pub mod tool_lsp {
     pub use crate::tool::{log, progress};
 }
 
+/// The `tool-files` world: `tool`'s imports plus `files` (reads the host remembers and
+/// atomic commits; the workspace itself is a read-only WASI preopen at its own path).
+pub mod tool_files {
+    bindings!(tool world "tool-files");
+    pub use self::dsh::plugin::files;
+    pub use crate::tool::{log, progress};
+}
+
 /// The `guard` world: imports `log`; exports `check`.
 pub mod guard {
     bindings!("guard");
@@ -139,8 +149,8 @@ pub mod result_filter {
     pub use crate::tool::log;
 }
 
-/// Exports `$ty` as the plugin of a world: `tool`, `tool_process`, `tool_terminal` or
-/// `tool_lsp` for a type implementing [`Tools`], `guard` for a [`Guard`],
+/// Exports `$ty` as the plugin of a world: `tool`, `tool_process`, `tool_terminal`,
+/// `tool_lsp` or `tool_files` for a type implementing [`Tools`], `guard` for a [`Guard`],
 /// `result_filter` for a [`Filter`]. Invoke it once, at the plugin crate's root.
 #[macro_export]
 macro_rules! export {
@@ -155,6 +165,9 @@ macro_rules! export {
     };
     (tool_lsp: $ty:ident) => {
         $crate::__export_tools!(tool_lsp, __export_tool_lsp_impl, $ty);
+    };
+    (tool_files: $ty:ident) => {
+        $crate::__export_tools!(tool_files, __export_tool_files_impl, $ty);
     };
     (guard: $ty:ident) => {
         $crate::__export_guard_impl!($ty with_types_in $crate::guard);

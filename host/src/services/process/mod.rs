@@ -211,6 +211,12 @@ impl Launch {
         Ok(launch)
     }
 
+    /// The session workspace and dsh's own files this launch was made for (the files
+    /// capability confines its reads and writes by them too).
+    pub fn places(&self) -> &HostPlaces {
+        &self.places
+    }
+
     /// The sandbox, built on first use.
     fn sandbox(&self) -> Result<&executor::Sandbox, executor::SandboxError> {
         self.sandbox

@@ -1,0 +1,44 @@
+//! What the host sees of the files capability: its grant (which also maps the session
+//! workspace into the plugin read-only, see `engine::grants`), how it starts (with the
+//! session workspace and dsh's own files the process launcher knows), and what it
+//! releases: the owner's remembered reads.
+
+use std::sync::Arc;
+
+use crate::error::ErrorCode;
+use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation};
+
+use super::{FileService, FilesConfig};
+
+impl Capability for Arc<FileService> {
+    type Config = FilesConfig;
+    const INFO: CapabilityInfo = CapabilityInfo {
+        name: "files",
+        summary: "read the workspace (also mapped read-only into the plugin) and change its \
+                  files atomically, never over a change the caller has not read",
+        needs_grant: true,
+        errors: &[
+            ErrorCode::InvalidArguments,
+            ErrorCode::NotFound,
+            ErrorCode::LimitExceeded,
+            ErrorCode::StaleFile,
+            ErrorCode::IoError,
+        ],
+    };
+
+    fn start(config: &FilesConfig, foundation: &Foundation) -> Result<Self, CapabilityError> {
+        let places = foundation.launch.places();
+        Ok(Arc::new(FileService::new(
+            config.clone(),
+            places.workspace.clone(),
+            places.own.clone(),
+        )))
+    }
+
+    fn release_owner(&self, owner: &str) -> usize {
+        self.forget_owner(owner)
+    }
+
+    /// Nothing runs: the reads it remembers go with it.
+    fn shutdown(&self) {}
+}

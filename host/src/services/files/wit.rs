@@ -1,0 +1,83 @@
+//! The `dsh:plugin/files` binding: the call's owner and workdir go to the service with
+//! the arguments, one to one; the service's blocking file I/O runs on tokio's blocking
+//! pool (never on the executor), its wall time counted as host time.
+
+use wasmtime::component::Linker;
+
+use crate::bindings::dsh::plugin::files::{
+    self as interface, Change as WitChange, Changed as WitChanged, FileRead as WitFileRead, Host,
+};
+use crate::bindings::dsh::plugin::types::ToolError as WitToolError;
+use crate::error::{ErrorCode, ToolError};
+use crate::services::wit::HasCall;
+use crate::services::{CallCtx, CallView};
+
+use super::Change;
+
+/// Adds `dsh:plugin/files` to `linker`.
+pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    interface::add_to_linker::<T, HasCall>(linker, T::call_ctx)
+}
+
+/// Runs `work` on the blocking pool.
+async fn blocking<R: Send + 'static>(
+    work: impl FnOnce() -> Result<R, ToolError> + Send + 'static,
+) -> Result<R, ToolError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|error| {
+            Err(ToolError::new(
+                ErrorCode::Internal,
+                format!("the file operation did not finish: {error}"),
+            ))
+        })
+}
+
+impl Host for CallCtx<'_> {
+    async fn read(
+        &mut self,
+        path: String,
+        max_bytes: u64,
+        remember: bool,
+    ) -> Result<WitFileRead, WitToolError> {
+        let service = self.services.files.clone();
+        let (owner, workdir) = (self.call.owner.clone(), self.call.workdir.clone());
+        let read = self
+            .timed(blocking(move || {
+                service.read(&owner, &workdir, &path, max_bytes, remember)
+            }))
+            .await?;
+        Ok(WitFileRead {
+            path: read.path,
+            contents: read.contents,
+            mode: read.mode,
+        })
+    }
+
+    async fn commit(&mut self, changes: Vec<WitChange>) -> Result<Vec<WitChanged>, WitToolError> {
+        let changes = changes
+            .into_iter()
+            .map(|change| match change {
+                WitChange::Write(write) => Change::Write {
+                    path: write.path,
+                    contents: write.contents,
+                    mode_from: write.mode_from,
+                },
+                WitChange::Remove(path) => Change::Remove(path),
+            })
+            .collect();
+        let service = self.services.files.clone();
+        let (owner, workdir) = (self.call.owner.clone(), self.call.workdir.clone());
+        let changed = self
+            .timed(blocking(move || service.commit(&owner, &workdir, changes)))
+            .await?;
+        Ok(changed
+            .into_iter()
+            .map(|c| WitChanged {
+                path: c.path,
+                created: c.created,
+                bytes: c.bytes,
+            })
+            .collect())
+    }
+}

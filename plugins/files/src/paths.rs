@@ -1,0 +1,88 @@
+//! Paths in arguments: refused when the host could not even be asked about them (empty,
+//! a NUL byte), joined with the call's workdir when relative, tidied lexically (`.` and
+//! doubled `/` dropped), and shown to the model relative to the workspace. Whether a path
+//! is inside the workspace is never decided here: the host's `files` interface and the
+//! read-only preopen resolve and confine it, and their errors are the answer.
+
+use std::path::{Component, Path, PathBuf};
+
+use dsh_plugin::{error, ErrorCode, ToolError};
+
+/// `path` (an argument named `what`) as an absolute path: joined with `workdir` when
+/// relative. Empty and NUL-holding paths are `invalid-arguments`.
+pub fn resolve(workdir: &str, path: &str, what: &str) -> Result<String, ToolError> {
+    if path.trim().is_empty() {
+        return Err(error(
+            ErrorCode::InvalidArguments,
+            format!("`{what}` is empty: give a path relative to the workspace (e.g. src/main.rs) or an absolute path inside it"),
+        ));
+    }
+    if path.contains('\0') {
+        return Err(error(
+            ErrorCode::InvalidArguments,
+            format!("`{what}` contains a NUL byte, which no file name can hold"),
+        ));
+    }
+    Ok(join(workdir, path))
+}
+
+/// `path` joined with `workdir` (when relative) and tidied: `.` components and doubled
+/// or trailing `/` dropped. `..` is kept for the host to resolve.
+pub fn join(workdir: &str, path: &str) -> String {
+    let joined = Path::new(workdir).join(path);
+    let mut tidy = PathBuf::new();
+    for component in joined.components() {
+        match component {
+            Component::CurDir => {}
+            other => tidy.push(other.as_os_str()),
+        }
+    }
+    tidy.to_string_lossy().into_owned()
+}
+
+/// `path` as the model should see it: relative to the workspace `workdir` when inside
+/// it (`.` for the workspace itself), else as it is.
+pub fn display(workdir: &str, path: &str) -> String {
+    match Path::new(path).strip_prefix(workdir) {
+        Ok(rest) if rest.as_os_str().is_empty() => ".".into(),
+        Ok(rest) => rest.to_string_lossy().into_owned(),
+        Err(_) => path.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_join_the_workdir_and_absolute_ones_stay() {
+        assert_eq!(join("/ws", "src/main.rs"), "/ws/src/main.rs");
+        assert_eq!(join("/ws/", "./src//main.rs"), "/ws/src/main.rs");
+        assert_eq!(join("/ws", "/ws/a/./b/"), "/ws/a/b");
+        assert_eq!(join("/ws", "/etc/passwd"), "/etc/passwd");
+        // `..` is the host's to resolve (and refuse past the workspace).
+        assert_eq!(join("/ws", "../x"), "/ws/../x");
+        assert_eq!(join("/ws", "."), "/ws");
+    }
+
+    #[test]
+    fn empty_and_nul_paths_are_invalid_arguments() {
+        for bad in ["", "  ", "a\0b"] {
+            let error = resolve("/ws", bad, "path").unwrap_err();
+            assert_eq!(error.code, ErrorCode::InvalidArguments, "{bad:?}");
+        }
+        assert!(resolve("/ws", "", "path")
+            .unwrap_err()
+            .message
+            .contains("`path` is empty"));
+    }
+
+    #[test]
+    fn display_is_relative_to_the_workspace() {
+        assert_eq!(display("/ws", "/ws/src/a.rs"), "src/a.rs");
+        assert_eq!(display("/ws/", "/ws/src/a.rs"), "src/a.rs");
+        assert_eq!(display("/ws", "/ws"), ".");
+        assert_eq!(display("/ws", "/wsx/a"), "/wsx/a");
+        assert_eq!(display("/ws", "/other/a"), "/other/a");
+    }
+}

@@ -1,0 +1,232 @@
+//! The `read` tool: a text file as numbered lines (a page of it, bounded by lines and by
+//! the output budget), an image as an image, and a clear refusal for binary files and
+//! directories. The read goes through the host so that it counts for freshness.
+
+use dsh_plugin::{
+    content, text, BinaryContent, CallContext, ContentItem, ErrorCode, ToolError, ToolResult,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{invalid, result_budget, Files, Settings};
+use crate::pager::{self, MAX_PAGE_LINES};
+use crate::paths;
+use crate::sniff::{sniff, Sniffed};
+
+pub const DESCRIPTION: &str = "Read a file of the workspace. A text file comes back as numbered lines in `cat -n` layout: \
+the line number, a tab, then the line (the number and tab are not part of the file: leave them out of edit's old_string). \
+One call shows up to 2000 lines from `offset` (1-based, default 1), fewer when the page reaches the output budget; \
+the last line gives the file's line count and the `offset` to read on with. Lines over 2000 characters are cut with a marker. \
+Images (PNG, JPEG, GIF, WebP) come back as images. Binary files are refused (inspect them with bash: `file`, `xxd`), \
+and so are directories (list them with glob). Read a file before you change it with edit, write or apply_patch: \
+they refuse to change a file that changed since you last read it, or that you never read (STALE_FILE).";
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The file: relative to the workspace (e.g. `src/main.rs`) or absolute inside it.
+    #[schemars(length(min = 1))]
+    pub path: String,
+    /// The first line to show, 1-based (default 1). To read on, pass the `offset` the
+    /// previous page's last line names.
+    #[schemars(range(min = 1))]
+    pub offset: Option<u64>,
+    /// The most lines to show (default and maximum 2000).
+    #[schemars(range(min = 1, max = 2000))]
+    pub limit: Option<u64>,
+}
+
+pub fn run(files: &dyn Files, context: &CallContext, args: Args) -> Result<ToolResult, ToolError> {
+    let path = paths::resolve(&context.workdir, &args.path, "path")?;
+    let shown = paths::display(&context.workdir, &path);
+    if files.is_dir(&path) {
+        return Err(invalid(format!(
+            "{shown} is a directory, not a file: list what is in it with glob (pattern `*`, or `**/*` for every depth, with path `{shown}`), or search it with grep"
+        )));
+    }
+    let max_bytes = Settings::of(context).max_read_bytes();
+    // The model sees the contents: the read counts for freshness.
+    let file = files.read(&path, max_bytes, true).map_err(|mut e| {
+        if e.code == ErrorCode::LimitExceeded {
+            e.message.push_str(
+                ". Look into it with grep (it searches files of any size) or with bash (`head -n 100`, `sed -n '5000,5100p'`)",
+            );
+        }
+        e
+    })?;
+    let shown = if file.path.is_empty() {
+        shown
+    } else {
+        file.path.clone()
+    };
+    let bytes = file.contents;
+    match sniff(&bytes) {
+        Sniffed::Image(mime) => Ok(content(vec![
+            ContentItem::Text(format!("{shown}: a {mime} image of {} bytes", bytes.len())),
+            ContentItem::Image(BinaryContent {
+                mime_type: mime.to_string(),
+                data: bytes,
+            }),
+        ])),
+        Sniffed::Binary(why) => Err(invalid(format!(
+            "{shown} is a binary file of {} bytes: {why}. read shows text files and images only; inspect it with bash, e.g. `file {shown}` or `xxd {shown} | head -40`",
+            bytes.len()
+        ))),
+        Sniffed::Text("") => Ok(text(format!("{shown} is empty (0 bytes)."))),
+        Sniffed::Text(contents) => {
+            let contents = contents.strip_prefix('\u{feff}').unwrap_or(contents);
+            let budget = result_budget(context);
+            let offset = args.offset.unwrap_or(1).max(1) as usize;
+            let limit = args.limit.map_or(MAX_PAGE_LINES, |l| l as usize);
+            let page = pager::page(contents, offset, limit, budget).map_err(|total| {
+                invalid(format!(
+                    "offset {offset} is past the end of {shown}: it has {total} line{}",
+                    if total == 1 { "" } else { "s" }
+                ))
+            })?;
+            let mut notes = Vec::new();
+            if crate::replace::dominant_eol(contents) == "\r\n" {
+                notes.push("the file has CRLF line endings (edit and apply_patch keep them; give text with plain line breaks)");
+            }
+            if !contents.ends_with('\n') && page.last == page.total {
+                notes.push("no newline at the end of the file");
+            }
+            let mut out = page.text.clone();
+            out.push_str(&page.footer(budget, &notes));
+            Ok(text(out))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::memory::Memory;
+    use crate::tools::testing::{context, failed, ok_text};
+
+    fn read(files: &Memory, args: serde_json::Value) -> ToolResult {
+        let args: Args = serde_json::from_value(args).unwrap();
+        run(files, &context(), args).into()
+    }
+
+    #[test]
+    fn a_text_file_comes_back_numbered_with_its_footer() {
+        let files = Memory::new();
+        files.put("src/a.rs", "fn main() {\n}\n");
+        let out = ok_text(read(&files, serde_json::json!({"path": "src/a.rs"})));
+        assert_eq!(
+            out,
+            "     1\tfn main() {\n     2\t}\n[end of file: 2 lines]"
+        );
+    }
+
+    #[test]
+    fn paging_a_big_file_names_the_next_offset_and_stays_in_the_budget() {
+        let files = Memory::new();
+        let big: String = (1..=100_000).map(|i| format!("line {i}\n")).collect();
+        files.put("big.txt", &big);
+        let out = ok_text(read(&files, serde_json::json!({"path": "/ws/big.txt"})));
+        assert!(out.len() <= 30_000, "{}", out.len());
+        let footer = out.lines().last().unwrap();
+        assert!(
+            footer.contains("of 100000") && footer.contains("output budget"),
+            "{footer}"
+        );
+        let page = ok_text(read(
+            &files,
+            serde_json::json!({"path": "big.txt", "offset": 99_998, "limit": 5}),
+        ));
+        assert_eq!(
+            page,
+            " 99998\tline 99998\n 99999\tline 99999\n100000\tline 100000\n[lines 99998-100000 of 100000; end of file]"
+        );
+        let (code, message) = failed(read(
+            &files,
+            serde_json::json!({"path": "big.txt", "offset": 100_001}),
+        ));
+        assert_eq!(code, ErrorCode::InvalidArguments);
+        assert!(message.contains("past the end of big.txt: it has 100000 lines"));
+    }
+
+    #[test]
+    fn crlf_and_a_missing_final_newline_are_mentioned() {
+        let files = Memory::new();
+        files.put("w.txt", "a\r\nb");
+        let out = ok_text(read(&files, serde_json::json!({"path": "w.txt"})));
+        assert!(
+            out.starts_with("     1\ta\n     2\tb\n[end of file: 2 lines; the file has CRLF"),
+            "{out}"
+        );
+        assert!(out.ends_with("; no newline at the end of the file]"));
+    }
+
+    #[test]
+    fn images_binaries_empty_files_directories_and_missing_files() {
+        let files = Memory::new();
+        let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDRdata".to_vec();
+        files.put("img/logo.png", &png);
+        let result = read(&files, serde_json::json!({"path": "img/logo.png"}));
+        match result.content.as_slice() {
+            [ContentItem::Text(t), ContentItem::Image(image)] => {
+                assert!(t.contains("image/png"));
+                assert_eq!((image.mime_type.as_str(), &image.data), ("image/png", &png));
+            }
+            other => panic!("{other:?}"),
+        }
+
+        files.put("app.bin", b"\x7fELF\x02\x01\0\0");
+        let (code, message) = failed(read(&files, serde_json::json!({"path": "app.bin"})));
+        assert_eq!(code, ErrorCode::InvalidArguments);
+        assert!(
+            message.contains("binary") && message.contains("xxd app.bin"),
+            "{message}"
+        );
+
+        files.put("latin1.txt", b"caf\xe9\n");
+        let (code, message) = failed(read(&files, serde_json::json!({"path": "latin1.txt"})));
+        assert_eq!(code, ErrorCode::InvalidArguments);
+        assert!(message.contains("not UTF-8"));
+
+        files.put("empty.txt", "");
+        assert_eq!(
+            ok_text(read(&files, serde_json::json!({"path": "empty.txt"}))),
+            "empty.txt is empty (0 bytes)."
+        );
+
+        let (code, message) = failed(read(&files, serde_json::json!({"path": "img"})));
+        assert_eq!(code, ErrorCode::InvalidArguments);
+        assert!(message.contains("is a directory") && message.contains("glob"));
+
+        let (code, _) = failed(read(&files, serde_json::json!({"path": "nope.txt"})));
+        assert_eq!(code, ErrorCode::NotFound);
+
+        let (code, message) = failed(read(&files, serde_json::json!({"path": ""})));
+        assert_eq!(code, ErrorCode::InvalidArguments);
+        assert!(message.contains("empty"));
+    }
+
+    #[test]
+    fn a_file_over_the_size_setting_is_limit_exceeded_with_what_to_do() {
+        let files = Memory::new();
+        files.put("log.txt", "x".repeat(2000));
+        let mut context = context();
+        context.settings_json = r#"{"max_read_bytes": 1000}"#.into();
+        let args: Args = serde_json::from_value(serde_json::json!({"path": "log.txt"})).unwrap();
+        let (code, message) = failed(run(&files, &context, args).into());
+        assert_eq!(code, ErrorCode::LimitExceeded);
+        assert!(message.contains("grep"), "{message}");
+    }
+
+    #[test]
+    fn long_lines_are_cut_with_a_marker() {
+        let files = Memory::new();
+        files.put("min.js", format!("{}\n", "x".repeat(2500)));
+        let out = ok_text(read(&files, serde_json::json!({"path": "min.js"})));
+        assert!(
+            out.contains("… [line cut: 500 more characters]"),
+            "{}",
+            &out[out.len() - 200..]
+        );
+        assert!(out.contains("lines over 2000 characters were cut"));
+    }
+}
