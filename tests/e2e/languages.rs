@@ -151,7 +151,10 @@ fn build(lang: Lang) -> PathBuf {
                     Lang::Python => ("app.py", tmp().join("langs-build/python/todos.wasm")),
                     _ => ("todos.js", tmp().join("langs-build/js/todos.wasm")),
                 };
-                let text = std::fs::read_to_string(dir.join(source)).unwrap();
+                // The build is kept while its source and the contract it is built
+                // against are the same (an unreleased 0.2.0 still grows).
+                let text = std::fs::read_to_string(dir.join(source)).unwrap()
+                    + &std::fs::read_to_string(root().join("wit/v0.2.0/plugin.wit")).unwrap();
                 let stamp = out.with_extension("source");
                 if out.exists() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(&text) {
                     return out;
@@ -359,12 +362,13 @@ fn build_guard() -> (PathBuf, PathBuf) {
     locked("langs-guard", || {
         let dir = root().join("examples/plugins/python/guard_paths");
         let text = std::fs::read_to_string(dir.join("app.py")).unwrap();
+        let contract = std::fs::read_to_string(root().join("wit/v0.2.0/plugin.wit")).unwrap();
         let build = tmp().join("langs-build/guard_paths");
         let stamp = build.join("app.py.source");
         let (v1, v2) = (build.join("v1.wasm"), build.join("v2.wasm"));
         if v1.exists()
             && v2.exists()
-            && std::fs::read_to_string(&stamp).ok().as_deref() == Some(&text)
+            && std::fs::read_to_string(&stamp).ok() == Some(text.clone() + &contract)
         {
             return (v1, v2);
         }
@@ -378,7 +382,7 @@ fn build_guard() -> (PathBuf, PathBuf) {
         .unwrap();
         componentize_python(&dir, "guard", &v1);
         componentize_python(&v2_dir, "guard", &v2);
-        std::fs::write(&stamp, text).unwrap();
+        std::fs::write(&stamp, text + &contract).unwrap();
         (v1, v2)
     })
 }

@@ -320,8 +320,7 @@ impl Catalog {
 
     /// Why there is no tool `name`: none by that name, and, when a plugin whose name is
     /// the tool's or its prefix (`terminal` for `terminal_open`) was refused, that
-    /// plugin and why (a refused version's tools are not known: it never described them);
-    /// else every refused plugin that never served, and why.
+    /// plugin and why (a refused version's tools are not known: it never described them).
     fn unknown_tool_message(&self, name: &str, scope: &Scope) -> String {
         let unknown = format!("no tool named {name:?}");
         if !scope.sees(name) {
@@ -347,24 +346,7 @@ impl Catalog {
                     .map(|(plugin, entry)| (plugin.as_str(), entry))
             });
         let Some((plugin, entry)) = refused else {
-            // No refused plugin is named like the tool; one that never served might
-            // still have had it (the embedded `files` serves `read`).
-            let never_served: Vec<String> = self
-                .plugins
-                .iter()
-                .filter(|(_, entry)| entry.serving.is_none())
-                .filter_map(|(plugin, entry)| {
-                    let refusal = entry.refused.as_ref()?;
-                    Some(format!("{plugin} ({}): {}", refusal.source, refusal.reason))
-                })
-                .collect();
-            if never_served.is_empty() {
-                return unknown;
-            }
-            return format!(
-                "{unknown}; refused, so their tools are not known: {}",
-                never_served.join("; ")
-            );
+            return unknown;
         };
         let Some(refusal) = &entry.refused else {
             return unknown;

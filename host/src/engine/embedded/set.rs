@@ -54,12 +54,6 @@ pub const EMBEDDED: &[EmbeddedPlugin] = &[
         interfaces: &["lsp"],
     },
     EmbeddedPlugin {
-        name: "files",
-        dir: "files",
-        kind: Kind::Tool,
-        interfaces: &["files"],
-    },
-    EmbeddedPlugin {
         name: "deny_destructive",
         dir: "guards/deny_destructive",
         kind: Kind::Stage,
