@@ -1,6 +1,6 @@
 //! The file tools against native baselines run in the same process run:
 //!
-//! 1. `grep` (the embedded `files` plugin, through the whole pipeline) for a literal and
+//! 1. `grep` (the `files` plugin, through the whole pipeline) for a literal and
 //!    for a regex over a generated tree of 10,000 files (about 100 MB), against ripgrep
 //!    run single-threaded (`rg -j1`, Debian's `ripgrep`) on the same tree, runs
 //!    interleaved. Target: ratio <= 2. Then where the plugin's time goes: the same
@@ -81,13 +81,15 @@ fn report(name: &str, samples: &mut [Duration]) -> Duration {
     p50
 }
 
+/// A host serving the `files` plugin (from a plugin directory, granted `files`).
 async fn start(workdir: &Path, state: &Path) -> Host {
-    let mut config = Config::default();
+    let plugins = support::plugin_dir(state.parent().unwrap(), &[("files", "files")]);
+    let mut config = Config::parse("[plugins.files]\ninterfaces = [\"files\"]\n").unwrap();
     // Room for a whole search's answer, and time for a slow machine.
     config.limits.output_budget_bytes = 1 << 20;
     let host = Host::start(HostOptions {
         config,
-        plugins_dir: None,
+        plugins_dir: Some(plugins),
         state_dir: state.to_path_buf(),
         workdir: workdir.to_path_buf(),
         config_file: None,
