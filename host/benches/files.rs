@@ -216,7 +216,7 @@ async fn main() {
         std::hint::black_box(&bytes);
         read_native.push(started.elapsed());
 
-        let (old, new) = (format!("line {} of", i), format!("LINE {} of", i));
+        let (old, new) = (format!("line {} of", i + 1), format!("LINE {} of", i + 1));
         let started = Instant::now();
         call(&edits, "edit", &json!({"path": "big.txt", "old_string": format!("\n{old} "), "new_string": format!("\n{new} ")})).await;
         edit_dsh.push(started.elapsed());
