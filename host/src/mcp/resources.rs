@@ -101,6 +101,16 @@ fn not_found(uri: &str) -> ErrorData {
     )
 }
 
+/// The URI of terminal session `id`'s screen (what [`parse`] reads back).
+fn screen_uri(id: &str) -> String {
+    format!("terminal://{id}/screen")
+}
+
+/// The URI of job `id`'s output.
+fn job_output_uri(id: &str) -> String {
+    format!("job://{id}/output")
+}
+
 fn terminal_resource(session: &SessionInfo) -> Resource {
     let state = if session.alive {
         "running".to_string()
@@ -110,36 +120,30 @@ fn terminal_resource(session: &SessionInfo) -> Resource {
             None => "exited".to_string(),
         }
     };
-    Resource::new(
-        format!("terminal://{}/screen", session.id),
-        format!("{} screen", session.id),
-    )
-    .with_title(format!("Terminal {} ({})", session.id, session.shell))
-    .with_description(format!(
-        "The screen of terminal session {} as it is now ({} in {}, {}x{}, {state}).",
-        session.id,
-        session.shell,
-        session.cwd.display(),
-        session.cols,
-        session.rows
-    ))
-    .with_mime_type(MIME)
+    Resource::new(screen_uri(&session.id), format!("{} screen", session.id))
+        .with_title(format!("Terminal {} ({})", session.id, session.shell))
+        .with_description(format!(
+            "The screen of terminal session {} as it is now ({} in {}, {}x{}, {state}).",
+            session.id,
+            session.shell,
+            session.cwd.display(),
+            session.cols,
+            session.rows
+        ))
+        .with_mime_type(MIME)
 }
 
 fn job_resource(job: &JobInfo) -> Resource {
-    Resource::new(
-        format!("job://{}/output", job.id),
-        format!("{} output", job.id),
-    )
-    .with_title(format!("Job {}: {}", job.id, job.description))
-    .with_description(format!(
-        "The output so far of background job {} ({}, {}): {}",
-        job.id,
-        job.kind,
-        job.state.name(),
-        job.command
-    ))
-    .with_mime_type(MIME)
+    Resource::new(job_output_uri(&job.id), format!("{} output", job.id))
+        .with_title(format!("Job {}: {}", job.id, job.description))
+        .with_description(format!(
+            "The output so far of background job {} ({}, {}): {}",
+            job.id,
+            job.kind,
+            job.state.name(),
+            job.command
+        ))
+        .with_mime_type(MIME)
 }
 
 /// `resources/list`: the owner's terminal sessions, then its jobs, oldest first.
@@ -307,8 +311,8 @@ pub fn complete(
 /// The URI a change of one session or job is about.
 fn changed_uri(change: &ResourceChange) -> Option<String> {
     match change {
-        ResourceChange::Screen(id) => Some(format!("terminal://{id}/screen")),
-        ResourceChange::JobOutput(id) => Some(format!("job://{id}/output")),
+        ResourceChange::Screen(id) => Some(screen_uri(id)),
+        ResourceChange::JobOutput(id) => Some(job_output_uri(id)),
         ResourceChange::Listed => None,
     }
 }

@@ -64,11 +64,6 @@ impl ResourceChanges {
         OwnerChanges(self.sender(owner))
     }
 
-    /// Reports a change of `owner`'s (one not tied to a session or job in hand).
-    pub fn report(&self, owner: &str, change: ResourceChange) {
-        self.for_owner(owner).report(change);
-    }
-
     /// A watcher of `owner`'s changes from now on.
     pub fn watch(&self, owner: &str) -> broadcast::Receiver<ResourceChange> {
         self.sender(owner).subscribe()
