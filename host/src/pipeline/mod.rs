@@ -12,7 +12,8 @@
 //!
 //! Before any of them, a `tool/call` event is written to the session log, the call is
 //! admitted ([`admission`]: it may wait its turn, or get `BUSY`), the tool is resolved in
-//! the caller's scope and the arguments are validated against its schema. The call holds
+//! the caller's scope, the arguments are validated against its schema and its path
+//! arguments normalized ([`paths`]: `src/../x` is `x` from the gate on). The call holds
 //! its admission slot through stage 4. A guard's rewrite (stage 2) replaces the
 //! arguments for the rest of the call, after the gate has checked them again. After the
 //! filters, a tool's structured output is checked against its output schema
@@ -23,6 +24,7 @@
 //! reads it once, with the registry's catalog, and finishes under both.
 
 pub mod admission;
+pub mod paths;
 pub mod s1_gate;
 pub mod s2_guards;
 pub mod s3_execute;
@@ -212,6 +214,18 @@ impl Pipeline {
         if let Err(error) = tool.validate(&request.args) {
             return error.into();
         }
+        // From here on, the request with its path arguments normalized.
+        let normalized;
+        let request = match paths::normalized(&tool.spec.input_schema, &request.args) {
+            Some(args) => {
+                normalized = CallRequest {
+                    args,
+                    ..request.clone()
+                };
+                &normalized
+            }
+            None => request,
+        };
         let context = CallContext {
             owner: request.owner.clone(),
             session: self.session.id.clone(),

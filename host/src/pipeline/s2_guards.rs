@@ -40,7 +40,8 @@ impl GuardChain {
     }
 
     /// Runs every guard in order until one denies. `Ok(Some(args))`: a guard rewrote
-    /// the arguments (already validated against `tool`'s schema); `Ok(None)`: they stand.
+    /// the arguments (validated against `tool`'s schema, path arguments normalized);
+    /// `Ok(None)`: they stand.
     pub async fn check(
         &self,
         runtime: &Runtime,
@@ -128,7 +129,7 @@ fn check_rewrite(tool: &RegisteredTool, guard: &str, text: &str) -> Result<Value
     }
     tool.validate(&args)
         .map_err(|error| refused(error.message))?;
-    Ok(args)
+    Ok(crate::pipeline::paths::normalized(&tool.spec.input_schema, &args).unwrap_or(args))
 }
 
 /// Puts a guard's `ask` to the call's approver and records the decision.

@@ -28,7 +28,7 @@ const MAX_REGION_LINES: usize = 80;
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// The file: relative to the workspace or absolute inside it.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1), extend("format" = "path"))]
     pub path: String,
     /// The exact text to replace, as the file has it (without read's line-number prefixes).
     pub old_string: String,

@@ -25,7 +25,7 @@ pub struct Args {
     pub pattern: String,
     /// The directory to search, relative to the workspace or absolute inside it
     /// (default: the workspace).
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1), extend("format" = "path"))]
     pub path: Option<String>,
     /// Also list files ignored by .gitignore, .ignore and .git/info/exclude, such as
     /// build output and dependencies (default false).
@@ -45,11 +45,16 @@ pub fn search_root(
     };
     match std::fs::metadata(&root) {
         Ok(_) => Ok(root),
-        // Only for the message: the preopen is what confines the walk.
-        Err(_) if !Path::new(&root).starts_with(&context.workdir) => Err(invalid(format!(
-            "{root} is outside the workspace {}: {tool} searches only the workspace (give a path inside it, or one relative to it)",
-            context.workdir
-        ))),
+        // Only for the message: the preopens are what confine the walk.
+        Err(_)
+            if !Path::new(&root).starts_with(&context.workdir)
+                && crate::fsys::top_of(Path::new(&root)).is_none() =>
+        {
+            Err(invalid(format!(
+                "{root} is outside the workspace {} (and every extra root dsh.toml's [files] extra_roots names): {tool} searches only those (give a path inside one, or one relative to the workspace)",
+                context.workdir
+            )))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(error(
             ErrorCode::NotFound,
             format!(
@@ -58,7 +63,7 @@ pub fn search_root(
             ),
         )),
         Err(e) => Err(invalid(format!(
-            "cannot read {}: {e} ({tool} sees the workspace {} only)",
+            "cannot read {}: {e} ({tool} sees only the workspace {} and the extra roots)",
             paths::display(&context.workdir, &root),
             context.workdir
         ))),

@@ -40,7 +40,7 @@ pub struct Args {
     pub pattern: String,
     /// The directory or file to search, relative to the workspace or absolute inside it
     /// (default: the workspace).
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1), extend("format" = "path"))]
     pub path: Option<String>,
     /// Only files matching this glob, e.g. `*.py`, `*.{ts,tsx}`, `src/**`; `!` in
     /// front excludes instead.

@@ -25,7 +25,7 @@ they refuse to change a file that changed since you last read it, or that you ne
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// The file: relative to the workspace (e.g. `src/main.rs`) or absolute inside it.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1), extend("format" = "path"))]
     pub path: String,
     /// The first line to show, 1-based (default 1). To read on, pass the `offset` the
     /// previous page's last line names.

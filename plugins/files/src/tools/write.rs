@@ -23,7 +23,7 @@ apply_patch instead. An existing file keeps its permission bits and its CRLF lin
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// The file: relative to the workspace (e.g. `src/new.rs`) or absolute inside it.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1), extend("format" = "path"))]
     pub path: String,
     /// The whole new content of the file, exactly as it should be (end it with a
     /// newline if the file should end with one).
