@@ -109,7 +109,7 @@ fn tools_log(env: &Env) -> String {
 
 #[test]
 fn a_second_start_loads_compiled_components_from_the_cache() {
-    let env = Env::new();
+    let env = Env::cold();
     assert!(tools_log(&env).contains("compile cache miss"));
     let second = tools_log(&env);
     assert!(second.contains("compile cache hit"), "{second}");

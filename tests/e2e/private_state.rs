@@ -134,7 +134,7 @@ fn everything_under_the_state_dir_is_private_with_umask_022() {
 
 #[test]
 fn a_state_dir_owned_by_another_user_is_refused() {
-    let env = Env::new();
+    let env = Env::cold();
     let state = env.state_dir();
     std::os::unix::fs::chown(&state, Some(65534), Some(65534)).unwrap();
     for args in [

@@ -39,25 +39,9 @@ from tool_results import call, expect_error, show, text
 
 pytestmark = pytest.mark.anyio
 
-# The `files` plugin is served from a plugin directory, granted `files` (it is not
-# embedded yet: see the README's "The file tools").
+# The embedded `files` plugin's grant, stated (the configurations these tests write keep it).
 GRANT = '[plugins.files]\ninterfaces = ["files"]\n'
 
-
-@pytest.fixture(autouse=True)
-def files_plugin(dsh_env: dict[str, str], tmp_path: Path) -> Path:
-    """Every dsh these tests start serves the built `files` plugin, granted `files`."""
-    wasm_dir = os.environ.get("DSH_PLUGIN_WASM_DIR")
-    if not wasm_dir:
-        pytest.fail("DSH_PLUGIN_WASM_DIR is not set: run through `cargo test` (tests/e2e/mcp_clients.rs)")
-    plugins = tmp_path / "files-plugins"
-    plugins.mkdir()
-    (plugins / "files.wasm").write_bytes((Path(wasm_dir) / "files.wasm").read_bytes())
-    config = tmp_path / "files-dsh.toml"
-    config.write_text(GRANT)
-    dsh_env["DSH_PLUGINS"] = str(plugins)
-    dsh_env["DSH_CONFIG"] = str(config)
-    return plugins
 
 # A 1x1 PNG.
 PNG = base64.b64decode(

@@ -54,6 +54,12 @@ pub const EMBEDDED: &[EmbeddedPlugin] = &[
         interfaces: &["lsp"],
     },
     EmbeddedPlugin {
+        name: "files",
+        dir: "files",
+        kind: Kind::Tool,
+        interfaces: &["files"],
+    },
+    EmbeddedPlugin {
         name: "deny_destructive",
         dir: "guards/deny_destructive",
         kind: Kind::Stage,
@@ -68,6 +74,12 @@ pub const EMBEDDED: &[EmbeddedPlugin] = &[
     EmbeddedPlugin {
         name: "ask_git_push",
         dir: "guards/ask_git_push",
+        kind: Kind::Stage,
+        interfaces: &[],
+    },
+    EmbeddedPlugin {
+        name: "ask_writes_outside",
+        dir: "guards/ask_writes_outside",
         kind: Kind::Stage,
         interfaces: &[],
     },
