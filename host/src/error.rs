@@ -20,7 +20,9 @@ macro_rules! for_each_error_code {
             InvalidArguments = "INVALID_ARGUMENTS", wit;
             /// No tool of that name is registered in the caller's scope.
             UnknownTool = "UNKNOWN_TOOL", wit;
-            /// The gate, a guard or an approval refused the call.
+            /// The gate, a guard or an approval refused the call, or a host interface
+            /// refused what the operator's configuration does not allow (a commit into a
+            /// read-only extra root of the file tools).
             Denied = "DENIED", wit;
             /// The call ran out of time.
             Timeout = "TIMEOUT", wit;

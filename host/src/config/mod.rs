@@ -80,6 +80,10 @@
 //! max_tracked_files_per_owner = 10000 # reads remembered per owner; the oldest is forgotten
 //!                               # (that file must be read again before a commit changes it)
 //! max_read_bytes = 16777216     # the largest file one read returns (else LIMIT_EXCEEDED)
+//! extra_roots = [               # directories besides the workspace the file tools reach
+//!   { path = "/srv/docs" },     # read-only (the default): read, glob, grep
+//!   { path = "/srv/scratch", write = true }, # and changed through commits too
+//! ]                             # absolute; the deepest root holding a path decides
 //!
 //! [serve]
 //! owner_grace_ms = 30000        # a gone connection's resources live this long
@@ -475,6 +479,7 @@ impl Config {
         config.process.env.check()?;
         config.serve.check()?;
         config.limits.check()?;
+        config.files.check().map_err(|e| e.to_string())?;
         for (name, plugin) in &config.plugins {
             plugin
                 .check()

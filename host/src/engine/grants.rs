@@ -3,7 +3,9 @@
 //! without its grant refuses the load), and the WASI context every call of it gets: the
 //! granted directories, environment variables and network addresses. Everything else is
 //! denied. No granted directory may overlap dsh's state directory (event logs, spill
-//! files, the compile cache and its key, control sockets).
+//! files, the compile cache and its key, control sockets). The `files` grant also maps
+//! the session workspace and every extra root (`[files] extra_roots`) into the plugin,
+//! read-only, under the same rule.
 //!
 //! The network is granted three ways: `network` (alias `connect`) lists the addresses a
 //! plugin may connect or send datagrams to, `bind` the ones it may bind and listen on,
@@ -36,6 +38,7 @@ pub const NAME_TTL: Duration = Duration::from_secs(5);
 
 use super::plugin::PluginSource;
 use crate::config::plugin::{AddressPattern, FsMode, ParsedPattern, PluginConfig};
+use crate::services::files::config::{tidy, ExtraRoot};
 
 /// The WIT package whose interfaces need grants (`types` holds only types and needs none).
 const HOST_PACKAGE: &str = "dsh:plugin/";
@@ -75,6 +78,28 @@ pub enum GrantError {
     Workspace {
         path: PathBuf,
         source: std::io::Error,
+    },
+    #[error(
+        "the extra root {path} ([files] extra_roots in dsh.toml): {source}; the `files` \
+         grant maps every extra root into the plugin, so each must be an existing \
+         directory, named by its absolute path"
+    )]
+    ExtraRoot {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "the `files` grant maps the extra root {root} ([files] extra_roots in dsh.toml) \
+         into the plugin (read-only), and that root {overlap} dsh's state directory \
+         {state_dir}: a plugin may not reach the event logs, spill files, compile cache or \
+         control sockets. Take it out of [files] extra_roots (or name a directory that \
+         does not hold the state directory), or move the state directory (`--state-dir \
+         DIR` or `DSH_STATE_DIR`; by default it is `$XDG_STATE_HOME/dsh`)"
+    )]
+    ExtraRootStateDir {
+        root: PathBuf,
+        overlap: &'static str,
+        state_dir: PathBuf,
     },
     #[error("network grant {pattern:?}: {message}")]
     Network { pattern: String, message: String },
@@ -334,13 +359,15 @@ impl Grants {
     /// symlinks are resolved now) and stay clear of `state_dir`; network patterns are
     /// parsed (host names are looked up when a call uses them, see [`NAME_TTL`]). A
     /// plugin granted `files` also gets the session `workspace` (if the host has one)
-    /// read-only at its own path, under the same state directory rule.
+    /// and the `extra_roots` read-only at their own paths, under the same state
+    /// directory rule.
     pub async fn resolve(
         name: &str,
         source: &PluginSource,
         config: &PluginConfig,
         state_dir: Option<&Path>,
         workspace: Option<&Path>,
+        extra_roots: &[ExtraRoot],
     ) -> Result<Grants, GrantError> {
         let interfaces: BTreeSet<String> = match (&config.interfaces, source) {
             (Some(granted), _) => granted.iter().cloned().collect(),
@@ -379,8 +406,13 @@ impl Grants {
                 mode: grant.mode,
             });
         }
-        if let Some(workspace) = workspace.filter(|_| interfaces.contains(FILES)) {
-            if let Some(dir) = workspace_dir(workspace, state_dir)? {
+        if interfaces.contains(FILES) {
+            let mut reach = Vec::new();
+            if let Some(workspace) = workspace {
+                reach.extend(workspace_dir(workspace, state_dir)?);
+            }
+            reach.extend(extra_root_dirs(extra_roots, state_dir)?);
+            for dir in reach {
                 // A directory granted at the same guest path is the operator's word.
                 if !fs.iter().any(|granted| granted.guest == dir.guest) {
                     fs.push(dir);
@@ -554,6 +586,55 @@ fn workspace_dir(
     }))
 }
 
+/// The extra roots as a `files` plugin sees them: read-only, each at its canonical path
+/// (and at its path as configured too, when a link leads there), so that the plugin's
+/// reads and walks find every path the host's files service takes (writes go through
+/// the host only). Each must be an absolute path to an existing directory clear of the
+/// state directory.
+fn extra_root_dirs(
+    roots: &[ExtraRoot],
+    state_dir: Option<&Path>,
+) -> Result<Vec<GrantedDir>, GrantError> {
+    let mut dirs = Vec::new();
+    for root in roots {
+        let refused = |source| GrantError::ExtraRoot {
+            path: root.path.clone(),
+            source,
+        };
+        if !root.path.is_absolute() {
+            return Err(refused(std::io::Error::other("not an absolute path")));
+        }
+        let path = std::fs::canonicalize(&root.path).map_err(refused)?;
+        if !path.is_dir() {
+            return Err(refused(std::io::Error::other("not a directory")));
+        }
+        if let Some(state_dir) = state_dir {
+            check_state_dir_overlap(&root.path, &path, state_dir).map_err(|error| match error {
+                GrantError::StateDir {
+                    overlap, state_dir, ..
+                } => GrantError::ExtraRootStateDir {
+                    root: root.path.clone(),
+                    overlap,
+                    state_dir,
+                },
+                other => other,
+            })?;
+        }
+        let configured = tidy(&root.path);
+        for guest in [path.clone(), configured] {
+            let guest = guest.display().to_string();
+            if !dirs.iter().any(|dir: &GrantedDir| dir.guest == guest) {
+                dirs.push(GrantedDir {
+                    path: path.clone(),
+                    guest,
+                    mode: FsMode::ReadOnly,
+                });
+            }
+        }
+    }
+    Ok(dirs)
+}
+
 /// Refuses a granted directory (`granted`, canonical; `path` as configured) that is,
 /// is inside, or contains the state directory (canonicalized here; one that does not
 /// exist is compared as given).
@@ -690,7 +771,15 @@ mod tests {
         let resolve = |interfaces: &'static [&'static str], state: PathBuf| {
             let (source, ws) = (source.clone(), ws.clone());
             async move {
-                Grants::resolve("x", &source, &config(interfaces), Some(&state), Some(&ws)).await
+                Grants::resolve(
+                    "x",
+                    &source,
+                    &config(interfaces),
+                    Some(&state),
+                    Some(&ws),
+                    &[],
+                )
+                .await
             }
         };
         let grants = resolve(&["files"], state.clone()).await.unwrap();
@@ -713,6 +802,104 @@ mod tests {
         assert!(text.contains("--state-dir"), "{text}");
         assert!(text.contains("XDG_STATE_HOME"), "{text}");
         assert!(resolve(&["log"], ws.join(".state")).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_files_grant_maps_the_extra_roots_read_only_unless_one_is_not_a_directory_or_holds_the_state_dir(
+    ) {
+        let root = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(root.path()).unwrap();
+        let (ws, state) = (root.join("ws"), root.join("state"));
+        let (docs, scratch) = (root.join("srv/docs"), root.join("srv/scratch"));
+        for dir in [&ws, &state, &docs, &scratch] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::fs::write(root.join("file"), "x").unwrap();
+        std::os::unix::fs::symlink(&scratch, root.join("scratch-link")).unwrap();
+        let extra = |path: PathBuf, write: bool| ExtraRoot { path, write };
+        let config = |interfaces: &[&str]| PluginConfig {
+            interfaces: Some(interfaces.iter().map(|i| i.to_string()).collect()),
+            ..PluginConfig::default()
+        };
+        let source = PluginSource::Path("x.wasm".into());
+        let resolve = |interfaces: &'static [&'static str], roots: Vec<ExtraRoot>| {
+            let (source, ws, state) = (source.clone(), ws.clone(), state.clone());
+            async move {
+                Grants::resolve(
+                    "x",
+                    &source,
+                    &config(interfaces),
+                    Some(&state),
+                    Some(&ws),
+                    &roots,
+                )
+                .await
+            }
+        };
+        let roots = vec![
+            extra(docs.clone(), false),
+            extra(root.join("scratch-link"), true),
+        ];
+        let grants = resolve(&["files"], roots.clone()).await.unwrap();
+        let seen: Vec<(PathBuf, String, FsMode)> = grants
+            .view
+            .fs
+            .iter()
+            .map(|d| (d.path.clone(), d.guest.clone(), d.mode))
+            .collect();
+        let show = |p: &Path| p.display().to_string();
+        assert_eq!(
+            seen,
+            [
+                (ws.clone(), show(&ws), FsMode::ReadOnly),
+                (docs.clone(), show(&docs), FsMode::ReadOnly),
+                // A writable root is mapped read-only too (writes go through the host),
+                // at its canonical path and at the link it was named by.
+                (scratch.clone(), show(&scratch), FsMode::ReadOnly),
+                (
+                    scratch.clone(),
+                    show(&root.join("scratch-link")),
+                    FsMode::ReadOnly
+                ),
+            ]
+        );
+        assert!(resolve(&["log"], roots).await.unwrap().view.fs.is_empty());
+        // Missing, not a directory, relative: refused, naming the root.
+        for (path, says) in [
+            (root.join("missing"), "No such file"),
+            (root.join("file"), "not a directory"),
+            (PathBuf::from("srv/docs"), "not an absolute path"),
+        ] {
+            let error = resolve(&["files"], vec![extra(path.clone(), false)])
+                .await
+                .unwrap_err();
+            let text = error.to_string();
+            assert!(
+                text.contains(&format!("the extra root {}", path.display())) && text.contains(says),
+                "{text}"
+            );
+        }
+        // Holding the state directory, or inside it: refused as the workspace is.
+        for (path, overlap) in [
+            (root.clone(), "contains"),
+            (state.join("sessions"), "is inside"),
+        ] {
+            std::fs::create_dir_all(&path).unwrap();
+            let error = resolve(&["files"], vec![extra(path.clone(), true)])
+                .await
+                .unwrap_err();
+            let text = error.to_string();
+            assert!(
+                text.contains(&format!("the extra root {}", path.display()))
+                    && text.contains(&format!("that root {overlap} dsh's state directory"))
+                    && text.contains("--state-dir"),
+                "{text}"
+            );
+        }
+        // Without `files`, no root is mapped, nor refused.
+        assert!(resolve(&["log"], vec![extra(root.clone(), false)])
+            .await
+            .is_ok());
     }
 
     fn network(connect: &[&str], bind: &[&str], dns: bool) -> NetworkGrants {

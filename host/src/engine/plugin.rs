@@ -345,6 +345,7 @@ impl Plugin {
             &config,
             runtime.state_dir.as_deref(),
             runtime.services.files.workspace(),
+            runtime.services.files.extra_roots(),
         )
         .await?;
         grants

@@ -1,11 +1,13 @@
-//! The workspace as `glob` and `grep` see it, in as few host calls as can be: directories
-//! opened once and listed with each entry's type (never a `stat` per entry), files read
-//! by name from their directory in large positional reads, modification times asked only
-//! for the files reported. In the component this is WASI 0.2 `wasi:filesystem` on the
-//! read-only preopen, directly (the libc layer beneath `std::fs` costs a metadata call per
-//! directory entry and several calls per read); natively (the unit tests) it is
-//! `std::fs`. Symlinks are reported as such and never followed; only regular files are
-//! ever opened for reading.
+//! The workspace and the extra roots as `glob` and `grep` see them, in as few host calls
+//! as can be: directories opened once and listed with each entry's type (never a `stat`
+//! per entry), files read by name from their directory in large positional reads,
+//! modification times asked only for the files reported. In the component this is WASI
+//! 0.2 `wasi:filesystem` on the read-only preopens (the workspace's and each extra
+//! root's, at their own paths), directly (the libc layer beneath `std::fs` costs a
+//! metadata call per directory entry and several calls per read): a path is opened
+//! beneath the deepest preopen that holds it, matched by whole components (`/srv/docs2`
+//! is not in `/srv/docs`). Natively (the unit tests) it is `std::fs`. Symlinks are
+//! reported as such and never followed; only regular files are ever opened for reading.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -44,7 +46,7 @@ const FIRST_READ: usize = 16 << 10;
 /// The most bytes of an ignore file read.
 const MAX_SMALL: usize = 1 << 20;
 
-pub use imp::{Dir, Rest};
+pub use imp::{top_of, Dir, Rest};
 
 impl Dir {
     /// The entries of the directory, sorted by name.
@@ -79,6 +81,11 @@ mod imp {
     /// An open directory.
     pub struct Dir {
         path: PathBuf,
+    }
+
+    /// The preopen holding `path`: natively there are none.
+    pub fn top_of(_path: &Path) -> Option<PathBuf> {
+        None
     }
 
     /// The rest of a large file.
@@ -233,22 +240,33 @@ mod imp {
         }
     }
 
+    /// The deepest preopen holding `path` (by whole components), its guest path, and
+    /// the rest of `path` beneath it.
+    fn preopen_of(path: &Path) -> Option<(Descriptor, PathBuf, PathBuf)> {
+        let mut best: Option<(Descriptor, PathBuf, PathBuf)> = None;
+        for (fd, guest) in get_directories() {
+            let guest = PathBuf::from(guest);
+            if let Ok(rest) = path.strip_prefix(&guest) {
+                let deeper = best
+                    .as_ref()
+                    .is_none_or(|(_, b, _)| guest.components().count() > b.components().count());
+                if deeper {
+                    best = Some((fd, guest.clone(), rest.to_path_buf()));
+                }
+            }
+        }
+        best
+    }
+
+    /// The guest path of the preopen (the workspace or an extra root) holding `path`.
+    pub fn top_of(path: &Path) -> Option<PathBuf> {
+        preopen_of(path).map(|(_, guest, _)| guest)
+    }
+
     impl Dir {
         /// Opens the directory at the absolute `path`, beneath the preopen it lies in.
         pub fn open(path: &Path) -> io::Result<Dir> {
-            let mut best: Option<(Descriptor, PathBuf)> = None;
-            for (fd, guest) in get_directories() {
-                let guest = PathBuf::from(guest);
-                if let Ok(rest) = path.strip_prefix(&guest) {
-                    let longer = best
-                        .as_ref()
-                        .is_none_or(|(_, b)| guest.as_os_str().len() > b.as_os_str().len());
-                    if longer {
-                        best = Some((fd, rest.to_path_buf()));
-                    }
-                }
-            }
-            let Some((preopen, rest)) = best else {
+            let Some((preopen, _, rest)) = preopen_of(path) else {
                 return Err(io::Error::new(
                     io::ErrorKind::PermissionDenied,
                     format!(

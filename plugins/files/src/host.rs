@@ -1,7 +1,8 @@
 //! The host's `files` service behind a trait, so the tools that read and change files
-//! run against the real host in the component and against an in-memory workspace in
-//! the native unit tests (which also plays the host's freshness rule: an existing file
-//! is only changed after a remembered read, the model's, of its current version).
+//! run against the real host in the component and against an in-memory workspace (and
+//! two extra roots) in the native unit tests, which also plays the host's rules: an
+//! existing file is only changed after a remembered read, the model's, of its current
+//! version, and nothing in a read-only extra root is changed.
 
 use dsh_plugin::tool_files::files::{self, Change, Changed, FileRead};
 use dsh_plugin::ToolError;
@@ -53,7 +54,8 @@ impl Files for Host {
 
 #[cfg(test)]
 pub mod memory {
-    //! An in-memory workspace at `/ws` with the host's rules, for the tools' tests.
+    //! An in-memory workspace at `/ws`, and the extra roots `/srv/docs` (read-only) and
+    //! `/srv/scratch` (writable), with the host's rules, for the tools' tests.
 
     use std::cell::RefCell;
     use std::collections::BTreeMap;
@@ -80,15 +82,45 @@ pub mod memory {
     }
 
     pub const ROOT: &str = "/ws";
+    /// An extra root the tools may read, not change.
+    pub const DOCS: &str = "/srv/docs";
+    /// An extra root with `write = true`.
+    pub const SCRATCH: &str = "/srv/scratch";
 
+    /// A file's key: relative in the workspace, absolute in an extra root (what the host
+    /// names it by).
     fn key(path: &str) -> Result<String, ToolError> {
-        let path = crate::paths::join(ROOT, path);
-        match path.strip_prefix("/ws/") {
-            Some(rest) if !rest.split('/').any(|c| c == "..") => Ok(rest.to_string()),
-            _ => Err(error(
-                ErrorCode::InvalidArguments,
-                format!("{path} is outside the workspace"),
+        let path = crate::paths::normalize(&crate::paths::join(ROOT, path));
+        if let Some(rest) = path.strip_prefix("/ws/") {
+            return Ok(rest.to_string());
+        }
+        for root in [DOCS, SCRATCH] {
+            if path
+                .strip_prefix(root)
+                .is_some_and(|rest| rest.starts_with('/'))
+            {
+                return Ok(path);
+            }
+        }
+        Err(error(
+            ErrorCode::InvalidArguments,
+            format!("{path} is outside the workspace and the extra roots"),
+        ))
+    }
+
+    /// Refuses a change in the read-only extra root, as the host does.
+    fn check_writable(key: &str) -> Result<(), ToolError> {
+        match key
+            .strip_prefix(DOCS)
+            .is_some_and(|rest| rest.starts_with('/'))
+        {
+            true => Err(error(
+                ErrorCode::Denied,
+                format!(
+                    "{key} is in the extra root {DOCS}, which is read-only: nothing was changed"
+                ),
             )),
+            false => Ok(()),
         }
     }
 
@@ -208,6 +240,7 @@ pub mod memory {
                         key
                     }
                 };
+                check_writable(&key)?;
                 self.check_fresh(&key)?;
                 keys.push(key);
             }

@@ -1,9 +1,11 @@
 //! The model's file tools, as one plugin of the `tool-files` world: `read`, `write`,
-//! `edit`, `apply_patch`, `glob` and `grep`. The workspace is a read-only WASI preopen
-//! at its own absolute path (what `glob` and `grep` walk, fast); every read that counts
-//! for freshness and every change goes through the host's `files` interface
-//! (`files.read`, and one all-or-none `files.commit` per call), which confines paths and
-//! refuses stale writes.
+//! `edit`, `apply_patch`, `glob` and `grep`. The workspace, and each extra root the
+//! operator gives the file tools (`[files] extra_roots`), is a read-only WASI preopen at
+//! its own absolute path (what `glob` and `grep` walk, fast); every read that counts for
+//! freshness and every change goes through the host's `files` interface (`files.read`,
+//! and one all-or-none `files.commit` per call), which confines paths, refuses stale
+//! writes and changes in a read-only extra root (`DENIED`). A path in the workspace is
+//! shown relative to it, one in an extra root absolute.
 //!
 //! Settings (`[plugins.files.settings]` in `dsh.toml`): `max_read_bytes` (32 MiB, the
 //! largest file read, edit and apply_patch take), `glob_limit` (200 paths) and
@@ -27,6 +29,9 @@ pub mod search;
 pub mod sniff;
 pub mod tools;
 pub mod walk;
+
+#[cfg(test)]
+mod roots_tests;
 
 use dsh_plugin::{CallContext, Tool, ToolResult, Tools};
 

@@ -2,9 +2,9 @@
 //! name order (so results are stable), never following a symlink, leaving out `.git/`
 //! unless asked, and honouring `.gitignore`, `.ignore` and `.git/info/exclude` as ripgrep
 //! does unless asked not to: the rules of the directories above the search root (up to
-//! the workspace root) apply too, a `.gitignore` counts without a `.git` directory (the
-//! workspace may be part of a repository), the deepest rule that matches decides, and an
-//! ignored directory is not entered. A glob override (`grep`'s `glob`) and a file-type
+//! the workspace root, or up to the extra root it lies in) apply too, a `.gitignore`
+//! counts without a `.git` directory (the workspace may be part of a repository), the
+//! deepest rule that matches decides, and an ignored directory is not entered. A glob override (`grep`'s `glob`) and a file-type
 //! filter (`grep`'s `type`) narrow the files further, as ripgrep's `--glob` and `--type`.
 //! Ignore files are read only in directories whose listing shows them.
 
@@ -104,14 +104,20 @@ pub struct Stats {
 }
 
 /// Walks the directory `root` (whose ancestors' ignore rules count up to and including
-/// `top`, the workspace), calling `visit` for every non-directory entry that `filter`
-/// keeps, until it says stop.
+/// `top`, the workspace, or when `root` is outside it, the preopen holding it: an extra
+/// root), calling `visit` for every non-directory entry that `filter` keeps, until it
+/// says stop.
 pub fn walk(
     root: &Path,
     top: &Path,
     filter: &Filter,
     mut visit: impl FnMut(&Visit) -> Flow,
 ) -> std::io::Result<Stats> {
+    let top = match root.starts_with(top) {
+        true => top.to_path_buf(),
+        false => crate::fsys::top_of(root).unwrap_or_else(|| root.to_path_buf()),
+    };
+    let top = top.as_path();
     let honour = !filter.include_ignored;
     let mut stats = Stats::default();
     // The rules above the root, outermost first.

@@ -1,7 +1,7 @@
 //! What the host sees of the files capability: its grant (which also maps the session
-//! workspace into the plugin read-only, see `engine::grants`), how it starts (with the
-//! session workspace and dsh's own files the process launcher knows), and what it
-//! releases: the owner's remembered reads.
+//! workspace and the extra roots into the plugin read-only, see `engine::grants`), how
+//! it starts (with the session workspace and dsh's own files the process launcher
+//! knows, and `[files]`), and what it releases: the owner's remembered reads.
 
 use std::sync::Arc;
 
@@ -14,11 +14,13 @@ impl Capability for Arc<FileService> {
     type Config = FilesConfig;
     const INFO: CapabilityInfo = CapabilityInfo {
         name: "files",
-        summary: "read the workspace (also mapped read-only into the plugin) and change its \
-                  files atomically, never over a change the caller has not read",
+        summary: "read the workspace and the extra roots (also mapped read-only into the \
+                  plugin) and change their files atomically (a read-only extra root's never), \
+                  never over a change the caller has not read",
         needs_grant: true,
         errors: &[
             ErrorCode::InvalidArguments,
+            ErrorCode::Denied,
             ErrorCode::NotFound,
             ErrorCode::LimitExceeded,
             ErrorCode::StaleFile,

@@ -1,10 +1,11 @@
-//! The workspace as an opened directory, and every filesystem step the files service
-//! takes beneath it.
+//! A root the file tools reach (the workspace or an extra root) as an opened directory,
+//! and every filesystem step the files service takes beneath it.
 //!
-//! A path argument is first made workspace-relative by its words alone ([`parse`]:
-//! absolute paths must lie under the workspace, `.` is dropped, `..` steps back within
-//! the path and may not step past its start); nothing is decided by that about where it
-//! leads. Then it is resolved by the kernel beneath the opened workspace directory
+//! A path argument is first made relative to its root by its words alone ([`relative`]
+//! for a relative one: `.` is dropped, `..` steps back within the path and may not step
+//! past its start; [`normalize`] for an absolute one, before `super::roots` finds the
+//! root holding it); nothing is decided by that about where it leads. Then it is
+//! resolved by the kernel beneath the opened root directory
 //! (cap-primitives: `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`, or its safe
 //! walk on kernels without it), so `..` inside a symbolic link, a link to an absolute
 //! path or to anything outside fails as an escape. Every step after that works on
@@ -27,15 +28,16 @@ use crate::error::{ErrorCode, ToolError};
 /// The longest path argument taken, in bytes (Linux's `PATH_MAX`).
 pub const MAX_PATH_BYTES: usize = 4096;
 
-/// A path argument made relative to the workspace root by its words: normal
-/// components only, none of them `.` or `..`. Empty: the workspace itself.
+/// A path argument made relative to its root by its words: normal components only,
+/// none of them `.` or `..`. Empty: the root itself.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RelPath {
     pub parts: Vec<String>,
 }
 
 impl RelPath {
-    /// How messages and results name it: `src/main.rs`, `.` for the workspace.
+    /// How messages and results name it in the workspace: `src/main.rs`, `.` for the
+    /// workspace itself.
     pub fn shown(&self) -> String {
         match self.parts.is_empty() {
             true => ".".into(),
@@ -43,7 +45,7 @@ impl RelPath {
         }
     }
 
-    /// As a relative path to resolve beneath the workspace (`.` for the workspace).
+    /// As a relative path to resolve beneath its root (`.` for the root itself).
     pub fn path(&self) -> PathBuf {
         match self.parts.is_empty() {
             true => PathBuf::from("."),
@@ -51,7 +53,7 @@ impl RelPath {
         }
     }
 
-    /// The directories on its way and its last name (`None`: the workspace itself).
+    /// The directories on its way and its last name (`None`: the root itself).
     pub fn split_last(&self) -> Option<(&[String], &str)> {
         self.parts
             .split_last()
@@ -63,11 +65,8 @@ fn invalid(message: impl Into<String>) -> ToolError {
     ToolError::new(ErrorCode::InvalidArguments, message)
 }
 
-/// `arg` as a workspace-relative path. Relative paths are taken from the workspace
-/// root; absolute ones must start with the workspace (`workdir` as the call names it, or
-/// its canonical form `canonical`). NUL bytes, paths over [`MAX_PATH_BYTES`] and `..`
-/// past the root are refused.
-pub fn parse(arg: &str, workdir: &Path, canonical: &Path) -> Result<RelPath, ToolError> {
+/// Refuses a path argument no file can have: NUL bytes, over [`MAX_PATH_BYTES`], empty.
+pub fn check_arg(arg: &str) -> Result<(), ToolError> {
     if arg.contains('\0') {
         return Err(invalid("the path contains a NUL byte"));
     }
@@ -80,65 +79,65 @@ pub fn parse(arg: &str, workdir: &Path, canonical: &Path) -> Result<RelPath, Too
     if arg.is_empty() {
         return Err(invalid("the path is empty"));
     }
-    let path = Path::new(arg);
-    let relative = if path.is_absolute() {
-        path.strip_prefix(workdir)
-            .or_else(|_| path.strip_prefix(canonical))
-            .map_err(|_| {
-                invalid(format!(
-                    "{arg} is outside the workspace {}: the file tools reach only the \
-                     workspace (give a path inside it, or one relative to it)",
-                    workdir.display()
-                ))
-            })?
-    } else {
-        path
-    };
+    Ok(())
+}
+
+/// The relative path `path` (the argument `arg`) as parts beneath its root (`within`
+/// names it: `the workspace`): `.` is dropped, `..` steps back and may not step past the
+/// root.
+pub fn relative(path: &Path, arg: &str, within: &str) -> Result<RelPath, ToolError> {
     let mut parts: Vec<String> = Vec::new();
-    for component in relative.components() {
+    for component in path.components() {
         match component {
             Component::Normal(name) => parts.push(name.to_string_lossy().into_owned()),
             Component::CurDir => {}
             Component::ParentDir => {
                 if parts.pop().is_none() {
                     return Err(invalid(format!(
-                        "{arg} leads outside the workspace (its `..` steps past the \
-                         workspace root)"
+                        "{arg} leads outside {within} (its `..` steps past its root)"
                     )));
                 }
             }
             Component::RootDir | Component::Prefix(_) => {
-                return Err(invalid(format!("{arg} is not a path inside the workspace")))
+                return Err(invalid(format!("{arg} is not a path inside {within}")))
             }
         }
     }
     Ok(RelPath { parts })
 }
 
-/// The session workspace, opened: every path is resolved beneath `root`.
+/// The absolute `path` by its words: `.` dropped, each `..` taking back the name before
+/// it (`/..` is `/`). Where it leads is then the kernel's to say, beneath the root that
+/// holds it.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// A directory the file tools reach (the session workspace or an extra root), opened:
+/// every path is resolved beneath `dir`.
 #[derive(Debug)]
-pub struct Workspace {
-    pub root: File,
+pub struct Root {
+    pub dir: File,
     /// Its canonical path.
     pub path: PathBuf,
 }
 
-impl Workspace {
-    /// Opens the workspace `workdir` names.
-    pub fn open(workdir: &Path) -> Result<Workspace, ToolError> {
-        let opened = std::fs::canonicalize(workdir).and_then(|path| {
-            cap_primitives::fs::open_ambient_dir(&path, cap_primitives::ambient_authority())
-                .map(|root| Workspace { root, path })
-        });
-        opened.map_err(|error| {
-            ToolError::new(
-                ErrorCode::IoError,
-                format!(
-                    "the workspace {} cannot be opened: {error}",
-                    workdir.display()
-                ),
-            )
-        })
+impl Root {
+    /// Opens the directory `path` names (its links resolved).
+    pub fn open(path: &Path) -> io::Result<Root> {
+        let path = std::fs::canonicalize(path)?;
+        let dir = cap_primitives::fs::open_ambient_dir(&path, cap_primitives::ambient_authority())?;
+        Ok(Root { dir, path })
     }
 
     /// Opens `rel` for reading without blocking (a FIFO or a device opens at once and is
@@ -148,17 +147,17 @@ impl Workspace {
         options
             .read(true)
             .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
-        cap_primitives::fs::open(&self.root, &rel.path(), &options)
+        cap_primitives::fs::open(&self.dir, &rel.path(), &options)
     }
 
-    /// Opens the directory `parts` names (the workspace itself when empty), following
+    /// Opens the directory `parts` names (the root itself when empty), following
     /// symbolic links that stay beneath the root.
     pub fn open_dir(&self, parts: &[String]) -> io::Result<File> {
         let path: PathBuf = match parts.is_empty() {
             true => PathBuf::from("."),
             false => parts.iter().collect(),
         };
-        cap_primitives::fs::open_dir(&self.root, &path)
+        cap_primitives::fs::open_dir(&self.dir, &path)
     }
 }
 
@@ -332,27 +331,23 @@ mod tests {
     use super::*;
 
     fn rel(arg: &str) -> Result<Vec<String>, ToolError> {
-        parse(arg, Path::new("/ws/link"), Path::new("/ws/real")).map(|r| r.parts)
+        check_arg(arg)?;
+        relative(Path::new(arg), arg, "the workspace").map(|r| r.parts)
     }
 
     #[test]
-    fn paths_are_made_relative_by_their_words() {
+    fn relative_paths_are_made_parts_by_their_words() {
         assert_eq!(rel("src/main.rs").unwrap(), ["src", "main.rs"]);
         assert_eq!(rel("./src/../README.md").unwrap(), ["README.md"]);
-        assert_eq!(rel("/ws/link/a/b").unwrap(), ["a", "b"]);
-        assert_eq!(rel("/ws/real/a").unwrap(), ["a"]);
-        assert_eq!(rel("/ws/link").unwrap(), Vec::<String>::new());
         assert_eq!(rel("a//b/").unwrap(), ["a", "b"]);
-        for outside in ["/ws/linked/a", "/etc/passwd", "/ws"] {
-            let error = rel(outside).unwrap_err();
-            assert_eq!(error.code, ErrorCode::InvalidArguments);
-            assert!(error.message.contains("outside the workspace"), "{error}");
-        }
+        assert_eq!(rel(".").unwrap(), Vec::<String>::new());
         let error = rel("a/../../b").unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidArguments);
         assert!(
             error.message.contains("leads outside the workspace"),
             "{error}"
         );
+        assert!(rel("/etc/passwd").is_err());
         assert!(rel("a\0b").unwrap_err().message.contains("NUL"));
         assert!(rel(&"a/".repeat(2049))
             .unwrap_err()
@@ -360,6 +355,15 @@ mod tests {
             .contains("4096"));
         assert!(rel(&"a".repeat(4096)).is_ok());
         assert!(rel("").is_err());
+    }
+
+    #[test]
+    fn absolute_paths_are_normalized_by_their_words() {
+        let n = |p: &str| normalize(Path::new(p));
+        assert_eq!(n("/srv/docs/./a//b/"), Path::new("/srv/docs/a/b"));
+        assert_eq!(n("/srv/docs/../etc/passwd"), Path::new("/srv/etc/passwd"));
+        assert_eq!(n("/srv/docs/a/../../../../x"), Path::new("/x"));
+        assert_eq!(n("/.."), Path::new("/"));
     }
 
     #[test]

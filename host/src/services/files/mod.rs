@@ -1,28 +1,35 @@
-//! The files service: reads of the session workspace the host remembers per owner, and
-//! commits of changes that are atomic (all or none) and never blind.
+//! The files service: reads of the session workspace and the operator's extra roots
+//! that the host remembers per owner, and commits of changes that are atomic (all or
+//! none, across roots too) and never blind.
 //!
-//! **Confinement.** Every path is resolved beneath the opened workspace directory by the
+//! **Roots.** The file tools reach the workspace and the extra roots of `[files]
+//! extra_roots` ([`roots`]): a relative path is the workspace's, an absolute one the
+//! workspace's or the deepest extra root's that holds it (by whole components). An extra
+//! root is read-only unless it says `write = true`: a commit with a change landing in a
+//! read-only one is `DENIED` before anything is written.
+//!
+//! **Confinement.** Every path is resolved beneath its root's opened directory by the
 //! kernel, never by comparing strings ([`confined`]): `..` past the root, an absolute
-//! path outside it and a symbolic link leading out fail with `INVALID_ARGUMENTS`. (A link
-//! whose target is an absolute path counts as leading out, wherever it points.) Reads
-//! open without blocking and read only regular files: a FIFO, a device, a socket or a
-//! directory is refused by its type.
+//! path outside every root and a symbolic link leading out fail with
+//! `INVALID_ARGUMENTS`. (A link whose target is an absolute path counts as leading out,
+//! wherever it points.) Reads open without blocking and read only regular files: a FIFO,
+//! a device, a socket or a directory is refused by its type.
 //!
-//! **Symbolic links.** A read follows links that stay in the workspace. The last
-//! component of a path a commit changes is never followed: writing a path that is a
-//! symbolic link is refused (`INVALID_ARGUMENTS` naming where it points: write that file
-//! instead), and removing one removes the link, not what it points to (a link holds no
-//! content, so removing one needs no read). Directories on the way may be links inside
-//! the workspace; each is opened once, and everything after happens in the opened
-//! directory, so a directory swapped for a link to elsewhere between the check and the
-//! write cannot move a byte out of the workspace.
+//! **Symbolic links.** A read follows links that stay in the root. The last component of
+//! a path a commit changes is never followed: writing a path that is a symbolic link is
+//! refused (`INVALID_ARGUMENTS` naming where it points: write that file instead), and
+//! removing one removes the link, not what it points to (a link holds no content, so
+//! removing one needs no read). Directories on the way may be links inside the root;
+//! each is opened once, and everything after happens in the opened directory, so a
+//! directory swapped for a link to elsewhere between the check and the write cannot move
+//! a byte out of the root.
 //!
 //! **dsh's own files** ([`OwnFiles`]) are recognized by what the kernel says an opened
 //! object is (`/proc/self/fd/N` of the file read, or of the directory a change lands
 //! in): nothing in the state directory is read, and nothing in it, the configuration
 //! file and the plugin directory is written or removed (nor a link on the way to one of
-//! them as dsh named it). Reading the configuration file is allowed (sandboxed commands
-//! may read it too).
+//! them as dsh named it), in whatever root, writable or not, they lie. Reading the
+//! configuration file is allowed (sandboxed commands may read it too).
 //!
 //! **Stamps.** A read records, for its owner, the file's stamp taken from the same open
 //! descriptor: device, inode, size, modification and change times (ns). The table is
@@ -52,8 +59,11 @@
 pub mod capability;
 pub mod config;
 mod confined;
+mod roots;
 pub mod wit;
 
+#[cfg(test)]
+mod roots_tests;
 #[cfg(test)]
 mod tests;
 
@@ -68,8 +78,9 @@ use rustix::fs::Stat;
 
 use crate::error::{ErrorCode, ToolError};
 use crate::own_files::{OwnFiles, Reach};
-pub use config::FilesConfig;
-use confined::{RelPath, Workspace};
+pub use config::{ExtraRoot, FilesConfig};
+use confined::Root;
+use roots::{Located, Places};
 
 /// The most changes one commit takes (each holds a directory open while it runs).
 pub const MAX_CHANGES: usize = 256;
@@ -77,7 +88,7 @@ pub const MAX_CHANGES: usize = 256;
 /// A file as a read found it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileRead {
-    /// Workspace-relative, `/` separated.
+    /// Relative to the workspace, `/` separated; absolute in an extra root.
     pub path: String,
     pub contents: Vec<u8>,
     /// Its permission bits.
@@ -203,16 +214,16 @@ enum Doing {
     Writing,
 }
 
-/// An OS error of a step on `shown` as the model sees it.
-fn fs_error(error: std::io::Error, shown: &str, doing: Doing) -> ToolError {
+/// An OS error of a step on `shown` (in the root `within` names) as the model sees it.
+fn fs_error(error: std::io::Error, shown: &str, within: &str, doing: Doing) -> ToolError {
     let unchanged = match doing {
         Doing::Reading => "",
         Doing::Writing => "; nothing was changed",
     };
     if confined::is_escape(&error) {
         return invalid(format!(
-            "{shown} leads outside the workspace (through `..` or a symbolic link; a link \
-             to an absolute path counts as leading out){unchanged}"
+            "{shown} leads outside {within} (through `..` or a symbolic link; a link to an \
+             absolute path counts as leading out){unchanged}"
         ));
     }
     let io = |message: String| ToolError::new(ErrorCode::IoError, message);
@@ -270,8 +281,11 @@ fn fs_error(error: std::io::Error, shown: &str, doing: Doing) -> ToolError {
 
 /// A commit's change, resolved and checked.
 struct Planned {
-    rel: RelPath,
+    /// Where it lands: the kernel's path of its directory, the names to make, its name.
+    target: PathBuf,
     shown: String,
+    /// The root it lies in, as messages name it.
+    within: String,
     /// The deepest existing directory on the target's way, opened; once staged, the
     /// target's own directory.
     dir: Arc<File>,
@@ -340,6 +354,12 @@ impl FileService {
         self.workspace.as_deref()
     }
 
+    /// The extra roots (`[files] extra_roots`), which a plugin granted `files` also sees
+    /// read-only at their own paths.
+    pub fn extra_roots(&self) -> &[ExtraRoot] {
+        &self.config.extra_roots
+    }
+
     /// Forgets `owner`'s reads; returns how many.
     pub fn forget_owner(&self, owner: &str) -> usize {
         self.reads
@@ -371,11 +391,11 @@ impl FileService {
         f(reads.get_mut(owner).expect("just inserted"))
     }
 
-    /// Reads `path` (relative to the workspace `workdir`, or absolute inside it) whole,
-    /// if it is a regular file of at most `max_bytes` (and `[files] max_read_bytes`), and
-    /// with `remember` remembers for `owner` that it has read the file as it is now (a
-    /// tool reading what it is about to change does not: only what the model saw
-    /// counts). Blocking.
+    /// Reads `path` (relative to the workspace `workdir`, or absolute inside it or an
+    /// extra root) whole, if it is a regular file of at most `max_bytes` (and `[files]
+    /// max_read_bytes`), and with `remember` remembers for `owner` that it has read the
+    /// file as it is now (a tool reading what it is about to change does not: only what
+    /// the model saw counts). Blocking.
     pub fn read(
         &self,
         owner: &str,
@@ -384,15 +404,16 @@ impl FileService {
         max_bytes: u64,
         remember: bool,
     ) -> Result<FileRead, ToolError> {
-        let workspace = Workspace::open(workdir)?;
-        let rel = confined::parse(path, workdir, &workspace.path)?;
-        let shown = rel.shown();
-        if rel.parts.is_empty() {
+        let places = Places::open(workdir, &self.config.extra_roots)?;
+        let at = places.locate(path)?;
+        let within = places.within(at.place);
+        if at.rel.parts.is_empty() {
             return Err(invalid(format!(
-                "{path} is the workspace itself, a directory: the file tools read files"
+                "{path} is {within} itself, a directory: the file tools read files"
             )));
         }
-        let (mut file, stat) = self.open_regular(&workspace, &rel, &shown)?;
+        let (mut file, stat) = self.open_regular(&places, &at)?;
+        let shown = at.shown;
         let limit = max_bytes.min(self.config.max_read_bytes);
         let stamp = Stamp::of(&stat);
         let too_large = |size: String| {
@@ -412,7 +433,7 @@ impl FileService {
         (&mut file)
             .take(limit.saturating_add(1))
             .read_to_end(&mut contents)
-            .map_err(|error| fs_error(error, &shown, Doing::Reading))?;
+            .map_err(|error| fs_error(error, &shown, &within, Doing::Reading))?;
         if contents.len() as u64 > limit {
             return Err(too_large("growing (it grew as it was read)".into()));
         }
@@ -427,16 +448,13 @@ impl FileService {
         })
     }
 
-    /// Opens `rel` for reading: a regular file, not in the state directory.
-    fn open_regular(
-        &self,
-        workspace: &Workspace,
-        rel: &RelPath,
-        shown: &str,
-    ) -> Result<(File, Stat), ToolError> {
-        let file = workspace
-            .open_for_reading(rel)
-            .map_err(|error| fs_error(error, shown, Doing::Reading))?;
+    /// Opens the file `at` names for reading: a regular file, not in the state directory.
+    fn open_regular(&self, places: &Places, at: &Located) -> Result<(File, Stat), ToolError> {
+        let (shown, within) = (&at.shown, places.within(at.place));
+        let file = places
+            .root(at.place)?
+            .open_for_reading(&at.rel)
+            .map_err(|error| fs_error(error, shown, &within, Doing::Reading))?;
         let real = confined::kernel_path(&file).map_err(|error| {
             internal(format!(
                 "cannot tell what {shown} is (/proc/self/fd: {error}), so it is not read"
@@ -448,8 +466,8 @@ impl FileService {
                  tools never read it"
             )));
         }
-        let stat =
-            confined::fstat(&file).map_err(|error| fs_error(error, shown, Doing::Reading))?;
+        let stat = confined::fstat(&file)
+            .map_err(|error| fs_error(error, shown, &within, Doing::Reading))?;
         if !confined::is_regular(&stat) {
             return Err(invalid(format!(
                 "{shown} is {}: the file tools read only regular files",
@@ -476,9 +494,9 @@ impl FileService {
                 ),
             ));
         }
-        let workspace = Workspace::open(workdir)?;
+        let places = Places::open(workdir, &self.config.extra_roots)?;
         let _serial = self.commits.lock().unwrap_or_else(|e| e.into_inner());
-        let mut plan = self.plan(owner, &workspace, workdir, changes)?;
+        let mut plan = self.plan(owner, &places, changes)?;
         let mut undo = Undo::default();
         let staged = match self.stage(&mut plan, &mut undo) {
             Ok(staged) => staged,
@@ -516,13 +534,12 @@ impl FileService {
     fn plan(
         &self,
         owner: &str,
-        workspace: &Workspace,
-        workdir: &Path,
+        places: &Places,
         changes: Vec<Change>,
     ) -> Result<Vec<Planned>, ToolError> {
         let mut plan: Vec<Planned> = Vec::with_capacity(changes.len());
         let mut dirs: HashMap<PathBuf, Arc<File>> = HashMap::new();
-        let links = self.own_links(workspace);
+        let links = self.own_links(places);
         for change in changes {
             let (path, write) = match change {
                 Change::Write {
@@ -532,15 +549,18 @@ impl FileService {
                 } => (path, Some((contents, mode_from))),
                 Change::Remove(path) => (path, None),
             };
-            let rel = confined::parse(&path, workdir, &workspace.path)?;
-            let shown = rel.shown();
-            let Some((parents, name)) = rel.split_last() else {
+            let at = places.locate(&path)?;
+            let within = places.within(at.place);
+            let Some((parents, name)) = at.rel.split_last() else {
                 return Err(invalid(format!(
-                    "{path} is the workspace itself: a commit changes files"
+                    "{path} is {within} itself: a commit changes files"
                 )));
             };
             let name = name.to_string();
-            let (dir, real, missing) = self.resolve_dir(workspace, parents, &shown, &mut dirs)?;
+            let shown = at.shown.clone();
+            let root = places.root(at.place)?;
+            let (dir, real, missing) =
+                self.resolve_dir(root, parents, &shown, &within, &mut dirs)?;
             if write.is_none() && !missing.is_empty() {
                 return Err(ToolError::new(
                     ErrorCode::NotFound,
@@ -552,10 +572,11 @@ impl FileService {
             target.push(&name);
             let before = match missing.is_empty() {
                 true => confined::lstat_at(&*dir, &name)
-                    .map_err(|error| fs_error(error, &shown, Doing::Writing))?,
+                    .map_err(|error| fs_error(error, &shown, &within, Doing::Writing))?,
                 false => None,
             };
             self.check_own_change(&target, before.as_ref(), &links, &shown)?;
+            places.check_writable(&target, at.place, &shown)?;
             let action = match write {
                 Some((contents, mode_from)) => {
                     let mode = match &before {
@@ -579,7 +600,7 @@ impl FileService {
                             )))
                         }
                         None => match mode_from {
-                            Some(from) => self.mode_of(workspace, workdir, &from)?,
+                            Some(from) => self.mode_of(places, &from)?,
                             None => 0o644 & !self.umask,
                         },
                     };
@@ -630,8 +651,9 @@ impl FileService {
                 }
             }
             plan.push(Planned {
-                rel,
+                target,
                 shown,
+                within,
                 dir,
                 missing,
                 name,
@@ -639,24 +661,23 @@ impl FileService {
                 action,
             });
         }
-        // One path once, and never both a file and a directory on another's way.
+        // One file once, and never both a file and a directory on another's way (by
+        // where each lands, whichever root or name the path took).
         let mut seen = HashSet::new();
-        let mut on_the_way = HashMap::new();
+        let mut on_the_way: HashMap<&Path, &str> = HashMap::new();
         for planned in &plan {
-            if !seen.insert(&planned.rel) {
+            if !seen.insert(&planned.target) {
                 return Err(invalid(format!(
                     "the commit names {} twice; nothing was changed",
                     planned.shown
                 )));
             }
-            for depth in 1..planned.rel.parts.len() {
-                on_the_way
-                    .entry(planned.rel.parts[..depth].to_vec())
-                    .or_insert(planned.shown.clone());
+            for dir in planned.target.ancestors().skip(1) {
+                on_the_way.entry(dir).or_insert(&planned.shown);
             }
         }
         for planned in &plan {
-            if let Some(other) = on_the_way.get(&planned.rel.parts) {
+            if let Some(other) = on_the_way.get(planned.target.as_path()) {
                 return Err(invalid(format!(
                     "the commit changes {} and {other}: one path cannot be a file and a \
                      directory on the way to another; nothing was changed",
@@ -672,20 +693,21 @@ impl FileService {
     /// are shared between changes (by their canonical path).
     fn resolve_dir(
         &self,
-        workspace: &Workspace,
+        root: &Root,
         parents: &[String],
         shown: &str,
+        within: &str,
         dirs: &mut HashMap<PathBuf, Arc<File>>,
     ) -> Result<(Arc<File>, PathBuf, Vec<String>), ToolError> {
-        let error = |error| fs_error(error, shown, Doing::Writing);
-        let (dir, missing) = match workspace.open_dir(parents) {
+        let error = |error| fs_error(error, shown, within, Doing::Writing);
+        let (dir, missing) = match root.open_dir(parents) {
             Ok(dir) => (dir, Vec::new()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 // The deepest existing one, each resolved from the root again.
-                let mut deepest = workspace.open_dir(&[]).map_err(error)?;
+                let mut deepest = root.open_dir(&[]).map_err(error)?;
                 let mut depth = 0;
                 for end in 1..=parents.len() {
-                    match workspace.open_dir(&parents[..end]) {
+                    match root.open_dir(&parents[..end]) {
                         Ok(dir) => {
                             deepest = dir;
                             depth = end;
@@ -710,13 +732,13 @@ impl FileService {
         Ok((dir, real, missing))
     }
 
-    /// The links on the way to dsh's own files as dsh named them that lie in the
-    /// workspace, by (device, inode): removing or replacing one would redirect the next
-    /// start.
-    fn own_links(&self, workspace: &Workspace) -> Vec<FileId> {
+    /// The links on the way to dsh's own files as dsh named them that lie in a
+    /// writable root (the workspace, an extra root with `write = true`), by (device,
+    /// inode): removing or replacing one would redirect the next start.
+    fn own_links(&self, places: &Places) -> Vec<FileId> {
         use std::os::unix::fs::MetadataExt;
         self.own
-            .links_in(std::slice::from_ref(&workspace.path))
+            .links_in(&places.writable())
             .into_iter()
             .filter_map(|(link, _)| std::fs::symlink_metadata(link).ok())
             .map(|meta| (meta.dev(), meta.ino()))
@@ -759,15 +781,12 @@ impl FileService {
     }
 
     /// The permission bits of the file `from` names (a write's `mode-from`).
-    fn mode_of(&self, workspace: &Workspace, workdir: &Path, from: &str) -> Result<u32, ToolError> {
-        let rel = confined::parse(from, workdir, &workspace.path)?;
-        let shown = rel.shown();
-        let (_, stat) = self
-            .open_regular(workspace, &rel, &shown)
-            .map_err(|error| ToolError {
-                message: format!("mode-from: {}", error.message),
-                ..error
-            })?;
+    fn mode_of(&self, places: &Places, from: &str) -> Result<u32, ToolError> {
+        let at = places.locate(from)?;
+        let (_, stat) = self.open_regular(places, &at).map_err(|error| ToolError {
+            message: format!("mode-from: {}", error.message),
+            ..error
+        })?;
         Ok(stat.st_mode & 0o777)
     }
 
@@ -779,7 +798,7 @@ impl FileService {
             let Action::Write { contents, mode } = &planned.action else {
                 continue;
             };
-            let error = |error| fs_error(error, &planned.shown, Doing::Writing);
+            let error = |error| fs_error(error, &planned.shown, &planned.within, Doing::Writing);
             for name in planned.missing.clone() {
                 if confined::make_dir_at(&*planned.dir, &name).map_err(error)? {
                     undo.dirs.push((planned.dir.clone(), name.clone()));
@@ -836,7 +855,7 @@ impl FileService {
         for (at, stage) in staged.iter().enumerate() {
             let planned = &plan[stage.index];
             if let Err(error) = confined::rename_at(&*stage.dir, &stage.temp, &planned.name) {
-                // Keep the temporaries not renamed yet out of the workspace.
+                // Keep the temporaries not renamed yet out of the roots.
                 undo.temps = staged[at..]
                     .iter()
                     .map(|s| (s.dir.clone(), s.temp.clone()))

@@ -40,7 +40,7 @@ pub fn search_root(
     tool: &str,
 ) -> Result<String, ToolError> {
     let root = match path {
-        Some(path) => paths::resolve(&context.workdir, path, "path")?,
+        Some(path) => paths::to_walk(paths::resolve(&context.workdir, path, "path")?),
         None => paths::join(&context.workdir, "."),
     };
     match std::fs::metadata(&root) {
