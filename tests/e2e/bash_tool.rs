@@ -245,3 +245,48 @@ fn a_configured_deny_rule_stops_the_call_before_any_process() {
     );
     assert!(!marker.exists());
 }
+
+#[test]
+fn no_echo_loses_its_output_while_cpu_bound_calls_spin_on_every_worker() {
+    // Eight calls of a plugin that spins to its CPU limit keep both cores and every
+    // runtime worker busy; a `bash` call finishing meanwhile must still return all that
+    // its command printed (it once came back as just `[exit code: 0]`).
+    let env = Env::new();
+    env.add_plugins(&[("hostile", "hostile")]);
+    let server = crate::mcp_stdio::McpServer::start(
+        &env,
+        "[plugins.hostile]\ncpu_ms = 300\nmemory_mb = 32\n",
+    );
+    let spin = serde_json::json!({"iterations": u64::MAX});
+    let mut lost = Vec::new();
+    let mut echoes = 0;
+    for round in 0..6 {
+        let burns: Vec<_> = (0..8)
+            .map(|_| server.start_call("burn", spin.clone()))
+            .collect();
+        for n in 0..40 {
+            let word = format!("word-{round}-{n}");
+            let reply = server.call(
+                "bash",
+                serde_json::json!({"command": format!("echo {word}"), "description": "echo"}),
+            );
+            echoes += 1;
+            if reply.text != format!("{word}\n[exit code: 0]") {
+                lost.push(reply.text);
+            }
+        }
+        for burn in burns {
+            let reply = burn.reply(&server);
+            assert_eq!(
+                reply.code.as_deref(),
+                Some("PLUGIN_CPU_LIMIT"),
+                "the burn spun to its limit: {reply:?}"
+            );
+        }
+    }
+    assert!(
+        lost.is_empty(),
+        "{} of {echoes} echoes lost output: {lost:?}",
+        lost.len()
+    );
+}

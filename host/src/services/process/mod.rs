@@ -557,6 +557,12 @@ impl ProcessService {
                     kill_at = None;
                 },
                 _ = sleep_until_opt(drain_until), if drain_until.is_some() && !eof => {
+                    // The select may pick this timer over a pipe that is ready (a task
+                    // that ran late, behind busy workers, finds both): what is in the pipe
+                    // now was written before the shell exited or since, and is kept.
+                    if let Err(error) = drain_ready(&pipe_reader, &mut buf, &mut sink) {
+                        return Err(error);
+                    }
                     tracing::debug!(pgid, "output pipe still open after the drain period; a process escaped the group");
                     break;
                 },
@@ -574,6 +580,30 @@ impl ProcessService {
         })
     }
 }
+
+/// Reads what `pipe` holds now, without waiting, into `sink`: at most
+/// [`FINAL_DRAIN_READS`] reads, so a writer that never stops cannot hold the call. A sink
+/// that has passed a limit takes no more (the run is being killed already).
+fn drain_ready(
+    pipe: &tokio::net::unix::pipe::Receiver,
+    buf: &mut [u8],
+    sink: &mut impl FnMut(&[u8]) -> Result<(), Stop>,
+) -> Result<(), ProcessError> {
+    for _ in 0..FINAL_DRAIN_READS {
+        match pipe.try_read(buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => match sink(&buf[..n]) {
+                Ok(()) => {}
+                Err(Stop::Failed(error)) => return Err(error),
+                Err(Stop::Limit(_)) => break,
+            },
+        }
+    }
+    Ok(())
+}
+
+/// The most reads of 64 KiB [`drain_ready`] makes (4 MiB).
+const FINAL_DRAIN_READS: usize = 64;
 
 /// A running process tree: its leader, the read end of its output, its group.
 struct ProcessTree {
