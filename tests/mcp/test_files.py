@@ -351,7 +351,7 @@ async def test_a_directory_swapped_for_a_symlink_never_lets_a_byte_out(open_stdi
         swapper = threading.Thread(target=swap, daemon=True)
         swapper.start()
         try:
-            for n in range(500):
+            for n in range(1000):
                 await call(session, "read", {"path": "d/f.txt"})
                 await call(session, "write", {"path": "d/f.txt", "content": f"v{n}\n"})
                 await call(session, "edit", {"path": "d/f.txt", "old_string": f"v{n}", "new_string": f"w{n}"})
