@@ -9,14 +9,20 @@
 //! the dsh shell it spawned with it (the shell's parent-death signal follows the thread
 //! that spawned it), which killed the session mid-run.
 //!
+//! The host runs the default configuration (`support::start_host`, no `dsh.toml`): the
+//! gate with no rules, no guards and no result filters (the embedded guards and filter
+//! stay off until `dsh.toml` names them), so a `terminal_send` here passes the gate but
+//! no guard and no filter.
+//!
 //! Where the time goes (measured with timestamps at each stage, release build, load 4-6,
-//! after the 2 ms pause each sample takes, so with caches cold, as an agent's calls come):
-//! the gate and three guards 24-44 µs; the plugin up to its host call 24-42 µs (it was
-//! 84-110 µs when each call instantiated the plugin: instances are now made ahead, see
-//! `engine/plugin.rs`); the write 10-14 µs; bash echoing and running `echo hi` 130-190 µs
-//! (the same as through the service alone); waking the send 3-8 µs; the plugin's result
-//! and its instance returned 21-27 µs (43-62 µs when the memory reset was paid there);
-//! the filter and the event log 11-16 µs.
+//! after the 2 ms pause each sample takes, so with caches cold, as an agent's calls
+//! come, in a run whose pipeline also had three guards and a result filter, which this
+//! bench does not configure): the gate and the three guards 24-44 µs; the plugin up to
+//! its host call 24-42 µs (it was 84-110 µs when each call instantiated the plugin:
+//! instances are now made ahead, see `engine/plugin.rs`); the write 10-14 µs; bash
+//! echoing and running `echo hi` 130-190 µs (the same as through the service alone);
+//! waking the send 3-8 µs; the plugin's result and its instance returned 21-27 µs
+//! (43-62 µs when the memory reset was paid there); the filter and the event log 11-16 µs.
 //!
 //! Then a pattern wait over 10 MB of output against a quiet wait over the same output:
 //! the CPU time of this process (the host's reading, screen and scrollback work, plus

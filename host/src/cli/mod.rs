@@ -32,7 +32,7 @@ pub struct Globals {
     /// Where sessions keep their event logs and spill files, the compile cache and the
     /// control sockets; private (0700), refused when another user owns it or others can
     /// write to it [default: $XDG_STATE_HOME/dsh, else ~/.local/state/dsh, else
-    /// $XDG_RUNTIME_DIR/dsh, else /tmp/dsh-UID]
+    /// $XDG_RUNTIME_DIR/dsh, else $TMPDIR/dsh-UID (/tmp/dsh-UID when TMPDIR is unset)]
     #[arg(long, global = true, env = "DSH_STATE_DIR", value_name = "DIR")]
     state_dir: Option<PathBuf>,
     /// The session workspace: commands run here and relative paths resolve against it

@@ -89,8 +89,8 @@ impl Session {
 pub use crate::private::euid;
 
 /// The default state directory: `$XDG_STATE_HOME/dsh`, else `$HOME/.local/state/dsh`,
-/// else `$XDG_RUNTIME_DIR/dsh`, else `/tmp/dsh-UID` (never a directory shared by
-/// users). Only absolute variables count.
+/// else `$XDG_RUNTIME_DIR/dsh`, else `$TMPDIR/dsh-UID` (`/tmp` when `TMPDIR` is unset;
+/// never a directory shared by users). Only absolute `XDG_*` and `HOME` count.
 pub fn default_state_dir() -> PathBuf {
     state_dir_from(|name| std::env::var_os(name), euid())
 }
