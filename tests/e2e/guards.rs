@@ -330,3 +330,93 @@ guards = ["ask_git_push"]
         "the guard was never asked"
     );
 }
+
+/// Every file under `dir`, at any depth.
+fn files_under(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_failing_filter_withholds_the_result_and_the_unfiltered_text_appears_nowhere() {
+    let setup = Setup::new(&[
+        ("trapping", "test_filter"),
+        ("looping", "test_filter"),
+        ("hoarding", "test_filter"),
+        ("passing", "test_filter"),
+    ]);
+    let settings = r#"
+[plugins.trapping.settings]
+failure = "trap"
+[plugins.looping]
+cpu_ms = 200
+[plugins.looping.settings]
+failure = "loop"
+[plugins.hoarding]
+memory_mb = 16
+[plugins.hoarding.settings]
+failure = "oom"
+"#;
+    // The output is not in the command's text (which the log keeps as the call's
+    // arguments): `printf` joins it from two halves.
+    let command = bash("printf 'unfil%s\\n' tered-output-7c1e");
+    let passing = setup.call(
+        &format!("[pipeline]\nfilters = [\"passing\"]\n{settings}"),
+        "bash",
+        command.clone(),
+        &[],
+    );
+    assert_eq!(
+        passing.content, "unfiltered-output-7c1e\n[exit code: 0]",
+        "control: a filter that passes the result: {passing:?}"
+    );
+    for (filter, failure) in [
+        ("trapping", "PLUGIN_TRAP"),
+        ("looping", "PLUGIN_CPU_LIMIT"),
+        ("hoarding", "PLUGIN_OUT_OF_MEMORY"),
+    ] {
+        let setup = Setup::new(&[(filter, "test_filter")]);
+        let config = format!("[pipeline]\nfilters = [\"{filter}\"]\n{settings}");
+        let withheld = setup.call(&config, "bash", command.clone(), &[]);
+        assert_eq!(
+            withheld.code.as_deref(),
+            Some("INTERNAL"),
+            "{filter}: {withheld:?}"
+        );
+        assert!(
+            withheld.message.contains(filter) && withheld.message.contains(failure),
+            "{filter}: the error names the filter and its failure: {withheld:?}"
+        );
+        assert!(
+            !format!("{withheld:?}").contains("unfiltered-output-7c1e"),
+            "{filter}: the unfiltered text is in the result: {withheld:?}"
+        );
+        let files = files_under(&setup.env.state_dir());
+        assert!(
+            files.iter().any(|f| f.ends_with("events.jsonl")),
+            "{filter}: the call was logged: {files:?}"
+        );
+        let leaked: Vec<_> = files
+            .into_iter()
+            .filter(|file| {
+                std::fs::read_to_string(file)
+                    .is_ok_and(|text| text.contains("unfiltered-output-7c1e"))
+            })
+            .collect();
+        assert!(
+            leaked.is_empty(),
+            "{filter}: the unfiltered text is in {leaked:?}"
+        );
+    }
+}
