@@ -8,12 +8,14 @@ owner isolation between HTTP connections (another owner's id is indistinguishabl
 from one that never existed), `terminal_close` and a connection that goes away
 leaving no process of the session behind, the `screen` view of a full-screen
 program, background sends read with `job_output`, argument validation, shells that
-exit (reaped at once, listed as `exited (code N)`, readable, holding no slot), and
-pattern waits that look past the echo of the input.
+exit (reaped at once, listed as `exited (code N)`, readable, holding no slot),
+pattern waits that look past the echo of the input, and the default caps (16 live
+sessions per owner, 64 in all: `LIMIT_EXCEEDED`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from dataclasses import dataclass
@@ -651,3 +653,30 @@ async def test_a_pattern_wait_at_a_prompt_without_echo_sees_the_output(open_stdi
         answered = await send(session, term, "secret", wait={"pattern": "got-secret", "timeout_ms": 5000})
         assert answered.how == "pattern" and "got-secret" in answered.lines, str(answered)
         assert answered.took < 2.0, str(answered)
+
+
+# --------------------------------------------------------------------------- caps
+
+
+async def test_sixteen_live_terminals_per_owner_and_sixty_four_in_all(http_server, open_http_session):
+    """The default caps: a 17th live session of one owner, and a 65th of the server, are
+    `LIMIT_EXCEEDED` naming the limit; closing one makes room again."""
+    async with contextlib.AsyncExitStack() as stack:
+        owners = [await stack.enter_async_context(open_http_session(http_server)) for _ in range(5)]
+        first = owners[0]
+        mine = [await open_terminal(first) for _ in range(16)]
+        args: dict[str, Any] = {}
+        message = expect_error(("terminal_open", args), await call(first, "terminal_open", args), "LIMIT_EXCEEDED")
+        assert "16" in message and "max_sessions_per_owner" in message, message
+        # Another owner is not held by the first one's cap.
+        for owner in owners[1:4]:
+            for _ in range(16):
+                await open_terminal(owner)
+        message = expect_error(("terminal_open", args), await call(owners[4], "terminal_open", args), "LIMIT_EXCEEDED")
+        assert "64" in message and "max_sessions" in message, message
+        # A closed session frees its slot, in both counts.
+        closed = await call(first, "terminal_close", {"id": mine[0]})
+        assert closed.is_error is False, show(("terminal_close", {"id": mine[0]}), closed)
+        fresh = await open_terminal(owners[4])
+        answer = await send(owners[4], fresh, "echo $((60+4))-alive", wait={"pattern": "64-alive", "timeout_ms": 10000})
+        assert "64-alive" in answer.lines, str(answer)
