@@ -1,6 +1,7 @@
-//! The CPU budget counts guest CPU only: calls that share two cores each get their full
-//! budget of guest CPU, a call past its budget stops close to it and says what it used,
-//! and sleeping or waiting on a host call never counts.
+//! The CPU budget counts guest CPU only: calls that share two cores (dsh is pinned to two
+//! CPUs, whatever the machine has) each get their full budget of guest CPU, a call past
+//! its budget stops close to it and says what it used, and sleeping or waiting on a host
+//! call never counts.
 
 use std::time::{Duration, Instant};
 
@@ -24,14 +25,46 @@ fn process_cpu(pid: i32) -> Duration {
     Duration::from_millis(ticks * 1000 / per_second)
 }
 
-/// `dsh serve` with the `hostile` plugin under a `BUDGET_MS` budget, warmed up (its
-/// component compiled) so later calls measure only themselves.
+/// The first two CPUs this process may run on: the tests pin `dsh serve` to them, so
+/// "four calls on two cores" holds on a machine with more.
+fn two_cpus() -> libc::cpu_set_t {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills it.
+    let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    assert_eq!(unsafe { libc::sched_getaffinity(0, size, &mut allowed) }, 0);
+    let mut two: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let mut taken = 0;
+    for cpu in 0..libc::CPU_SETSIZE as usize {
+        if taken < 2 && unsafe { libc::CPU_ISSET(cpu, &allowed) } {
+            unsafe { libc::CPU_SET(cpu, &mut two) };
+            taken += 1;
+        }
+    }
+    assert_eq!(taken, 2, "these tests need two CPUs");
+    two
+}
+
+/// `dsh serve` pinned to two CPUs with the `hostile` plugin under a `BUDGET_MS` budget,
+/// warmed up (its component compiled) so later calls measure only themselves.
 fn hostile_server(env: &Env) -> McpServer {
+    use std::os::unix::process::CommandExt;
     env.add_plugins(&[("hostile", "hostile")]);
-    let server = McpServer::start(
-        env,
-        &format!("[plugins.hostile]\ncpu_ms = {BUDGET_MS}\nmemory_mb = 32\n"),
-    );
+    let mut command = env.dsh_configured(&format!(
+        "[plugins.hostile]\ncpu_ms = {BUDGET_MS}\nmemory_mb = 32\n"
+    ));
+    let cpus = two_cpus();
+    // SAFETY: sched_setaffinity is a plain system call, safe between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            let size = std::mem::size_of::<libc::cpu_set_t>();
+            if libc::sched_setaffinity(0, size, &cpus) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let server = McpServer::start_command(env, command);
     server.call_ok("burn", json!({"iterations": 1}));
     server
 }
