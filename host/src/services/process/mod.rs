@@ -560,9 +560,7 @@ impl ProcessService {
                     // The select may pick this timer over a pipe that is ready (a task
                     // that ran late, behind busy workers, finds both): what is in the pipe
                     // now was written before the shell exited or since, and is kept.
-                    if let Err(error) = drain_ready(&pipe_reader, &mut buf, &mut sink) {
-                        return Err(error);
-                    }
+                    drain_ready(&pipe_reader, &mut buf, &mut sink)?;
                     tracing::debug!(pgid, "output pipe still open after the drain period; a process escaped the group");
                     break;
                 },
