@@ -300,8 +300,13 @@ fn an_idempotent_tool_is_retried_and_bash_never() {
         &[],
     );
     assert_eq!(timed_out.code.as_deref(), Some("TIMEOUT"), "{timed_out:?}");
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // `dsh call` has exited, so a retry would have run before it did; and the session's
+    // log counts no retry.
     assert_eq!(std::fs::read_to_string(&counter).unwrap(), "run\n");
+    let stats = setup.dsh("").args(["stats", "--json"]).output().unwrap();
+    let stats: Value = serde_json::from_slice(&stats.stdout).unwrap();
+    assert_eq!(stats["tools"]["bash"]["calls"], 1, "{stats}");
+    assert_eq!(stats["tools"]["bash"]["retries"], 0, "{stats}");
 }
 
 #[test]

@@ -133,7 +133,9 @@ async def test_log_lines_arrive_at_or_above_the_level_the_client_set(dsh_bin, ds
             with anyio.fail_after(5):
                 while len(lines) < 3:
                     await anyio.sleep(0.02)
-            await anyio.sleep(0.2)  # room for a debug line, were one (wrongly) sent
+            # A ping's answer comes after every notification sent before it: a debug
+            # line, were one (wrongly) sent, has arrived by then.
+            await session.send_ping()
     got = [(line.level, line.logger, line.data) for line in lines]
     assert got == [
         ("info", "rich", "rich info line"),
