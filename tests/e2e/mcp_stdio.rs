@@ -39,6 +39,8 @@ pub struct McpServer {
 pub struct Pending {
     id: u64,
     answer: Receiver<Value>,
+    /// The answer, when [`Pending::answered`] found it come.
+    early: Option<Value>,
 }
 
 /// What a `tools/call` answered.
@@ -158,7 +160,11 @@ impl McpServer {
         let (sender, answer) = mpsc::channel();
         self.waiting.lock().unwrap().insert(id, sender);
         self.write(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        Pending { id, answer }
+        Pending {
+            id,
+            answer,
+            early: None,
+        }
     }
 
     /// Sends a notification.
@@ -241,9 +247,20 @@ impl Drop for McpServer {
 }
 
 impl Pending {
+    /// Whether the answer has come yet (it is kept for [`Pending::wait`]).
+    pub fn answered(&mut self) -> bool {
+        if self.early.is_none() {
+            self.early = self.answer.try_recv().ok();
+        }
+        self.early.is_some()
+    }
+
     /// The JSON-RPC response (result or error); fails the test after `ANSWER_WITHIN`
     /// or when the server closes stdout first.
     pub fn wait(self, server: &McpServer) -> Value {
+        if let Some(answer) = self.early {
+            return answer;
+        }
         match self.answer.recv_timeout(ANSWER_WITHIN) {
             Ok(response) => response,
             Err(mpsc::RecvTimeoutError::Timeout) => panic!(
