@@ -67,6 +67,9 @@ async def test_unknown_tool_is_a_jsonrpc_error(open_stdio_session, text_of):
             await session.call_tool("no_such_tool", {"command": "echo hi", "description": "d"})
         # Codes the SDK makes up itself (the server died or never answered) do not count.
         assert raised.value.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT), raised.value.error
+        # MCP: an unknown tool is "invalid params" (-32602), naming the tool.
+        assert raised.value.code == -32602, raised.value.error
+        assert "no_such_tool" in raised.value.error.message, raised.value.error
         after = await session.call_tool("bash", {"command": "echo ok", "description": "d"})
         assert text_of(after) == "ok\n[exit code: 0]", after
 
