@@ -130,7 +130,7 @@ fn four_concurrent_calls_on_two_cores_each_get_their_full_guest_cpu_budget() {
 }
 
 #[test]
-fn a_call_that_needs_twice_its_budget_stops_within_ten_percent_over_it() {
+fn a_call_that_needs_twice_its_budget_stops_within_three_ticks_over_it() {
     let env = Env::new();
     let server = hostile_server(&env);
     let iterations = burn_iterations_for(&server, Duration::from_millis(BUDGET_MS * 2));
@@ -145,14 +145,17 @@ fn a_call_that_needs_twice_its_budget_stops_within_ten_percent_over_it() {
             .contains(&format!("CPU budget of {BUDGET_MS} ms")),
         "{reply:?}"
     );
+    // The guest CPU it used: at most three ticks of the epoch (the check's period) past
+    // its budget.
     let reported = reported_cpu_ms(&reply.text);
-    let limit = BUDGET_MS * 11 / 10;
+    let ticks = 3 * dsh::engine::EPOCH_TICK.as_millis() as u64;
     assert!(
-        (BUDGET_MS..=limit).contains(&reported),
+        (BUDGET_MS..=BUDGET_MS + ticks).contains(&reported),
         "reported {reported} ms: {reply:?}"
     );
+    // The whole process, host work and /proc's 10 ms granularity included.
     assert!(
-        cpu <= Duration::from_millis(limit),
+        cpu <= Duration::from_millis(BUDGET_MS * 11 / 10),
         "the process used {cpu:?} of CPU for the call"
     );
 }
