@@ -225,7 +225,8 @@ impl Setup {
             .arg("serve")
             .args(args)
             .envs(environment.iter().copied());
-        Server::start(command, self.env.dir.path().join("serve.stderr"))
+        let stderr = format!("serve-{}.stderr", unique_marker());
+        Server::start(command, self.env.dir.path().join(stderr))
     }
 
     /// Replaces the file as atomic writers do: a new file renamed over it.
@@ -570,5 +571,49 @@ fn limits_and_scopes_apply_to_the_next_call() {
     assert!(
         !names.contains(&"bash") && names.contains(&"job_list"),
         "{names:?}"
+    );
+}
+
+#[test]
+fn process_jobs_and_terminal_settings_are_named_as_waiting_for_a_restart() {
+    let setup = Setup::new(&[], "");
+    let server = setup.serve(&[]);
+    setup.write_atomically(
+        "[process]\nkill_grace_ms = 1000\n[jobs]\nmax_running_per_owner = 3\n[terminal]\nmax_sessions = 5\n",
+    );
+    let noted = "takes effect at restart: jobs.max_running_per_owner, process.kill_grace_ms, terminal.max_sessions";
+    wait_for("the restart note naming all three", || {
+        setup.plugins_text().contains(noted)
+    });
+    assert!(
+        server.log().contains("take effect when dsh serve restarts"),
+        "{}",
+        server.log()
+    );
+}
+
+#[test]
+fn with_no_watch_a_changed_dsh_toml_is_not_applied() {
+    let setup = Setup::new(&[], "");
+    let mut unwatched = setup.serve_with(&[], &["--no-watch"]);
+    let mut watched = setup.serve(&[]);
+    let marker = unique_marker();
+    let command = format!("echo ran-{marker}");
+    setup.write_atomically(
+        "[[gate.rules]]\naction = \"deny\"\ntool = \"bash\"\nreason = \"no bash now\"\n",
+    );
+    // The server that watches applies it; the one that does not, started first and
+    // given the same change, still runs bash.
+    let denied = watched.call_until("bash", bash(&command), "the gate to deny", |c| c.is_error);
+    assert!(denied.text.contains("no bash now"), "{denied:?}");
+    let ran = unwatched.call("bash", bash(&command));
+    assert!(
+        !ran.is_error && ran.text.contains(&format!("ran-{marker}")),
+        "{ran:?}"
+    );
+    assert!(
+        !unwatched.log().contains("dsh.toml reloaded"),
+        "{}",
+        unwatched.log()
     );
 }
