@@ -44,3 +44,67 @@ fn the_call_event_is_written_before_the_command_runs() {
         out.content
     );
 }
+
+#[test]
+fn dsh_stats_reads_the_latest_session_or_the_one_named() {
+    let env = Env::new();
+    let stats = |session: Option<&str>| -> serde_json::Value {
+        let mut command = env.dsh();
+        command.args(["stats", "--json"]);
+        if let Some(session) = session {
+            command.args(["--session", session]);
+        }
+        let output = command.output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    let echo = r#"{"command":"echo hi","description":"d"}"#;
+    env.call("bash", echo);
+    let sessions = || -> Vec<String> {
+        let mut ids: Vec<String> = std::fs::read_dir(env.state_dir().join("sessions"))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let first = sessions().pop().unwrap();
+    env.call("bash", r#"{"command":"exit 3","description":"d"}"#);
+    env.call("bash", r#"{"command":"exit 4","description":"d"}"#);
+    // Each `dsh call` is its own session: the latest has one call.
+    let latest = stats(None);
+    let last = sessions().pop().unwrap();
+    assert_ne!(last, first);
+    assert_eq!(
+        latest["origin"],
+        format!("session {last} (from its event log)")
+    );
+    assert_eq!(latest["tools"]["bash"]["calls"], 1, "{latest}");
+    let named = stats(Some(&first));
+    assert_eq!(
+        named["origin"],
+        format!("session {first} (from its event log)")
+    );
+    assert_eq!(named["tools"]["bash"]["calls"], 1, "{named}");
+    assert_eq!(
+        named["tools"]["bash"]["errors"],
+        serde_json::json!({}),
+        "{named}"
+    );
+    // A session that is not there is an error naming it.
+    let output = env
+        .dsh()
+        .args(["stats", "--session", "s-no-such-session"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("s-no-such-session"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

@@ -425,3 +425,17 @@ failure = "oom"
         );
     }
 }
+
+#[test]
+fn a_guard_without_cpu_ms_gets_one_second_of_guest_cpu() {
+    let setup = Setup::new(&[("looping", "test_guard")]);
+    let config =
+        "[pipeline]\nguards = [\"looping\"]\n[plugins.looping.settings]\nverdict = \"loop\"\n";
+    let denied = setup.call(config, "bash", bash("echo should not run"), &[]);
+    assert_eq!(denied.code.as_deref(), Some("DENIED"), "{denied:?}");
+    assert!(
+        denied.message.contains("PLUGIN_CPU_LIMIT")
+            && denied.message.contains("CPU budget of 1000 ms"),
+        "{denied:?}"
+    );
+}

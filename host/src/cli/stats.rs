@@ -13,8 +13,9 @@ use super::{ask, print, Globals};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Print JSON: {session, tools: {NAME: {calls, errors, retries, latency_buckets,
-    /// latency_total_us, latency_max_us}}, latency_bucket_bounds_ms}
+    /// Print JSON: {origin (the server or session the figures are from), tools: {NAME:
+    /// {calls, errors, retries, latency_buckets, latency_total_us, latency_max_us}},
+    /// latency_bucket_bounds_ms}
     #[arg(long)]
     json: bool,
     /// Which running server to ask, by pid (needed when several are running)
