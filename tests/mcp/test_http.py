@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx2
 import pytest
-from conftest import _full_env, write_config
+from conftest import _full_env, _launch_http_server, _stop_http_server, write_config
 from mcp.types import METHOD_NOT_FOUND, PARSE_ERROR
 
 pytestmark = pytest.mark.anyio
@@ -745,3 +745,47 @@ def test_http_scope_tokens_that_cannot_be_served_refuse_the_start(dsh_bin, dsh_e
     assert done.returncode != 0, stderr
     assert expected in stderr, stderr
     assert "listening on" not in stderr, stderr
+
+
+# --------------------------------------------------------------------------- generated tokens
+
+
+async def test_unset_tokens_are_generated_printed_and_the_only_ones_accepted(
+    dsh_bin, dsh_env, dsh_dirs, start_http_server, open_http_session
+):
+    """With `DSH_HTTP_TOKEN` (or a scope's variable) unset, dsh makes the token and prints
+    it on stderr; the one printed is accepted, for its scope only, and no other."""
+    # `env -u` execs dsh: the token variable the launcher sets is gone.
+    server = _launch_http_server(
+        ["env", "-u", "DSH_HTTP_TOKEN", dsh_bin, "serve", "--http", "127.0.0.1:0"], dsh_env, dsh_dirs.work
+    )
+    try:
+        printed = "".join(server.stderr_lines)
+        main = re.search(r"^dsh: bearer token: ([0-9a-f]{32,})$", printed, re.M)
+        assert main, printed
+        async with httpx2.AsyncClient(timeout=30) as http:
+            for token in (server.token, "wrong", main.group(1) + "0"):
+                refused = await http.post(
+                    server.url,
+                    headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"},
+                    json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                )
+                assert refused.status_code == 401, (token, refused.status_code, refused.text)
+        server.token = main.group(1)
+        async with open_http_session(server) as session:
+            names = {tool.name for tool in (await session.list_tools()).tools}
+            assert {"bash", "read", "terminal_open"} <= names, names
+    finally:
+        _stop_http_server(server)
+
+    config = '[scopes]\nshell = ["bash"]\n[serve]\nhttp_scope_tokens = { shell = "DSH_TEST_SHELL_TOKEN" }\n'
+    scoped = start_http_server(config=config)
+    printed = "".join(scoped.stderr_lines)
+    shell = re.search(r"^dsh: bearer token for scope shell \(\$DSH_TEST_SHELL_TOKEN unset\): (\S+)$", printed, re.M)
+    assert shell and shell.group(1) != scoped.token, printed
+    async with open_http_session(scoped) as session:
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        assert "read" in names, names
+    scoped.token = shell.group(1)
+    async with open_http_session(scoped) as session:
+        assert {tool.name for tool in (await session.list_tools()).tools} == {"bash"}
