@@ -718,3 +718,91 @@ fn a_command_runs_in_no_dsh_cgroup_in_subreaper_mode() {
         "subreaper mode put the run in a cgroup: {seen:?}"
     );
 }
+
+/// `dsh` run with cgroupfs hidden: in a private mount namespace with an empty tmpfs over
+/// `/sys/fs/cgroup` (`unshare -m`, root only). `None` when that cannot be done, which
+/// fails the test under `CI=true` and skips it otherwise, saying so.
+fn without_cgroups(env: &Env, config: &str, args: &[&str]) -> Option<std::process::Output> {
+    let dsh = env.dsh_configured(config);
+    let mut script = String::from("mount -t tmpfs none /sys/fs/cgroup && exec");
+    script.push_str(&format!(" {:?}", dsh.get_program()));
+    for arg in dsh.get_args().chain(args.iter().map(std::ffi::OsStr::new)) {
+        script.push_str(&format!(
+            " '{}'",
+            arg.to_string_lossy().replace('\'', "'\\''")
+        ));
+    }
+    let mut command = std::process::Command::new("unshare");
+    command.args(["--mount", "--propagation", "private", "sh", "-c", &script]);
+    for (name, value) in dsh.get_envs() {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    command
+        .env("RUST_LOG", "dsh=info")
+        .current_dir(env.dir.path());
+    let output = command.output().ok()?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if stderr.contains("unshare failed")
+        || stderr.contains("mount: ") && stderr.contains("permission")
+    {
+        let why = format!("cannot hide cgroupfs here (needs root and unshare): {stderr}");
+        assert!(
+            std::env::var_os("CI").is_none_or(|ci| ci != "true"),
+            "{why}, and CI=true: it must run"
+        );
+        eprintln!("skipped: {why}");
+        return None;
+    }
+    Some(output)
+}
+
+#[test]
+fn without_cgroups_auto_falls_back_with_a_warning_and_cgroup_refuses_to_start() {
+    let env = Env::new();
+    let echo = [
+        "call",
+        "bash",
+        r#"{"command":"echo contained","description":"d"}"#,
+    ];
+    let Some(auto) = without_cgroups(&env, "", &echo) else {
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&auto.stderr);
+    assert!(auto.status.success(), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&auto.stdout),
+        "contained\n[exit code: 0]\n"
+    );
+    assert!(
+        stderr.contains("falling back to subreaper containment"),
+        "the fallback is warned of: {stderr}"
+    );
+    assert!(
+        stderr.contains("containment ready containment=subreaper"),
+        "the mode in force is logged: {stderr}"
+    );
+
+    let Some(forced) = without_cgroups(&env, &config(CGROUP), &echo) else {
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&forced.stderr);
+    assert!(!forced.status.success(), "{stderr}");
+    assert!(forced.stdout.is_empty(), "nothing ran: {stderr}");
+    assert!(stderr.contains("cgroup"), "the refusal says why: {stderr}");
+
+    // With cgroups, the default mode is cgroup, and the log says so.
+    let output = env
+        .dsh()
+        .env("RUST_LOG", "dsh=info")
+        .args(echo)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("containment ready containment=cgroup"),
+        "{stderr}"
+    );
+}
