@@ -338,3 +338,117 @@ fn a_plugin_whose_describe_spins_delays_only_its_own_tools() {
         "{names:?}"
     );
 }
+
+impl Served {
+    /// Writes `line` and a newline as they are (not necessarily JSON).
+    fn send_raw(&mut self, line: &[u8]) {
+        let writer = self.to_server.as_mut().unwrap();
+        writer.write_all(line).unwrap();
+        writer.write_all(b"\n").unwrap();
+        writer.flush().unwrap();
+    }
+
+    /// Sends `ping` with id `id` and returns the responses (lines with an `id` and no
+    /// `method`) that came before its answer; the ping must be answered.
+    fn responses_before_ping(&mut self, id: u64) -> Vec<Value> {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "ping"}));
+        let mut before = Vec::new();
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.from_server.read_line(&mut line).unwrap() > 0,
+                "the server closed its output before answering the ping {id}"
+            );
+            let value: Value = serde_json::from_str(line.trim())
+                .unwrap_or_else(|e| panic!("the server wrote a line that is not JSON ({e})"));
+            if value["id"] == id {
+                assert_eq!(value["result"], json!({}), "{value}");
+                return before;
+            }
+            if value.get("id").is_some() && value.get("method").is_none() {
+                before.push(value);
+            }
+        }
+    }
+}
+
+/// `[[[…]]]` nested `depth` deep.
+fn nested_arrays(depth: usize) -> String {
+    format!("{}{}", "[".repeat(depth), "]".repeat(depth))
+}
+
+#[test]
+fn a_tools_call_nested_100000_deep_gets_a_parse_error_with_its_id_and_a_ping_after_it_is_answered()
+{
+    let env = Env::new();
+    let mut served = Served::start(&env, Stream::Pipe);
+    served.initialize();
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"bash","arguments":{{"command":{},"description":"deep"}}}}}}"#,
+        nested_arrays(100_000)
+    );
+    served.send_raw(deep.as_bytes());
+    let before = served.responses_before_ping(3);
+    assert_eq!(before.len(), 1, "{before:?}");
+    assert_eq!(before[0]["id"], 2, "{}", before[0]);
+    assert_eq!(before[0]["error"]["code"], -32700, "{}", before[0]);
+    let message = before[0]["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("recursion limit"), "{message}");
+}
+
+#[test]
+fn a_20_mb_line_gets_the_size_error_with_its_id_and_a_ping_after_it_is_answered() {
+    let env = Env::new();
+    let mut served = Served::start(&env, Stream::Pipe);
+    served.initialize();
+    let long = format!(
+        r#"{{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{{"name":"bash","arguments":{{"command":"echo {}","description":"long"}}}}}}"#,
+        "x".repeat(20_000_000)
+    );
+    served.send_raw(long.as_bytes());
+    let before = served.responses_before_ping(5);
+    assert_eq!(before.len(), 1, "{before:?}");
+    let error = &before[0];
+    assert_eq!(error["id"], 4, "{error}");
+    assert_eq!(error["error"]["code"], -32600, "{error}");
+    assert_eq!(
+        error["error"]["data"]["max_message_bytes"],
+        16 << 20,
+        "{error}"
+    );
+    let message = error["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("16777216") && message.contains("stdio_max_message_bytes"),
+        "the error names the limit: {message}"
+    );
+}
+
+#[test]
+fn a_line_of_garbage_gets_a_parse_error_with_id_null_and_a_ping_after_it_is_answered() {
+    let env = Env::new();
+    let mut served = Served::start(&env, Stream::Pipe);
+    served.initialize();
+    served.send_raw(b"this is not JSON {]");
+    let before = served.responses_before_ping(2);
+    assert_eq!(before.len(), 1, "{before:?}");
+    assert_eq!(before[0]["id"], Value::Null, "{}", before[0]);
+    assert_eq!(before[0]["error"]["code"], -32700, "{}", before[0]);
+}
+
+#[test]
+fn a_notification_that_fails_to_parse_gets_no_answer_and_a_ping_after_it_is_answered() {
+    let env = Env::new();
+    let mut served = Served::start(&env, Stream::Pipe);
+    served.initialize();
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":1,"reason":{}}}}}"#,
+        nested_arrays(100_000)
+    );
+    served.send_raw(deep.as_bytes());
+    // Garbage after it: its parse error is the only answer before the ping's.
+    served.send_raw(b"garbage");
+    let before = served.responses_before_ping(2);
+    assert_eq!(before.len(), 1, "only the garbage is answered: {before:?}");
+    assert_eq!(before[0]["id"], Value::Null, "{}", before[0]);
+    assert_eq!(before[0]["error"]["code"], -32700, "{}", before[0]);
+}

@@ -88,6 +88,8 @@
 //! [serve]
 //! owner_grace_ms = 30000        # a gone connection's resources live this long
 //! max_request_bytes = 4194304   # larger HTTP requests get 413
+//! stdio_max_message_bytes = 16777216 # a longer stdin line gets a JSON-RPC error (-32600,
+//!                               # the request's id when it is seen early); rest discarded
 //! progress_interval_ms = 250    # progress notifications while a call runs
 //! resource_update_interval_ms = 100 # a subscribed resource's updates, at most this often
 //! http_session_idle_ms = 300000 # an HTTP session this long without a request or a call
@@ -323,6 +325,10 @@ pub struct ServeConfig {
     pub owner_grace_ms: u64,
     /// The largest HTTP request body accepted (bigger ones get 413).
     pub max_request_bytes: usize,
+    /// The longest line (one JSON-RPC message, its newline not counted) read on stdio;
+    /// a longer one is answered with an error naming this limit (with the request's id
+    /// when it is within the first this many bytes) and the rest of it discarded unread.
+    pub stdio_max_message_bytes: usize,
     /// How often a call with a progress token gets a progress notification.
     pub progress_interval_ms: u64,
     /// The least time between two `notifications/resources/updated` (or two
@@ -364,6 +370,7 @@ impl Default for ServeConfig {
         ServeConfig {
             owner_grace_ms: 30_000,
             max_request_bytes: 4 << 20,
+            stdio_max_message_bytes: 16 << 20,
             progress_interval_ms: 250,
             resource_update_interval_ms: 100,
             http_session_idle_ms: 300_000,
@@ -380,9 +387,13 @@ impl Default for ServeConfig {
 }
 
 impl ServeConfig {
-    /// Checks the HTTP limits and origins.
+    /// Checks the limits and the HTTP origins.
     fn check(&self) -> Result<(), String> {
         for (key, value) in [
+            (
+                "stdio_max_message_bytes",
+                self.stdio_max_message_bytes as u64,
+            ),
             ("http_max_sessions", self.http_max_sessions as u64),
             ("http_max_connections", self.http_max_connections as u64),
             ("http_header_timeout_ms", self.http_header_timeout_ms),

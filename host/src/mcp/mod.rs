@@ -21,6 +21,7 @@
 //! `logging/setLevel` becomes `notifications/message` (logger: the plugin's name, data:
 //! the line). Until the client sets a level, no log line is sent.
 
+mod framing;
 pub mod http;
 mod logging;
 mod resources;
@@ -603,9 +604,13 @@ pub enum ServeError {
     Io(std::io::Error),
 }
 
-/// Serves one MCP connection on stdin/stdout until the client closes stdin.
+/// Serves one MCP connection on stdin/stdout until the client closes stdin. dsh frames
+/// the lines itself ([`framing`]): rmcp reads the lines it can parse from a pipe the
+/// framing fills, and writes to a pipe whose output one task copies to stdout, with the
+/// framing's answers to refused lines (too long, not JSON) between rmcp's lines.
 pub async fn serve_stdio(server: Arc<McpServer>) -> Result<(), ServeError> {
     use rmcp::ServiceExt;
+    let max_message_bytes = server.host.config.serve.stdio_max_message_bytes;
     let connection = McpConnection::new(server, "stdio");
     // rmcp waits up to 5 s for running handlers after its input ends; cancelling the
     // connection's calls at EOF makes them finish (CANCELLED) at once instead.
@@ -615,18 +620,41 @@ pub async fn serve_stdio(server: Arc<McpServer>) -> Result<(), ServeError> {
         inner: stdin,
         on_eof: [connection.closed.clone(), ended.clone()],
     };
-    let running = match connection.serve((stdin, stdout)).await {
-        Ok(running) => running,
-        // The input ended before a client said anything: nothing to serve, no error.
-        Err(_) if ended.is_cancelled() => return Ok(()),
-        Err(error) => return Err(ServeError::Initialize(error.to_string())),
-    };
-    running
-        .waiting()
-        .await
-        .map_err(|e| ServeError::Join(e.to_string()))?;
-    Ok(())
+    let (rmcp_in, framed) = tokio::io::duplex(STDIO_PIPE_BYTES);
+    let (rmcp_out, rmcp_written) = tokio::io::duplex(STDIO_PIPE_BYTES);
+    let (answers, answered) = tokio::sync::mpsc::channel(STDIO_ANSWERS_QUEUED);
+    let framing = tokio::spawn(framing::frame_input(
+        stdin,
+        framed,
+        answers,
+        max_message_bytes,
+    ));
+    let writer = tokio::spawn(framing::write_output(rmcp_written, answered, stdout));
+    let served = async {
+        let running = match connection.serve((rmcp_in, rmcp_out)).await {
+            Ok(running) => running,
+            // The input ended before a client said anything: nothing to serve, no error.
+            Err(_) if ended.is_cancelled() => return Ok(()),
+            Err(error) => return Err(ServeError::Initialize(error.to_string())),
+        };
+        running
+            .waiting()
+            .await
+            .map_err(|e| ServeError::Join(e.to_string()))?;
+        Ok(())
+    }
+    .await;
+    // rmcp has dropped its end of the output pipe: the writer ends once what is queued
+    // is on stdout (bounded, should a stuck stdout hold it).
+    framing.abort();
+    let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+    served
 }
+
+/// The buffer of each in-process pipe between the stdio framing and rmcp.
+const STDIO_PIPE_BYTES: usize = 64 << 10;
+/// The framing's answers waiting for stdout before it stops reading stdin.
+const STDIO_ANSWERS_QUEUED: usize = 64;
 
 type Reader = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
 type Writer = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
