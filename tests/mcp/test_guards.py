@@ -168,3 +168,29 @@ async def test_an_ask_over_http_is_an_elicitation_too(start_http_server):
                 result = await session.call_tool("bash", PUSH)
                 assert not result.is_error and "push-ran" in text(result), show(("bash", PUSH), result)
     assert len(asked) == 1 and "git push" in asked[0], asked
+
+
+async def test_an_elicitation_not_answered_within_approval_timeout_ms_is_a_denial(dsh_bin, dsh_env, dsh_dirs, event_log):
+    params = serve(
+        dsh_bin, dsh_env, dsh_dirs, '[pipeline]\nguards = ["ask_git_push"]\n[serve]\napproval_timeout_ms = 300\n'
+    )
+    asked = anyio.Event()
+
+    async def never(context, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, elicitation_callback=never) as session:
+            await session.initialize()
+            with anyio.fail_after(15):
+                result = await session.call_tool("bash", PUSH)
+            assert asked.is_set(), "the client was never asked"
+            message = expect_error(("bash", PUSH), result, "DENIED")
+            assert "approval required: guard ask_git_push" in message, message
+            assert "timeout" in message, message
+            assert "push-ran" not in text(result)
+    # Logged as no answer to be had, not as the client's refusal.
+    decisions = [e["decision"] for e in event_log.events() if e["event"] == "approval"]
+    assert decisions == ["unavailable"], decisions
