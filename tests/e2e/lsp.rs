@@ -622,3 +622,32 @@ fn a_clangd_answer_given_while_it_still_indexes_says_it_may_be_partial() {
     );
     assert!(note.contains("after 1 ms (indexing"), "{definition}");
 }
+
+#[test]
+fn a_server_that_never_answers_is_a_timeout_after_request_timeout_ms() {
+    let env = Env::new();
+    std::fs::write(env.workdir().join("a.mute"), "nothing\n").unwrap();
+    // It reads every request and answers none, `initialize` included.
+    let config = r#"
+[lsp]
+defaults = false
+request_timeout_ms = 500
+[lsp.servers.mute]
+command = ["sh", "-c", "cat > /dev/null"]
+extensions = ["mute"]
+"#;
+    let server = McpServer::start(&env, config);
+    for _ in 0..2 {
+        let reply = server.call("lsp", json!({"op": "symbols", "path": "a.mute"}));
+        assert_eq!(reply.code.as_deref(), Some("TIMEOUT"), "{reply:?}");
+        assert!(
+            reply.text.contains("500 ms") && reply.text.contains("mute"),
+            "the limit and the server are named: {reply:?}"
+        );
+    }
+    let other = server.call_ok(
+        "bash",
+        json!({"command": "echo still here", "description": "d"}),
+    );
+    assert!(other.starts_with("still here"), "{other}");
+}
