@@ -651,3 +651,34 @@ extensions = ["mute"]
     );
     assert!(other.starts_with("still here"), "{other}");
 }
+
+#[test]
+fn with_no_servers_configured_the_default_one_on_path_answers() {
+    let env = Env::new();
+    write_projects(&env);
+    let pylsp = venv_program("pylsp");
+    let on_path = format!(
+        "{}:{}",
+        pylsp.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // No [lsp] at all: the built-in defaults, found on PATH.
+    let mut command = env.dsh_configured("");
+    command.env("PATH", &on_path);
+    let server = McpServer::start_command(&env, command);
+    let symbols = server.call_ok("lsp", json!({"op": "symbols", "path": "util.py"}));
+    assert!(symbols.contains("class Greeter"), "{symbols}");
+    assert_eq!(servers_of(&env, "pylsp").len(), 1);
+    drop(server);
+
+    // Not on PATH: no server for the extension (the message lists those found).
+    let mut command = env.dsh_configured("");
+    command.env("PATH", "/usr/bin:/bin");
+    let server = McpServer::start_command(&env, command);
+    let reply = server.call("lsp", json!({"op": "symbols", "path": "util.py"}));
+    assert_eq!(reply.code.as_deref(), Some("LSP_UNAVAILABLE"), "{reply:?}");
+    assert!(
+        reply.text.contains("no language server for .py files") && !reply.text.contains("pylsp"),
+        "{reply:?}"
+    );
+}
