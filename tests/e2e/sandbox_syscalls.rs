@@ -1259,3 +1259,93 @@ fn threads_spawning_pipelines_and_a_command_tuning_itself_still_work_in_the_sand
         assert_worked("sandbox", &text, name);
     }
 }
+
+// ---------------------------------------------------------------------------------
+// Reaching out: binding, raw and packet sockets, another process's memory, privileges.
+
+const REACH_PROBES: &str = r#"
+T = dict(a.split("=", 1) for a in sys.argv[1:])
+def bind_tcp():
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+    finally:
+        s.close()
+probe("bind_tcp", bind_tcp)
+probe("raw_socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP).close())
+probe("packet_socket", lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0).close())
+def attach():
+    pid = int(T["ptrace"])
+    check(libc.ptrace(16, pid, None, None))  # PTRACE_ATTACH
+    os.waitpid(pid, 0)
+    check(libc.ptrace(17, pid, None, None))  # PTRACE_DETACH
+probe("ptrace", attach)
+def memory():
+    fd = os.open(f"/proc/{T['mem']}/mem", os.O_RDONLY)
+    os.close(fd)
+probe("proc_mem", memory)
+probe("kill", lambda: os.kill(int(T["kill"]), 0))
+print("probe:no_new_privs=ok:" + next(l.split()[1] for l in open("/proc/self/status") if l.startswith("NoNewPrivs:")), flush=True)
+"#;
+
+#[test]
+fn binding_raw_and_packet_sockets_and_reaching_other_processes_work_under_local_and_not_from_the_sandbox(
+) {
+    if !is_root() {
+        assert!(
+            std::env::var_os("CI").is_none_or(|ci| ci != "true"),
+            "raw and packet sockets need root here, and CI=true: this test must run"
+        );
+        eprintln!("skipped: raw and packet sockets need root");
+        return;
+    }
+    let env = Env::new();
+    for (half, config) in [("local", LOCAL), ("sandbox", SANDBOX)] {
+        let (traced, read, signalled) = (
+            Bystander::capless(),
+            Bystander::capless(),
+            Bystander::capless(),
+        );
+        let command = python(
+            &env,
+            "reach",
+            REACH_PROBES,
+            &[
+                format!("ptrace={}", traced.pid()),
+                format!("mem={}", read.pid()),
+                format!("kill={}", signalled.pid()),
+            ],
+        );
+        let out = bash(&env, config, &command);
+        if half == "local" {
+            let text = ran(half, &out);
+            for name in [
+                "bind_tcp",
+                "raw_socket",
+                "packet_socket",
+                "ptrace",
+                "proc_mem",
+                "kill",
+            ] {
+                assert_worked(half, &text, name);
+            }
+            continue;
+        }
+        let text = sandboxed(&out);
+        // Landlock refuses the bind; the seccomp filter the raw and packet sockets.
+        assert_errno(half, &text, "bind_tcp", EACCES);
+        assert_errno(half, &text, "raw_socket", EACCES);
+        assert_errno(half, &text, "packet_socket", EACCES);
+        // Landlock's scoping: nothing outside the run's domain is traced, read or signalled.
+        assert_errno(half, &text, "ptrace", EPERM);
+        assert_errno(half, &text, "proc_mem", EACCES);
+        assert_errno(half, &text, "kill", EPERM);
+        assert_eq!(assert_worked(half, &text, "no_new_privs"), "1", "{text}");
+        assert_eq!(
+            traced.status("TracerPid").as_deref(),
+            Some("0"),
+            "the bystander is not traced"
+        );
+    }
+}
