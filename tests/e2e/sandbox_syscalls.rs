@@ -1349,3 +1349,49 @@ fn binding_raw_and_packet_sockets_and_reaching_other_processes_work_under_local_
         );
     }
 }
+
+#[test]
+fn one_sandboxed_run_cannot_signal_another() {
+    let env = Env::new();
+    for (half, config) in [("local", LOCAL), ("sandbox", SANDBOX)] {
+        let server = McpServer::start(&env, config);
+        let pid_file = env.workdir().join(format!("job-{half}.pid"));
+        let started = server.call_ok(
+            "bash",
+            json!({
+                "command": format!("echo $$ > {}; exec sleep 300", pid_file.display()),
+                "description": "a job to signal",
+                "run_in_background": true,
+            }),
+        );
+        assert!(started.contains("bash-"), "{started}");
+        assert!(
+            wait_for(Duration::from_secs(10), || std::fs::read_to_string(
+                &pid_file
+            )
+            .is_ok_and(|pid| pid.ends_with('\n'))),
+            "{half}: the job never wrote its pid"
+        );
+        let pid = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .to_string();
+        let probe = server.call_ok(
+            "bash",
+            json!({"command": format!("kill -0 {pid} && echo signalled || echo refused"), "description": "signal the job"}),
+        );
+        if half == "local" {
+            assert!(probe.starts_with("signalled"), "local: {probe}");
+        } else {
+            assert!(
+                probe.contains("Operation not permitted") && probe.contains("refused"),
+                "sandbox: {probe}"
+            );
+        }
+        // The job is alive either way: kill -0 sends nothing.
+        assert!(
+            Path::new(&format!("/proc/{pid}")).exists(),
+            "{half}: the job is gone"
+        );
+    }
+}
