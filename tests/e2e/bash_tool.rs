@@ -290,3 +290,126 @@ fn no_echo_loses_its_output_while_cpu_bound_calls_spin_on_every_worker() {
         lost.len()
     );
 }
+
+/// A `bash` command of `size` bytes or more that writes a file through a quoted heredoc,
+/// then prints `$0`, `$#` and how many memfds its shell holds, and exits 3; and the
+/// bytes the file must hold.
+pub fn heredoc_command(size: usize) -> (String, String) {
+    let mut body = String::new();
+    let mut n = 0;
+    while body.len() < size {
+        // Quotes, `$`, backslashes and backticks stay as they are in a quoted heredoc.
+        body.push_str(&format!("{n:06} \"$HOME\" '\\n' `x` $((1+1)) \\\n"));
+        n += 1;
+    }
+    let command = format!(
+        "cat > written.txt <<'EOF'\n{body}EOF\necho \"0=$0 #=$# memfds=$(ls -l /proc/$$/fd | grep -c memfd)\"\nexit 3\n"
+    );
+    (command, body)
+}
+
+#[test]
+fn a_command_longer_than_an_argument_may_be_runs_whole_and_keeps_its_exit_code() {
+    // 300 KiB: over the kernel's 128 KiB limit on one argument, which `bash -c` hit.
+    let env = Env::new();
+    let server = crate::mcp_stdio::McpServer::start(&env, "");
+    let (command, body) = heredoc_command(300 * 1024);
+    let reply = server.call(
+        "bash",
+        serde_json::json!({"command": command, "description": "write a file"}),
+    );
+    assert!(!reply.is_error, "{reply:?}\n{}", server.stderr());
+    // `$0` and `$#` as under `bash -c`; the shell (so no program it runs) holds no
+    // descriptor of the script.
+    assert_eq!(reply.text, "0=bash #=0 memfds=0\n[exit code: 3]");
+    let written = std::fs::read(env.workdir().join("written.txt")).unwrap();
+    assert!(
+        written == body.as_bytes(),
+        "the file differs from the heredoc"
+    );
+
+    // A background job takes the same way.
+    std::fs::remove_file(env.workdir().join("written.txt")).unwrap();
+    let started = server.call_ok(
+        "bash",
+        serde_json::json!({"command": command, "description": "write it again", "run_in_background": true}),
+    );
+    let job = started
+        .split_whitespace()
+        .find(|w| w.starts_with("bash-"))
+        .unwrap_or_else(|| panic!("no job id in {started}"))
+        .to_string();
+    let output = server.call_ok(
+        "job_output",
+        serde_json::json!({"id": job, "wait_ms": 20000}),
+    );
+    assert!(output.contains("0=bash #=0 memfds=0"), "{output}");
+    let written = std::fs::read(env.workdir().join("written.txt")).unwrap();
+    assert!(
+        written == body.as_bytes(),
+        "the job's file differs from the heredoc"
+    );
+}
+
+#[test]
+fn a_syntax_error_reports_bash_s_message_and_exit_code_two_short_or_long() {
+    let env = Env::new();
+    let server = crate::mcp_stdio::McpServer::start(&env, "");
+    // Short: exactly `bash -c`'s words.
+    let reply = server.call(
+        "bash",
+        serde_json::json!({"command": "echo before\necho )\necho after", "description": "bad"}),
+    );
+    assert_eq!(
+        reply.text,
+        "before\nbash: -c: line 2: syntax error near unexpected token `)'\nbash: -c: line 2: `echo )'\n[exit code: 2]"
+    );
+    assert!(!reply.is_error, "{reply:?}");
+    // Long (200 KiB of comment first): the same message from `eval`, the same line
+    // number, the same exit code; what came before the error ran.
+    let command = format!(
+        "# {}\necho before\necho )\necho after",
+        "x".repeat(200 * 1024)
+    );
+    let reply = server.call(
+        "bash",
+        serde_json::json!({"command": command, "description": "bad and long"}),
+    );
+    assert_eq!(
+        reply.text,
+        "before\nbash: eval: line 3: syntax error near unexpected token `)'\nbash: eval: line 3: `echo )'\n[exit code: 2]",
+        "{}",
+        server.stderr()
+    );
+    assert!(!reply.is_error, "{reply:?}");
+}
+
+#[test]
+fn a_command_over_one_mebibyte_is_invalid_arguments_and_runs_nothing() {
+    let env = Env::new();
+    let server = crate::mcp_stdio::McpServer::start(&env, "");
+    let marker = env.workdir().join("ran");
+    let command = format!("touch {}\n# {}", marker.display(), "x".repeat(1024 * 1024));
+    let reply = server.call(
+        "bash",
+        serde_json::json!({"command": command, "description": "too long"}),
+    );
+    assert_eq!(
+        reply.code.as_deref(),
+        Some("INVALID_ARGUMENTS"),
+        "{reply:?}"
+    );
+    assert!(reply.text.contains("1048576 (1 MiB)"), "{}", reply.text);
+    assert!(reply.text.len() < 1000, "the error quotes the command");
+    assert!(!marker.exists(), "a refused command ran");
+    // Exactly 1 MiB runs.
+    let exact = format!("touch {}\n#", marker.display());
+    let exact = format!("{exact}{}", "x".repeat((1 << 20) - exact.len()));
+    assert_eq!(exact.len(), 1 << 20);
+    let reply = server.call(
+        "bash",
+        serde_json::json!({"command": exact, "description": "just fits"}),
+    );
+    assert_eq!(reply.text, "[exit code: 0]", "{reply:?}");
+    assert!(marker.exists());
+}

@@ -567,3 +567,26 @@ fn dsh_says_at_start_which_of_its_own_files_lie_in_the_workspace() {
     let log = String::from_utf8_lossy(&quiet.stderr);
     assert!(!log.contains("own files lie in the workspace"), "{log}");
 }
+
+#[test]
+fn in_the_sandbox_a_command_longer_than_an_argument_may_be_runs_whole() {
+    // 300 KiB: over the kernel's 128 KiB limit on one argument. The script reaches the
+    // sandboxed shell on a descriptor, past Landlock, the mount namespace and seccomp.
+    let env = Env::new();
+    let server = McpServer::start(&env, SANDBOX);
+    let (command, body) = crate::bash_tool::heredoc_command(300 * 1024);
+    let reply = server.call(
+        "bash",
+        json!({"command": command, "description": "write a file"}),
+    );
+    assert!(!reply.is_error, "{reply:?}\n{}", server.stderr());
+    assert_eq!(
+        reply.text,
+        "0=bash #=0 memfds=0\n[sandbox: fs=workspace net=off]\n[exit code: 3]"
+    );
+    let written = std::fs::read(env.workdir().join("written.txt")).unwrap();
+    assert!(
+        written == body.as_bytes(),
+        "the file differs from the heredoc"
+    );
+}

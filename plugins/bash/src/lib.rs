@@ -3,7 +3,8 @@
 //! `[exit code: N]`.
 //!
 //! Settings (`[plugins.bash.settings]` in `dsh.toml`): `default_timeout_ms` (120000)
-//! and `max_timeout_ms` (600000).
+//! and `max_timeout_ms` (600000). A command may be up to [`MAX_COMMAND_BYTES`] (1 MiB);
+//! a longer one is `INVALID_ARGUMENTS` and starts nothing.
 
 use dsh_plugin::tool_process::process::{self, BackgroundRequest, RunRequest};
 use dsh_plugin::{text, CallContext, ErrorCode, Tool, ToolError, ToolResult, Tools};
@@ -14,6 +15,9 @@ const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 const MAX_TIMEOUT_MS: u64 = 600_000;
 /// Room kept in the output budget for the exit-code line and notes.
 const TRAILER_ROOM: u32 = 200;
+/// The longest command, in bytes (1 MiB). Checked here rather than as the schema's
+/// `maxLength`, which counts characters and whose violation would quote the whole command.
+const MAX_COMMAND_BYTES: usize = 1 << 20;
 
 const DESCRIPTION: &str = "Run a bash command and return its combined stdout and stderr, \
 followed by `[exit code: N]`. Each call is a new shell: `cd`, variables and background \
@@ -30,7 +34,7 @@ command's own error (`Permission denied`, `Operation not permitted`).";
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
-    /// The command, run with `bash -c`.
+    /// The command, run with `bash -c`; at most 1 MiB (1048576 bytes).
     #[schemars(length(min = 1))]
     command: String,
     /// What the command does, in a few words (shown to the user).
@@ -64,6 +68,16 @@ impl Tools for Bash {
 }
 
 fn bash(context: &CallContext, args: Args) -> Result<ToolResult, ToolError> {
+    if args.command.len() > MAX_COMMAND_BYTES {
+        return Err(dsh_plugin::error(
+            ErrorCode::InvalidArguments,
+            format!(
+                "command is {} bytes, more than the bash tool's limit of {MAX_COMMAND_BYTES} (1 MiB); \
+                 nothing was run: write long content to a file in several calls, or with a file tool",
+                args.command.len()
+            ),
+        ));
+    }
     if args.run_in_background {
         let request = BackgroundRequest {
             command: args.command,

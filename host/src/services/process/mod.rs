@@ -3,7 +3,10 @@
 //! Owns every process a call starts. Each command runs as `bash -c` in a new process
 //! group and in a container of its own ([`containment`]: a cgroup, or the subreaper
 //! fallback), with stdin from `/dev/null`, stdout and stderr on one pipe, a parent-death
-//! signal and the environment of the `[process.env]` policy ([`environment`]). On
+//! signal and the environment of the `[process.env]` policy ([`environment`]). A command
+//! longer than [`SCRIPT_THRESHOLD`] (the kernel refuses an argument over 128 KiB) goes in a
+//! sealed memfd instead, which `bash -c` reads from descriptor 3, closes and `eval`s
+//! ([`LONG_COMMAND`]). On
 //! timeout the group gets TERM, then after a grace period the whole container gets
 //! KILL; when the shell returns the container is killed too, so nothing it started is
 //! left running, whatever session or group it moved to. Output reading stops a short
@@ -57,6 +60,8 @@ pub enum ProcessError {
     NulByte,
     #[error("cannot read the command's output: {0}")]
     Output(std::io::Error),
+    #[error("cannot hand the command to bash in a memfd: {0}")]
+    Script(std::io::Error),
     #[error(transparent)]
     Containment(#[from] containment::ContainmentError),
     #[error(transparent)]
@@ -430,8 +435,8 @@ impl ProcessService {
         Ok(id)
     }
 
-    /// Starts `bash -c COMMAND` as the leader of a new process group, under
-    /// `executor` (a sandboxed run may write `cwd`).
+    /// Starts `bash -c COMMAND` (a long command through [`LONG_COMMAND`]) as the leader
+    /// of a new process group, under `executor` (a sandboxed run may write `cwd`).
     fn launch(
         &self,
         owner: &Arc<str>,
@@ -457,16 +462,28 @@ impl ProcessService {
             .dev_null
             .as_ref()
             .map_err(|e| ProcessError::Spawn(std::io::Error::new(e.kind(), e.to_string())))?;
+        if command.as_bytes().contains(&0) {
+            return Err(ProcessError::NulByte);
+        }
+        // A long command cannot be an argument: it reaches bash in a memfd on descriptor 3.
+        let script = if command.len() > SCRIPT_THRESHOLD {
+            Some(sealed_script(command.as_bytes()).map_err(ProcessError::Script)?)
+        } else {
+            None
+        };
         let argv = [
             c"bash".to_owned(),
             c"-c".to_owned(),
-            CString::new(command.as_bytes()).map_err(|_| ProcessError::NulByte)?,
+            match script {
+                Some(_) => LONG_COMMAND.to_owned(),
+                None => CString::new(command.as_bytes()).map_err(|_| ProcessError::NulByte)?,
+            },
         ];
         let cwd = CString::new(cwd.as_os_str().as_bytes()).map_err(|_| ProcessError::NulByte)?;
         let run = self.launch.containment.new_run()?;
         let placement = run.placement();
         let envp = self.launch.envp(&env, &placement)?;
-        let child = spawn::spawn(&spawn::SpawnSpec {
+        let spec = spawn::SpawnSpec {
             program: &self.launch.bash,
             argv: &argv,
             envp: &envp,
@@ -478,10 +495,15 @@ impl ProcessService {
             join: &placement.join,
             die_with_parent: true,
             sandbox: self.launch.child_sandbox(sandbox.as_ref()),
-        })
+        };
+        let child = match &script {
+            Some(script) => spawn::spawn_with_fd3(&spec, script.as_raw_fd()),
+            None => spawn::spawn(&spec),
+        }
         .map_err(ProcessError::Spawn)?;
-        // The pipe's write end now lives only in the child.
+        // The pipe's write end (and the script) now live only in the child.
         drop(write_fd);
+        drop(script);
         run.set_leader(child.pid());
         let group = GroupGuard::new(child.pid(), owner.clone(), run, self.live_groups.clone());
         Ok(ProcessTree {
@@ -577,6 +599,61 @@ impl ProcessService {
             cut_off,
         })
     }
+}
+
+/// Commands longer than this many bytes reach bash in a memfd rather than as its `-c`
+/// argument. The kernel refuses a single argument of 128 KiB or more (`MAX_ARG_STRLEN`,
+/// `E2BIG`); half of that leaves room for the environment under a small `ARG_MAX`, and
+/// keeps every shorter command on the plain `bash -c COMMAND` path.
+pub const SCRIPT_THRESHOLD: usize = 64 * 1024;
+
+/// The `-c` argument of a long command, whose text is on descriptor 3 (a sealed memfd at
+/// offset 0). `mapfile` reads it whole (buffered, on a regular file; with no delimiter in
+/// it, byte for byte) into `BASH_EXECUTION_STRING`, where `bash -c` keeps its command too
+/// (here as a one-element array), so no other variable or positional parameter is set;
+/// descriptor 3 is closed, and `eval` runs the text. `$0` is `bash`, `$#` is 0, `$-` has
+/// `c`, `return` outside a function fails as under `-c`, runtime errors read the same and
+/// the exit status is the command's; a syntax error reads `bash: eval: line N: …` where
+/// `bash -c` says `bash: -c: line N: …`. No descriptor is reopened by path, so neither the
+/// sandbox's Landlock domain nor its mount namespace is in the way.
+pub const LONG_COMMAND: &std::ffi::CStr = c"mapfile -d '' -u 3 BASH_EXECUTION_STRING || exit 126; exec 3<&-; eval \"$BASH_EXECUTION_STRING\"";
+
+/// A sealed memfd (no write, grow, shrink or further seals) holding `text`, at offset 0
+/// and close-on-exec, above descriptor 2.
+fn sealed_script(text: &[u8]) -> std::io::Result<OwnedFd> {
+    use std::io::{Seek, Write};
+    use std::os::fd::FromRawFd;
+    // SAFETY: memfd_create takes a valid C string and flags; it returns a new descriptor.
+    let fd = unsafe {
+        libc::memfd_create(
+            c"dsh-command".as_ptr(),
+            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    if fd < 3 {
+        // The child replaces descriptors 0 to 2 before it takes 3 (dsh started with one
+        // of them closed): move it above them.
+        // SAFETY: fcntl on a descriptor this function owns; it returns a new one.
+        let moved = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+        if moved < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `moved` is a fresh descriptor nobody else owns.
+        file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(moved) });
+    }
+    file.write_all(text)?;
+    file.rewind()?;
+    let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+    // SAFETY: fcntl on a descriptor this function owns.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(OwnedFd::from(file))
 }
 
 /// Reads what `pipe` holds now, without waiting, into `sink`: at most
@@ -802,6 +879,22 @@ mod tests {
         assert_eq!(out.output.text, "one\ntwo\nthree\n");
         assert_eq!(out.exit_code, Some(4));
         assert!(!out.timed_out);
+    }
+
+    #[tokio::test]
+    async fn a_command_too_long_for_an_argument_runs_whole_through_a_memfd() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = service();
+        // Over the kernel's 128 KiB limit on one argument; trailing newlines kept.
+        let command = format!(
+            "# {}\necho \"$0 $# $(ls -l /proc/$$/fd | grep -c memfd)\"; exit 5 \\\n\n\n",
+            "x".repeat(200 * 1024)
+        );
+        assert!(command.len() > SCRIPT_THRESHOLD);
+        let out = service.run(spec(&command, dir.path())).await.unwrap();
+        // `$0` and `$#` as under `-c`; the shell holds no descriptor of the memfd.
+        assert_eq!(out.output.text, "bash 0 0\n");
+        assert_eq!(out.exit_code, Some(5));
     }
 
     #[tokio::test]

@@ -22,7 +22,9 @@
 //!
 //! Every run starts clean: its own session (`setsid`: no controlling terminal but its
 //! own PTY for a terminal session), and every descriptor above 2 closed (`close_range`),
-//! whatever dsh itself inherited or holds without close-on-exec.
+//! whatever dsh itself inherited or holds without close-on-exec. The one exception is
+//! [`spawn_with_fd3`]: a descriptor the parent names (a long command's script) becomes
+//! descriptor 3, and only those above 3 are closed.
 //!
 //! A sandboxed run confines itself with what the parent prepared
 //! ([`super::executor`]): first its namespaces and mount steps (before `chdir`, so its
@@ -141,6 +143,8 @@ struct ChildArgs {
     /// Mount steps.
     steps: *const RawStep,
     steps_len: usize,
+    /// Becomes descriptor 3 (kept across `exec`), or -1.
+    fd3: libc::c_int,
     /// 0, or the errno of the step that failed.
     error: libc::c_int,
     /// Where it failed (see [`STAGES`]); with a mount step, which one.
@@ -213,6 +217,16 @@ pub fn reap_orphans() -> bool {
 /// Spawns a child that leads a new process group (or session), dies with the host (SIGKILL as the
 /// parent-death signal), has `input` as stdin and `output` as stdout and stderr.
 pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Child> {
+    spawn_inner(spec, -1)
+}
+
+/// [`spawn`], with `fd3` as the child's descriptor 3 (kept across `exec`, unlike every
+/// other descriptor above 2): how a command too long for an argument reaches bash.
+pub fn spawn_with_fd3(spec: &SpawnSpec<'_>, fd3: RawFd) -> io::Result<Child> {
+    spawn_inner(spec, fd3)
+}
+
+fn spawn_inner(spec: &SpawnSpec<'_>, fd3: RawFd) -> io::Result<Child> {
     let argv: Vec<*const libc::c_char> = spec
         .argv
         .iter()
@@ -280,6 +294,7 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Child> {
         user_ns: spec.sandbox.as_ref().map_or(-1, |sandbox| sandbox.user_ns),
         steps: steps.as_ptr(),
         steps_len: steps.len(),
+        fd3,
         error: 0,
         stage: 0,
         failed_step: 0,
@@ -464,8 +479,21 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             return fail(args, STAGE_CONFINE);
         }
         // Nothing above stdio reaches the program: not dsh's descriptors, not the
-        // ruleset, not what dsh inherited.
-        close_from(3);
+        // ruleset, not what dsh inherited; only the descriptor the parent passes as 3
+        // (dup2 clears its close-on-exec flag; on 3 already, fcntl does).
+        if args.fd3 >= 0 {
+            let kept = if args.fd3 == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(args.fd3, 3)
+            };
+            if kept < 0 {
+                return fail(args, 0);
+            }
+            close_from(4);
+        } else {
+            close_from(3);
+        }
         if !args.filter.is_null()
             && libc::syscall(
                 libc::SYS_seccomp,
