@@ -172,8 +172,9 @@ async def test_an_ask_over_http_is_an_elicitation_too(start_http_server):
 
 async def test_an_elicitation_not_answered_within_approval_timeout_ms_is_a_denial(dsh_bin, dsh_env, dsh_dirs, event_log):
     params = serve(
-        dsh_bin, dsh_env, dsh_dirs, '[pipeline]\nguards = ["ask_git_push"]\n[serve]\napproval_timeout_ms = 300\n'
+        dsh_bin, dsh_env, dsh_dirs, '[pipeline]\nguards = ["ask_git_push"]\n[serve]\napproval_timeout_ms = 2000\n'
     )
+    # Long enough for the client to be asked on a loaded machine: the ask must reach it.
     asked = anyio.Event()
 
     async def never(context, params: types.ElicitRequestParams) -> types.ElicitResult:
