@@ -413,3 +413,44 @@ fn a_command_over_one_mebibyte_is_invalid_arguments_and_runs_nothing() {
     assert_eq!(reply.text, "[exit code: 0]", "{reply:?}");
     assert!(marker.exists());
 }
+
+#[test]
+fn a_timed_out_command_that_traps_term_gets_term_then_kill() {
+    let env = Env::new();
+    let marker = unique_marker();
+    let seen = env.dir.path().join("term-seen");
+    // It notes the TERM and carries on; only KILL ends it.
+    let command = format!(
+        "trap 'echo term >> {}' TERM; while :; do sleep 0.05; done; : {marker}",
+        seen.display()
+    );
+    let out = env.call_configured(
+        "[process]\nkill_grace_ms = 500\n",
+        "bash",
+        &serde_json::json!({"command": command, "description": "ignores TERM", "timeoutMs": 300}),
+        &[],
+    );
+    assert_eq!(out.code.as_deref(), Some("TIMEOUT"), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap_or_default(),
+        "term\n",
+        "TERM came first, once"
+    );
+    let left = survivors(&marker, Duration::from_secs(5));
+    assert!(left.is_empty(), "KILL did not follow: {left:?}");
+}
+
+#[test]
+fn a_command_reads_dev_null_and_holds_no_descriptor_above_two() {
+    let env = Env::new();
+    let out = env.call(
+        "bash",
+        r#"{"command":"readlink /proc/$$/fd/0; ls /proc/$$/fd | sort -n | tr '\\n' ' '; cat; echo read-nothing","description":"stdin"}"#,
+    );
+    assert_eq!(out.code, None, "{out:?}");
+    // `ls` itself opens the directory it lists as 3 in its own process, not the shell's.
+    assert_eq!(
+        out.content, "/dev/null\n0 1 2 read-nothing\n[exit code: 0]",
+        "{out:?}"
+    );
+}
