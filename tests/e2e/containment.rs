@@ -427,6 +427,16 @@ fn everything_dies_with_the_host_on_stdin_eof_in_subreaper_mode() {
     everything_dies_with_the_host(SUBREAPER, Death::StdinEof);
 }
 
+#[test]
+fn everything_dies_with_the_host_on_sighup_in_subreaper_mode() {
+    everything_dies_with_the_host(SUBREAPER, Death::Signal(libc::SIGHUP));
+}
+
+#[test]
+fn everything_dies_with_the_host_on_sigint_in_subreaper_mode() {
+    everything_dies_with_the_host(SUBREAPER, Death::Signal(libc::SIGINT));
+}
+
 // --------------------------------------------------------------------------- runs apart
 
 /// Runs are killed one by one: a job killed, a foreground call returning and a terminal
