@@ -10,7 +10,9 @@
 //!    against a native read (`std::fs::read`) and a native read + write + fsync +
 //!    rename + fsync of the directory (what dsh's commit does). Target: at most 1 ms
 //!    added. Then where a read's time goes: an `echo` call (the pipeline and a fresh
-//!    instance) and a one-line `read` (the whole file copied into the instance).
+//!    instance) and a one-line `read` (the whole file copied into the instance), and
+//!    where an edit's goes: a `write` of the same megabyte (the commit without the read
+//!    and the search).
 //!
 //! Run with `cargo bench --profile dev --bench files` (the tree is made once under the
 //! target directory and kept: `target/tmp/files-bench-tree`).
@@ -209,7 +211,7 @@ async fn main() {
     let runs = 60;
     let (mut read_dsh, mut read_native, mut edit_dsh, mut edit_native) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut floor, mut read_one) = (Vec::new(), Vec::new());
+    let (mut floor, mut read_one, mut write_dsh) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..runs {
         let started = Instant::now();
         call(&edits, "echo", &json!({"text": "x"})).await;
@@ -245,6 +247,17 @@ async fn main() {
         edit_native.push(started.elapsed());
         // The native edit changed the file behind dsh's read: read it again.
         call(&edits, "read", &json!({"path": "big.txt", "limit": 1})).await;
+
+        // The commit alone: a whole-file write of what is there (no read, no search).
+        let contents = std::fs::read_to_string(&file).unwrap();
+        let started = Instant::now();
+        call(
+            &edits,
+            "write",
+            &json!({"path": "big.txt", "content": contents}),
+        )
+        .await;
+        write_dsh.push(started.elapsed());
     }
     let base = report("native std::fs::read (1 MB)", &mut read_native);
     let full = report("dsh read (1 MB file, first 2000 lines)", &mut read_dsh);
@@ -267,4 +280,14 @@ async fn main() {
     );
     let full = report("dsh edit (one line of a 1 MB file)", &mut edit_dsh);
     println!("edit: {:.2} ms added (target <= 1 ms)", ms(full) - ms(base));
+    println!("where an edit's time goes:");
+    let write = report(
+        "  dsh write of the same 1 MB (the argument in, the commit)",
+        &mut write_dsh,
+    );
+    println!(
+        "  the write path {:.2} ms over native; the edit's own read and search {:.2} ms",
+        ms(write) - ms(base),
+        ms(full) - ms(write)
+    );
 }
