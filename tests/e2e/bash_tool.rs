@@ -123,10 +123,24 @@ fn a_timeout_kills_the_whole_call_and_says_so() {
 fn a_background_child_of_a_foreground_command_is_gone_when_it_returns() {
     let env = Env::new();
     let marker = unique_marker();
-    let args = format!(r#"{{"command":"sleep 1000.{marker} & echo started","description":"bg"}}"#);
+    let pid_file = env.dir.path().join("child.pid");
+    // The child writes its pid before it sleeps; the command returns once it has.
+    let command = format!(
+        "sh -c 'echo $$ > {pid}; exec sleep 1000.{marker}' & while [ ! -s {pid} ]; do sleep 0.01; done; echo started",
+        pid = pid_file.display()
+    );
     let started = Instant::now();
-    let out = env.call("bash", &args);
+    let out = env.call(
+        "bash",
+        &serde_json::json!({"command": command, "description": "bg"}).to_string(),
+    );
     assert_eq!(out.content, "started\n[exit code: 0]");
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    assert!(!pid.trim().is_empty(), "the child never ran");
+    let gone = crate::support::wait_for(Duration::from_secs(2), || {
+        !std::path::Path::new(&format!("/proc/{}", pid.trim())).exists()
+    });
+    assert!(gone, "the child {} is alive", pid.trim());
     assert!(started.elapsed() < Duration::from_secs(10));
     assert_eq!(
         survivors(&marker, Duration::from_secs(2)),
@@ -139,20 +153,34 @@ fn a_grandchild_holding_the_pipe_outside_the_group_does_not_hang_the_call_nor_ou
     let env = Env::new();
     let marker = unique_marker();
     // setsid moves the sleeper out of the process group; it keeps stdout open.
-    let args =
-        format!(r#"{{"command":"setsid sleep 5.{marker} & echo ok","description":"escape"}}"#);
+    // It writes its pid before it sleeps, and the command returns only once it has: the
+    // escapee is proven to have run.
+    let pid_file = env.dir.path().join("escapee.pid");
+    let command = format!(
+        "setsid sh -c 'echo $$ > {pid}; exec sleep 5.{marker}' & while [ ! -s {pid} ]; do sleep 0.01; done; echo ok",
+        pid = pid_file.display()
+    );
     let started = Instant::now();
-    let out = env.call("bash", &args);
+    let out = env.call(
+        "bash",
+        &serde_json::json!({"command": command, "description": "escape"}).to_string(),
+    );
     assert!(out.content.starts_with("ok\n"), "{out:?}");
     assert!(
         started.elapsed() < Duration::from_secs(4),
         "the call waited for the escaped sleeper"
     );
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    assert!(!pid.trim().is_empty(), "the escapee never ran");
     // And it did not outlive the call: its container was killed with the shell.
     assert_eq!(
         survivors(&marker, Duration::from_secs(1)),
         Vec::<String>::new()
     );
+    let gone = crate::support::wait_for(Duration::from_secs(2), || {
+        !std::path::Path::new(&format!("/proc/{}", pid.trim())).exists()
+    });
+    assert!(gone, "the escapee {} is alive", pid.trim());
 }
 
 #[test]
