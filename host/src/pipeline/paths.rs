@@ -60,6 +60,9 @@ pub fn normalize(path: &str) -> String {
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;

@@ -690,6 +690,9 @@ fn truncate(text: &str, max: usize) -> &str {
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -358,6 +358,9 @@ fn lex(text: &str) -> Vec<Command> {
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
