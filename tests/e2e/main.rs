@@ -14,6 +14,7 @@ mod cpu_budget;
 mod environment;
 mod event_log;
 mod fresh_instances;
+mod full_disk;
 mod guards;
 mod languages;
 mod live_config;

@@ -10,7 +10,8 @@
 //! 5. [`s5_finalize`]: the content cut to its budget, the full text spilled;
 //! 6. [`s6_observe`]: observers (the event log's `tool/result`, metrics).
 //!
-//! Before any of them, a `tool/call` event is written to the session log, the call is
+//! Before any of them, a `tool/call` event is written to the session log (when it
+//! cannot be, the call is refused with `IO_ERROR` and nothing runs), the call is
 //! admitted ([`admission`]: it may wait its turn, or get `BUSY`), the tool is resolved in
 //! the caller's scope, the arguments are validated against its schema and its path
 //! arguments normalized ([`paths`]: `src/../x` is `x` from the gate on). The call holds
@@ -147,7 +148,9 @@ impl Pipeline {
     pub async fn call(&self, request: CallRequest, cancel: &CancellationToken) -> CallResult {
         let started = Instant::now();
         let call_id = self.session.next_call_id();
-        self.session.events.write(
+        // Nothing runs unlogged: a call whose `tool/call` event cannot be written is
+        // refused before anything else happens to it.
+        if let Err(error) = self.session.events.try_write(
             "tool/call",
             CallEvent {
                 call_id: &call_id,
@@ -157,7 +160,19 @@ impl Pipeline {
                 tool: &request.tool,
                 args: &request.args,
             },
-        );
+        ) {
+            tracing::error!(%error, call_id = %call_id, tool = %request.tool, "refusing a call: its tool/call event cannot be written");
+            let result = CallResult::failed(ToolError::new(
+                ErrorCode::IoError,
+                format!(
+                    "{} was refused and did not run, as nothing runs unlogged: {error}; free space in the state directory, then retry",
+                    request.tool
+                ),
+            ));
+            self.observers
+                .result(&call_id, &request, &result, started.elapsed(), 0);
+            return result;
+        }
         let configured = self.configured();
         let limits = admission::AdmissionLimits {
             max_in_flight: configured.config.limits.max_calls_in_flight,

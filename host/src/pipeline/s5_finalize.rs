@@ -10,6 +10,9 @@
 //! [`MAX_BINARY_BYTES`]: an item over it is replaced by a text item saying what was
 //! left out (the rest of the result still reaches the model). Resource links carry no
 //! bytes. Structured output is not cut (it must match the tool's output schema whole).
+//!
+//! When the spill file cannot be written (a full disk), the text is still cut, and the
+//! marker says the full output could not be kept and why (`spill failed: …`).
 
 use crate::call::{CallContext, CallResult, ContentItem};
 use crate::output;
@@ -77,25 +80,40 @@ fn cut_text(
     context: &CallContext,
     full_output_path: &mut Option<std::path::PathBuf>,
 ) -> String {
-    match output::cut(&text, budget, &context.spill_path("result")) {
+    let spill_path = context.spill_path("result");
+    match output::cut(&text, budget, &spill_path) {
         Ok(bounded) => {
             *full_output_path = bounded.full_output_path.or(full_output_path.take());
             bounded.text
         }
         Err(error) => {
-            tracing::error!(%error, "cannot spill a long result; cutting without a spill file");
+            tracing::error!(%error, path = %spill_path.display(), "cannot spill a long result; cutting without a spill file");
+            // What was written of it is not the full output: it goes, and frees its space.
+            let _ = std::fs::remove_file(&spill_path);
             let mut end = budget;
             while !text.is_char_boundary(end) {
                 end -= 1;
             }
             let omitted = text.len() - end;
             text.truncate(end);
-            text.push_str(&format!(
-                "\n… {omitted} bytes omitted (spill failed: {error}) …\n"
-            ));
+            text.push_str(&spill_failed_marker(omitted, &spill_path, &error));
             text
         }
     }
+}
+
+/// The marker after the head of a text whose spill file could not be written: the rest
+/// is lost, and the marker says so and why.
+fn spill_failed_marker(omitted: usize, spill: &std::path::Path, error: &std::io::Error) -> String {
+    let why = if error.raw_os_error() == Some(libc::ENOSPC) {
+        format!("no space left on the device: {error}")
+    } else {
+        error.to_string()
+    };
+    format!(
+        "\n… {omitted} bytes omitted (spill failed: the full output could not be kept in {}: {why}) …\n",
+        spill.display()
+    )
 }
 
 #[cfg(test)]
@@ -116,6 +134,24 @@ mod tests {
             spill_cap: crate::output::DEFAULT_SPILL_CAP,
             notices: Notices::default(),
         }
+    }
+
+    #[test]
+    fn a_spill_that_fails_still_cuts_and_the_marker_says_why() {
+        let dir = tempfile::tempdir().unwrap();
+        // The spill directory is a file: the spill cannot be written.
+        let blocked = dir.path().join("blocked");
+        std::fs::write(&blocked, "").unwrap();
+        let result = finalize(CallResult::ok("x".repeat(1000)), &context(&blocked));
+        let content = result.content_text();
+        assert!(content.len() < 400, "{content}");
+        assert!(
+            content.contains("900 bytes omitted (spill failed: the full output could not be kept"),
+            "{content}"
+        );
+        assert_eq!(result.full_output_path, None);
+        let enospc = std::io::Error::from_raw_os_error(libc::ENOSPC);
+        assert!(spill_failed_marker(1, &blocked, &enospc).contains("no space left on the device"));
     }
 
     #[test]

@@ -2,6 +2,11 @@
 //! happens, so a `tool/call` event is on disk before the call executes. The file is
 //! private (0600): it holds the calls' raw arguments. It is created with its session
 //! directory at the first event, so a command that makes no call leaves no session.
+//!
+//! A write that fails (a full disk) leaves no partial line: the file is cut back to
+//! where the line began, so the lines before it and after it (once there is room
+//! again) stay whole. The `tool/call` event is written with [`EventLog::try_write`],
+//! whose error refuses the call: nothing runs unlogged.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -9,6 +14,21 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde::Serialize;
+
+/// Why an event could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum EventLogError {
+    #[error("cannot serialize the {event} event: {source}")]
+    Serialize {
+        event: String,
+        source: serde_json::Error,
+    },
+    #[error("cannot write the event log {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
 
 /// An append-only JSONL file, opened at its first event.
 pub struct EventLog {
@@ -39,6 +59,14 @@ impl EventLog {
     /// Appends `{"ts_ms": …, "event": EVENT, …fields}` as one line (`fields` serializes
     /// to an object). A failed write is logged, never fatal to the call.
     pub fn write(&self, event: &str, fields: impl Serialize) {
+        if let Err(error) = self.try_write(event, fields) {
+            tracing::error!(%error, event, "cannot write an event");
+        }
+    }
+
+    /// Like [`EventLog::write`], but says when the line could not be written (then none
+    /// of it is in the file).
+    pub fn try_write(&self, event: &str, fields: impl Serialize) -> Result<(), EventLogError> {
         #[derive(Serialize)]
         struct Record<'a, F> {
             ts_ms: u64,
@@ -50,30 +78,43 @@ impl EventLog {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        let mut line = match serde_json::to_vec(&Record {
+        let mut line = serde_json::to_vec(&Record {
             ts_ms,
             event,
             fields,
-        }) {
-            Ok(line) => line,
-            Err(error) => {
-                tracing::error!(%error, event, "cannot serialize an event");
-                return;
-            }
-        };
+        })
+        .map_err(|source| EventLogError::Serialize {
+            event: event.to_string(),
+            source,
+        })?;
         line.push(b'\n');
         // One write per line on an O_APPEND file: lines never interleave.
-        let mut file = self.file.lock().unwrap();
-        let written = match &mut *file {
-            Some(file) => file.write_all(&line),
-            None => self.open().and_then(|mut opened| {
-                let written = opened.write_all(&line);
-                *file = Some(opened);
-                written
-            }),
+        let mut file = self
+            .file
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut opened = match file.take() {
+            Some(opened) => opened,
+            None => self.open().map_err(|source| EventLogError::Write {
+                path: self.path.clone(),
+                source,
+            })?,
         };
-        if let Err(error) = written {
-            tracing::error!(%error, path = %self.path.display(), "cannot write the event log");
+        let start = opened.metadata().map(|meta| meta.len());
+        if let Err(source) = opened.write_all(&line) {
+            // A partial line would break every line after it: cut it off.
+            if let Ok(start) = start {
+                if let Err(error) = opened.set_len(start) {
+                    tracing::warn!(%error, path = %self.path.display(), "cannot cut a partial line off the event log");
+                }
+            }
+            *file = Some(opened);
+            return Err(EventLogError::Write {
+                path: self.path.clone(),
+                source,
+            });
         }
+        *file = Some(opened);
+        Ok(())
     }
 }
