@@ -18,17 +18,53 @@ use crate::support::{processes_with, unique_marker, Env};
 /// found no instance for their guards, and were denied.
 const CALLS: usize = 600;
 
+/// The most calls in flight the configuration allows: the pool (512) less the load
+/// reserve (32) and the instances made ahead (64).
+const MOST_IN_FLIGHT: usize = 416;
+
 #[test]
-fn six_hundred_concurrent_sleeps_with_two_guards_all_return_and_none_is_denied() {
+fn at_the_most_calls_in_flight_six_hundred_sleeps_with_two_guards_all_return_and_none_is_denied() {
     let env = Env::new();
     let server = McpServer::start(
         &env,
-        "[pipeline]\nguards = [\"deny_destructive\", \"workspace_only\"]\n",
+        &format!(
+            "[limits]\nmax_calls_in_flight = {MOST_IN_FLIGHT}\n\
+             [pipeline]\nguards = [\"deny_destructive\", \"workspace_only\"]\n"
+        ),
     );
+    let marker = unique_marker();
     let started = Instant::now();
     let pending: Vec<_> = (0..CALLS)
-        .map(|i| server.start_call("bash", json!({"command": format!("sleep 1; echo done-{i}"), "description": "wait a second"})))
+        .map(|i| {
+            server.start_call(
+                "bash",
+                json!({"command": format!("sleep 4.{marker}; echo done-{i}"), "description": "wait"}),
+            )
+        })
         .collect();
+    // Every slot is taken at once: 416 sleeps run together (each call holding its plugin
+    // instance while two guards get fresh ones), and never more.
+    let sleeping = || {
+        processes_with(&marker)
+            .iter()
+            .filter(|p| {
+                p.split_once(": ")
+                    .is_some_and(|(_, c)| c.starts_with("sleep "))
+            })
+            .count()
+    };
+    let mut most = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while most < MOST_IN_FLIGHT && Instant::now() < deadline {
+        most = most.max(sleeping());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Watched a second longer: the queue behind them does not start a 417th.
+    let full_since = Instant::now();
+    while full_since.elapsed() < Duration::from_secs(1) {
+        most = most.max(sleeping());
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let mut failed = Vec::new();
     for (i, call) in pending.into_iter().enumerate() {
         let reply = call.reply(&server);
@@ -36,7 +72,10 @@ fn six_hundred_concurrent_sleeps_with_two_guards_all_return_and_none_is_denied()
             failed.push(format!("{i}: {reply:?}"));
         }
     }
-    println!("{CALLS} calls of `sleep 1` in {:?}", started.elapsed());
+    println!(
+        "{CALLS} calls of `sleep 4` in {:?}, {most} at once",
+        started.elapsed()
+    );
     assert!(
         failed.is_empty(),
         "{} of {CALLS} failed, e.g. {:?}\n{}",
@@ -44,6 +83,7 @@ fn six_hundred_concurrent_sleeps_with_two_guards_all_return_and_none_is_denied()
         &failed[..failed.len().min(3)],
         server.stderr()
     );
+    assert_eq!(most, MOST_IN_FLIGHT, "calls in flight at once");
 }
 
 #[test]

@@ -449,8 +449,13 @@ fn a_sandboxed_run_is_still_contained_and_gets_the_environment_policy() {
     let marker = unique_marker();
     let config =
         format!("{SANDBOX}[process.env]\nset = {{ SANDBOX_POLICY = \"applied-{marker}\" }}\n");
+    // Each escapee writes its pid (into the workspace) before it sleeps, and the command
+    // returns only once both have: they are proven to have run before they are proven gone.
     let command = format!(
-        "(setsid sleep 97{marker} >/dev/null 2>&1 &); setsid -f sleep 98{marker} >/dev/null 2>&1; echo policy=$SANDBOX_POLICY"
+        "(setsid sh -c 'echo $$ > escapee-1.pid; exec sleep 97{marker}' >/dev/null 2>&1 &); \
+         setsid -f sh -c 'echo $$ > escapee-2.pid; exec sleep 98{marker}' >/dev/null 2>&1; \
+         while [ ! -s escapee-1.pid ] || [ ! -s escapee-2.pid ]; do sleep 0.01; done; \
+         echo policy=$SANDBOX_POLICY"
     );
     let out = bash(&env, &config, &command);
     assert!(
@@ -461,6 +466,15 @@ fn a_sandboxed_run_is_still_contained_and_gets_the_environment_policy() {
         out.content.contains("[sandbox: fs=workspace net=off]"),
         "{out:?}"
     );
+    for name in ["escapee-1.pid", "escapee-2.pid"] {
+        let pid = std::fs::read_to_string(env.workdir().join(name)).unwrap();
+        let pid = pid.trim();
+        assert!(!pid.is_empty(), "{name}: the escapee never ran");
+        let gone = crate::support::wait_for(Duration::from_secs(5), || {
+            !std::path::Path::new(&format!("/proc/{pid}")).exists()
+        });
+        assert!(gone, "{name}: the escapee {pid} is alive");
+    }
     let left = crate::support::survivors(&marker, Duration::from_secs(5));
     assert!(left.is_empty(), "{left:?}");
 }

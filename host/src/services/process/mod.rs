@@ -833,11 +833,19 @@ mod tests {
             .unwrap()
             .subsec_nanos();
         let marker = format!("{}{nanos:09}", std::process::id());
+        // Each escapee writes its pid before it sleeps, and the command returns only once
+        // both have: they are proven to have run before they are proven gone.
         let command = format!(
-            "(setsid sleep 97{marker} >/dev/null 2>&1 &); setsid -f sleep 98{marker} >/dev/null 2>&1; echo ok"
+            "(setsid sh -c 'echo $$ > escapee-1.pid; exec sleep 97{marker}' >/dev/null 2>&1 &); \
+             setsid -f sh -c 'echo $$ > escapee-2.pid; exec sleep 98{marker}' >/dev/null 2>&1; \
+             while [ ! -s escapee-1.pid ] || [ ! -s escapee-2.pid ]; do sleep 0.01; done; echo ok"
         );
         let out = service.run(spec(&command, dir.path())).await.unwrap();
         assert_eq!(out.output.text, "ok\n");
+        for name in ["escapee-1.pid", "escapee-2.pid"] {
+            let pid = std::fs::read_to_string(dir.path().join(name)).unwrap();
+            assert!(!pid.trim().is_empty(), "{name}: the escapee never ran");
+        }
         assert_eq!(live_with(&marker), Vec::<i32>::new());
     }
 
