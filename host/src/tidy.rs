@@ -1,8 +1,9 @@
 //! The tidy test: rules about the source itself, checked on every `cargo test` (as
 //! rust-analyzer's tidy does). Every Rust file starts with a `//!` doc saying what it
 //! owns; a native capability module (anything under `services/` but a `wit.rs` binding)
-//! never names wasmtime or the generated bindings; and a module never imports a module
-//! of a higher layer ([`LAYERS`]).
+//! never names wasmtime or the generated bindings; a module never imports a module
+//! of a higher layer ([`LAYERS`]); and every promise `README.md` and `ARCHITECTURE.md`
+//! tag `<!-- promise: ID -->` has a row in `tests/README.md` naming tests that exist.
 
 use std::path::{Path, PathBuf};
 
@@ -237,4 +238,361 @@ fn the_rules_catch_what_they_are_for() {
         layer_violations("error", "crate::for_each_capability!(x);\n"),
         ["`error` imports `services`, a higher layer"]
     );
+}
+
+/// Where `unsafe` may be (the crate denies it; these modules allow it): the process
+/// layer (spawning between `clone` and `exec`, namespaces, cgroups, signals), the PTY,
+/// and the compile cache (deserializing native code). Everything else uses safe
+/// wrappers (`rustix`, std).
+const UNSAFE_ALLOWED: &[&str] = &[
+    "services/process/",
+    "services/terminal/pty.rs",
+    "engine/cache.rs",
+];
+
+#[test]
+fn unsafe_code_is_only_where_it_is_allowed() {
+    let src = repository().join("host/src");
+    for root in ["lib.rs", "main.rs"] {
+        let source = std::fs::read_to_string(src.join(root)).unwrap();
+        assert!(
+            code_only(&source).contains("#![deny(unsafe_code)]"),
+            "{root} must deny unsafe code (modules allowed it say so themselves)"
+        );
+    }
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let broken: Vec<String> = files
+        .iter()
+        .filter_map(|path| {
+            let relative = path.strip_prefix(&src).ok()?.to_string_lossy().to_string();
+            let source = std::fs::read_to_string(path).ok()?;
+            let allows = code_only(&source).contains("allow(unsafe_code)");
+            // The rules' own text names what they look for.
+            let allowed =
+                UNSAFE_ALLOWED.iter().any(|at| relative.starts_with(at)) || relative == "tidy.rs";
+            (allows && !allowed).then_some(relative)
+        })
+        .collect();
+    assert!(
+        broken.is_empty(),
+        "`unsafe` is allowed only in {UNSAFE_ALLOWED:?}: use a safe wrapper (rustix, std) \
+         or move the code there: {broken:?}"
+    );
+}
+
+/// The files that may start a process: the launcher and the spawner below it.
+const SPAWNERS: &[&str] = &["services/process/launcher.rs", "services/process/spawn.rs"];
+
+/// What starts a process, named in code.
+const SPAWNING: &[&str] = &[
+    "spawn::spawn",
+    "spawn_with_fd3",
+    "SpawnSpec",
+    "process::Command",
+    "Command::new",
+    "libc::fork",
+    "libc::vfork",
+    "libc::clone",
+    "posix_spawn",
+    "libc::execv",
+];
+
+/// What `source` (a host file but a spawner) names that starts a process, in its code
+/// before its tests (`#[cfg(test)]`: tests start what they like).
+fn spawn_violations(source: &str) -> Vec<&'static str> {
+    let code = code_only(source);
+    let code = code.split("#[cfg(test)]").next().unwrap_or_default();
+    SPAWNING
+        .iter()
+        .copied()
+        .filter(|named| code.contains(named))
+        .collect()
+}
+
+#[test]
+fn only_the_launcher_starts_processes() {
+    let src = repository().join("host/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let broken: Vec<String> = files
+        .iter()
+        .filter_map(|path| {
+            let relative = path.strip_prefix(&src).ok()?.to_string_lossy().to_string();
+            if SPAWNERS.contains(&relative.as_str()) || relative == "tidy.rs" {
+                return None;
+            }
+            let source = std::fs::read_to_string(path).ok()?;
+            let named = spawn_violations(&source);
+            (!named.is_empty()).then(|| format!("{relative}: names {named:?}"))
+        })
+        .collect();
+    assert!(
+        broken.is_empty(),
+        "only the launcher (services/process/launcher.rs) starts processes: go through \
+         `Launch::start` (or `launcher::start_uncontained` for what must outlive dsh): {broken:#?}"
+    );
+}
+
+#[test]
+fn the_spawn_rule_catches_what_it_is_for() {
+    assert_eq!(
+        spawn_violations("let child = spawn::spawn(&spec)?;\n"),
+        ["spawn::spawn"]
+    );
+    assert_eq!(
+        spawn_violations("let c = std::process::Command::new(\"sh\");\n"),
+        ["process::Command", "Command::new"]
+    );
+    assert!(spawn_violations("// spawn::spawn in a comment\nlet x = 1;\n").is_empty());
+    assert!(spawn_violations(
+        "fn f() {}\n#[cfg(test)]\nmod tests { fn t() { Command::new(\"x\"); } }\n"
+    )
+    .is_empty());
+}
+
+/// The documents whose promises are tagged `<!-- promise: ID -->`, right after the
+/// sentence that makes the promise.
+const PROMISE_DOCS: &[&str] = &["README.md", "ARCHITECTURE.md"];
+
+/// The table naming, for each tagged promise, the tests that attack it.
+const PROMISE_TABLE: &str = "tests/README.md";
+
+const PROMISE_TAG: &str = "<!-- promise: ";
+
+fn is_promise_id(id: &str) -> bool {
+    !id.is_empty()
+        && !id.starts_with('-')
+        && !id.ends_with('-')
+        && !id.contains("--")
+        && id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+/// The promise ids `doc` tags, in order, and what is wrong with any malformed tag.
+fn promise_tags(doc: &str) -> (Vec<String>, Vec<String>) {
+    let (mut ids, mut malformed) = (Vec::new(), Vec::new());
+    let mut rest = doc;
+    while let Some(at) = rest.find(PROMISE_TAG) {
+        rest = &rest[at + PROMISE_TAG.len()..];
+        let Some(end) = rest.find("-->") else {
+            malformed.push("a `<!-- promise:` tag is never closed by `-->`".to_string());
+            break;
+        };
+        let id = rest[..end].trim();
+        if is_promise_id(id) {
+            ids.push(id.to_string());
+        } else {
+            malformed.push(format!(
+                "`<!-- promise: {id} -->`: an id is kebab-case (`a-z`, `0-9`, `-`)"
+            ));
+        }
+        rest = &rest[end..];
+    }
+    (ids, malformed)
+}
+
+/// The rows of the promise table: a line `| \`ID\` | the promise | \`TEST\`<br>… |`, each
+/// test a code span `path::name`.
+fn promise_rows(table: &str) -> Vec<(String, Vec<String>)> {
+    table
+        .lines()
+        .map(str::trim)
+        .filter(|line| line.starts_with("| `"))
+        .map(|line| {
+            let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+            let id = cells[0].trim_matches('`').to_string();
+            let tests = cells
+                .get(2)
+                .map(|cell| {
+                    cell.split('`')
+                        .skip(1)
+                        .step_by(2)
+                        .filter(|span| !span.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            (id, tests)
+        })
+        .collect()
+}
+
+/// Whether `source` (the file at `path`) defines the test `name`: `fn NAME` in Rust,
+/// `def NAME` in Python, the title string of a `node:test` test in JavaScript.
+fn defines_test(path: &str, source: &str, name: &str) -> Result<bool, String> {
+    let followed_by_non_ident = |prefix: &str| {
+        let needle = format!("{prefix}{name}");
+        source.match_indices(&needle).any(|(at, _)| {
+            let before = source[..at].chars().next_back();
+            let after = source[at + needle.len()..].chars().next();
+            !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+        })
+    };
+    if path.ends_with(".rs") {
+        Ok(followed_by_non_ident("fn "))
+    } else if path.ends_with(".py") {
+        Ok(followed_by_non_ident("def "))
+    } else if [".mjs", ".js", ".ts"].iter().any(|e| path.ends_with(e)) {
+        Ok(['\'', '"', '`']
+            .iter()
+            .any(|q| source.contains(&format!("{q}{name}{q}"))))
+    } else {
+        Err(format!(
+            "`{path}` is not a Rust, Python or JavaScript test file"
+        ))
+    }
+}
+
+/// What breaks the promise rule: every tag in `docs` (name, text) has a row in `table`
+/// naming at least one test, every row's id is tagged, and every named test exists
+/// (`read` gives a repository file's text).
+fn promise_violations(
+    docs: &[(&str, &str)],
+    table: &str,
+    read: impl Fn(&str) -> Option<String>,
+) -> Vec<String> {
+    let mut broken = Vec::new();
+    let mut tagged: Vec<(String, &str)> = Vec::new();
+    for (name, text) in docs {
+        let (ids, malformed) = promise_tags(text);
+        broken.extend(malformed.into_iter().map(|why| format!("{name}: {why}")));
+        for id in ids {
+            if let Some((_, first)) = tagged.iter().find(|(seen, _)| *seen == id) {
+                broken.push(format!(
+                    "promise `{id}` is tagged twice ({first} and {name}): give each promise its own id"
+                ));
+            } else {
+                tagged.push((id, name));
+            }
+        }
+    }
+    let rows = promise_rows(table);
+    for (at, (id, _)) in rows.iter().enumerate() {
+        if rows[..at].iter().any(|(seen, _)| seen == id) {
+            broken.push(format!(
+                "{PROMISE_TABLE} has two rows for `{id}`: merge them"
+            ));
+        }
+    }
+    for (id, doc) in &tagged {
+        match rows.iter().find(|(row, _)| row == id) {
+            None => broken.push(format!(
+                "{doc} tags promise `{id}` but {PROMISE_TABLE} has no row for it: add \
+                 ``| `{id}` | the promise in a few words | `path::test_name` |``, naming the \
+                 test that attacks it"
+            )),
+            Some((_, tests)) if tests.is_empty() => broken.push(format!(
+                "{PROMISE_TABLE}: the row for `{id}` names no test: name the test that attacks \
+                 it as `path::test_name`"
+            )),
+            Some(_) => {}
+        }
+    }
+    for (id, tests) in &rows {
+        if !tagged.iter().any(|(tag, _)| tag == id) {
+            broken.push(format!(
+                "{PROMISE_TABLE} has a row for `{id}`, but no document tags \
+                 `<!-- promise: {id} -->`: tag the promise's sentence, or remove the stale row"
+            ));
+        }
+        for test in tests {
+            let Some((path, name)) = test.split_once("::") else {
+                broken.push(format!(
+                    "{PROMISE_TABLE}: `{id}` names `{test}`: name a test as `path::test_name`"
+                ));
+                continue;
+            };
+            // A Rust or Python test may be named with its module or class path.
+            let name = if path.ends_with(".rs") || path.ends_with(".py") {
+                name.rsplit("::").next().unwrap_or(name)
+            } else {
+                name
+            };
+            let Some(source) = read(path) else {
+                broken.push(format!(
+                    "{PROMISE_TABLE}: `{id}` names `{test}`, but there is no file `{path}`: \
+                     was it moved? update the row"
+                ));
+                continue;
+            };
+            match defines_test(path, &source, name) {
+                Ok(true) => {}
+                Ok(false) => broken.push(format!(
+                    "{PROMISE_TABLE}: `{id}` names `{test}`, but `{path}` has no test `{name}`: \
+                     was it renamed or removed? update the row to the test that attacks the promise"
+                )),
+                Err(why) => broken.push(format!("{PROMISE_TABLE}: `{id}` names `{test}`: {why}")),
+            }
+        }
+    }
+    broken
+}
+
+#[test]
+fn every_tagged_promise_names_a_test_that_exists() {
+    let root = repository();
+    let texts: Vec<(&str, String)> = PROMISE_DOCS
+        .iter()
+        .map(|name| {
+            let text =
+                std::fs::read_to_string(root.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            (*name, text)
+        })
+        .collect();
+    let docs: Vec<(&str, &str)> = texts.iter().map(|(n, t)| (*n, t.as_str())).collect();
+    let table = std::fs::read_to_string(root.join(PROMISE_TABLE))
+        .unwrap_or_else(|e| panic!("{PROMISE_TABLE}: {e}"));
+    let tags: usize = docs
+        .iter()
+        .map(|(_, text)| promise_tags(text).0.len())
+        .sum();
+    assert!(tags > 50, "found only {tags} promise tags");
+    let broken = promise_violations(&docs, &table, |path| {
+        std::fs::read_to_string(root.join(path)).ok()
+    });
+    assert!(
+        broken.is_empty(),
+        "promises and the tests that attack them ({PROMISE_TABLE} explains the scheme):\n{}",
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn the_promise_rule_catches_what_it_is_for() {
+    let test_file = "#[test]\nfn a_run_dies_whole() {}\nfn helper() {}\n";
+    let read = |path: &str| (path == "tests/e2e/x.rs").then(|| test_file.to_string());
+    let doc = "Runs die whole. <!-- promise: runs-die-whole -->\n";
+    let table = "| id | promise | tests |\n|---|---|---|\n\
+                 | `runs-die-whole` | runs die whole | `tests/e2e/x.rs::a_run_dies_whole` |\n";
+    assert!(promise_violations(&[("README.md", doc)], table, read).is_empty());
+
+    // A tag added without a row.
+    let tagged_more = format!("{doc}Jobs die too. <!-- promise: jobs-die -->\n");
+    let broken = promise_violations(&[("README.md", &tagged_more)], table, read);
+    assert_eq!(broken.len(), 1, "{broken:?}");
+    assert!(broken[0].contains("`jobs-die`") && broken[0].contains("no row"));
+
+    // A test renamed, a file gone, a row naming no test, a stale row.
+    let renamed = table.replace("a_run_dies_whole`", "a_run_dies_in_one_piece`");
+    let broken = promise_violations(&[("README.md", doc)], &renamed, read);
+    assert!(broken.len() == 1 && broken[0].contains("no test `a_run_dies_in_one_piece`"));
+    let moved = table.replace("e2e/x.rs", "e2e/y.rs");
+    let broken = promise_violations(&[("README.md", doc)], &moved, read);
+    assert!(broken.len() == 1 && broken[0].contains("no file `tests/e2e/y.rs`"));
+    let empty = table.replace("`tests/e2e/x.rs::a_run_dies_whole`", "");
+    let broken = promise_violations(&[("README.md", doc)], &empty, read);
+    assert!(broken.len() == 1 && broken[0].contains("names no test"));
+    let broken = promise_violations(&[("README.md", "no tags here\n")], table, read);
+    assert!(broken.len() == 1 && broken[0].contains("stale row"));
+
+    // A name is a whole word; a malformed or doubled tag is caught.
+    assert!(!defines_test("x.rs", test_file, "a_run").unwrap());
+    assert!(defines_test("x.py", "def test_a(server):\n", "test_a").unwrap());
+    assert!(defines_test("x.mjs", "test('a job ends', async () => {})", "a job ends").unwrap());
+    assert!(promise_tags("<!-- promise: Not_Kebab -->").1.len() == 1);
+    let twice = promise_violations(&[("README.md", doc), ("ARCHITECTURE.md", doc)], table, read);
+    assert!(twice.len() == 1 && twice[0].contains("tagged twice"));
 }

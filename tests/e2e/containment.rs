@@ -819,3 +819,42 @@ fn without_cgroups_auto_falls_back_with_a_warning_and_cgroup_refuses_to_start() 
         "{stderr}"
     );
 }
+
+#[test]
+fn without_clone3_a_run_joins_its_cgroup_itself_and_its_escapees_still_die() {
+    let env = Env::new();
+    let marker = Marker::new();
+    let mut dsh = env.dsh_configured(&config(CGROUP));
+    crate::support::without_syscalls(&mut dsh, &[libc::SYS_clone3]);
+    // The escapee writes its pid before the command goes on: it is proven to have run.
+    let command = format!(
+        "setsid sh -c 'echo $$ > escapee.pid; exec sleep {}' >/dev/null 2>&1 & \
+         while [ ! -s escapee.pid ]; do sleep 0.01; done; grep ^0:: /proc/self/cgroup",
+        marker.sleep(1)
+    );
+    let output = dsh
+        .env("RUST_LOG", "dsh=info")
+        .args([
+            "call",
+            "bash",
+            &json!({"command": command, "description": "no clone3"}).to_string(),
+        ])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&output.stderr);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // The fallback was taken, and the run is in a cgroup of its own all the same.
+    assert!(
+        log.contains("clone3 cannot start a process in its cgroup"),
+        "{log}"
+    );
+    let ours = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let run_cgroup = stdout.lines().next().unwrap_or_default();
+    assert!(
+        run_cgroup.starts_with("0::/") && !ours.contains(run_cgroup),
+        "the run's cgroup {run_cgroup:?} (ours {ours:?})\n{log}"
+    );
+    let pid = std::fs::read_to_string(env.workdir().join("escapee.pid")).unwrap();
+    assert!(!pid.trim().is_empty(), "the escapee never ran");
+    assert_nothing_left(&marker, "the escapee of a run started without clone3");
+}

@@ -1,8 +1,10 @@
 //! A full disk: the state directory is a small tmpfs (mounted by the test, as root) that
 //! a file of zeros fills. Calls still answer, a call whose `tool/call` event cannot be
 //! written is refused before it runs (`IO_ERROR`: nothing runs unlogged), a result whose
-//! spill file cannot be written is still cut and says why, the compile cache only warns,
-//! nothing panics, and once the filler is deleted the next calls run and are logged.
+//! spill file cannot be written is still cut and says why (a plugin's result, bash's own
+//! output capture and a background job's output alike, leaving no partial spill file),
+//! the compile cache only warns, past sessions are still retired at start, nothing
+//! panics, and once the filler is deleted the next calls run, spill and are logged.
 //!
 //! The tests need root (`mount`): without it they fail under `CI=true`, and otherwise
 //! skip with a message that says so.
@@ -115,6 +117,32 @@ fn bash(command: &str) -> Value {
     json!({"command": command, "description": "full disk"})
 }
 
+/// Every spill file of every session in `state`.
+fn spill_files(state: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for session in std::fs::read_dir(state.join("sessions")).unwrap().flatten() {
+        let Ok(entries) = std::fs::read_dir(session.path().join("spill")) else {
+            continue;
+        };
+        files.extend(entries.flatten().map(|entry| entry.path()));
+    }
+    files
+}
+
+/// What `seq 1 N` prints.
+fn seq_output(n: u64) -> String {
+    (1..=n).map(|i| format!("{i}\n")).collect()
+}
+
+/// The last `n` bytes of `text` (for failure messages).
+fn end_of(text: &str, n: usize) -> &str {
+    let mut start = text.len().saturating_sub(n);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
 #[test]
 fn a_call_whose_tool_call_event_cannot_be_written_is_refused_unrun_and_calls_recover_when_space_returns(
 ) {
@@ -222,5 +250,178 @@ fn a_fresh_start_on_a_full_disk_serves_warns_about_the_compile_cache_and_recover
     assert!(text.contains("room"), "{text}");
     let stderr = server.stderr();
     assert!(stderr.contains("compile cache"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn bash_output_past_its_budget_on_a_full_disk_keeps_head_and_tail_says_the_spill_failed_and_leaves_no_partial_file(
+) {
+    let env = Env::cold();
+    let Some(tmpfs) = Tmpfs::over_state_dir(&env, "32m") else {
+        return;
+    };
+    let server = McpServer::start(&env, "");
+    server.call_ok("bash", bash("echo before"));
+    let full = seq_output(2_000_000);
+
+    tmpfs.fill();
+    // Room for the call's events, not for the 14 MB of its output: the spill file gets
+    // its first bytes, then ENOSPC.
+    tmpfs.free_some(256 << 10);
+    let reply = server.call("bash", bash("seq 1 2000000"));
+    assert!(!reply.is_error, "{reply:?}\n{}", server.stderr());
+    let text = &reply.text;
+    assert!(text.len() < 40_000, "not cut: {} bytes", text.len());
+    assert!(text.starts_with("1\n2\n3\n"), "{}", &text[..200]);
+    assert!(
+        text.ends_with("1999999\n2000000\n[exit code: 0]"),
+        "the tail and the exit code: {}",
+        end_of(text, 400)
+    );
+    assert!(
+        text.contains("bytes omitted (spill failed: the full output could not be kept in")
+            && text.contains("no space left on the device"),
+        "{}",
+        end_of(text, 16_000)
+    );
+    assert!(
+        !text.contains("(full output: "),
+        "no full output is promised: {}",
+        end_of(text, 16_000)
+    );
+    let left = spill_files(&env.state_dir());
+    assert!(left.is_empty(), "a partial spill file is left: {left:?}");
+
+    tmpfs.free();
+    let text = server.call_ok("bash", bash("seq 1 2000000"));
+    let path = text
+        .split_once("(full output: ")
+        .and_then(|(_, rest)| rest.split_once(") …"))
+        .map(|(path, _)| PathBuf::from(path))
+        .unwrap_or_else(|| {
+            panic!(
+                "space is back, the output spills again: {}",
+                &text[..16_000]
+            )
+        });
+    assert!(
+        std::fs::read_to_string(&path).unwrap() == full,
+        "the spill file {} holds the whole output",
+        path.display()
+    );
+    assert!(
+        text.ends_with("2000000\n[exit code: 0]"),
+        "{}",
+        end_of(&text, 200)
+    );
+    let stderr = server.stderr();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn a_background_job_whose_spill_fails_keeps_its_tail_and_job_output_says_so() {
+    let env = Env::cold();
+    let Some(tmpfs) = Tmpfs::over_state_dir(&env, "32m") else {
+        return;
+    };
+    let server = McpServer::start(&env, "");
+    server.call_ok("bash", bash("echo before"));
+    tmpfs.fill();
+    tmpfs.free_some(256 << 10);
+    let started = server.call_ok(
+        "bash",
+        json!({"command": "seq 1 2000000", "description": "full disk", "run_in_background": true}),
+    );
+    let id = started
+        .split_whitespace()
+        .find(|word| word.starts_with("bash-"))
+        .unwrap_or_else(|| panic!("no job id in {started:?}"))
+        .trim_end_matches(|c: char| !c.is_ascii_digit())
+        .to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let text = loop {
+        let text = server.call_ok("job_output", json!({"id": id, "wait_ms": 2000}));
+        if !text.contains(": running; next cursor") {
+            break text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job never ended: {}",
+            end_of(&text, 400)
+        );
+    };
+    // Ended: read it again from the start, where the tail is all there is.
+    let text_again = server.call_ok("job_output", json!({"id": id}));
+    for text in [&text, &text_again] {
+        assert!(
+            text.contains("[spill failed: the full output could not be kept in")
+                && text.contains("no space left on the device")
+                && text.contains("are kept, in memory]"),
+            "{}",
+            &text[..text.len().min(2000)]
+        );
+        assert!(
+            text.contains("1999999\n2000000\n") && text.contains("exited with code 0"),
+            "the newest output and the end: {}",
+            end_of(text, 400)
+        );
+    }
+    let left = spill_files(&env.state_dir());
+    assert!(left.is_empty(), "a partial spill file is left: {left:?}");
+    tmpfs.free();
+    let text = server.call_ok("bash", bash("seq 1 2000000"));
+    assert!(text.contains("(full output: "), "{}", end_of(&text, 400));
+    let stderr = server.stderr();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn past_sessions_on_a_full_disk_are_retired_at_start_and_dsh_serves() {
+    let env = Env::cold();
+    let Some(tmpfs) = Tmpfs::over_state_dir(&env, "32m") else {
+        return;
+    };
+    // Four past sessions of 1 MiB each, of a dsh long gone (a pid above pid_max), the
+    // oldest first; `[state] max_sessions = 2` keeps the newest two.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let sessions = env.state_dir().join("sessions");
+    let past: Vec<PathBuf> = (0..4u64)
+        .map(|i| {
+            let dir = sessions.join(format!("s{}-999999999", now_ms - 10_000 + i));
+            std::fs::create_dir_all(dir.join("spill")).unwrap();
+            std::fs::write(dir.join("events.jsonl"), vec![b'x'; 1 << 20]).unwrap();
+            dir
+        })
+        .collect();
+    // And a file named like a session: it cannot be removed as a directory, and must not
+    // stop the others.
+    let odd = sessions.join(format!("s{}-999999999", now_ms - 20_000));
+    std::fs::write(&odd, "not a directory").unwrap();
+    tmpfs.fill();
+
+    let server = McpServer::start(&env, "[state]\nmax_sessions = 2\n");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while past[0].exists() || past[1].exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the oldest past sessions were not retired\n{}",
+            server.stderr()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        past[2].exists() && past[3].exists(),
+        "the newest two are kept"
+    );
+    // Retiring them freed 2 MiB: there is room for the calls' events.
+    let text = server.call_ok("bash", bash("echo served"));
+    assert!(text.contains("served"), "{text}");
+    tmpfs.free();
+    let text = server.call_ok("bash", bash("echo still"));
+    assert!(text.contains("still"), "{text}");
+    let stderr = server.stderr();
     assert!(!stderr.contains("panicked"), "{stderr}");
 }

@@ -604,3 +604,67 @@ fn in_the_sandbox_a_command_longer_than_an_argument_may_be_runs_whole() {
         "the file differs from the heredoc"
     );
 }
+
+/// `dsh call bash COMMAND` under `config`, dsh started where the three Landlock calls
+/// answer `ENOSYS`: a kernel without Landlock, as a process under it sees it.
+fn bash_without_landlock(
+    env: &Env,
+    config: &str,
+    command: &str,
+) -> (crate::support::CallOutput, String) {
+    let mut dsh = env.dsh_configured(config);
+    dsh.args([
+        "call",
+        "bash",
+        &json!({"command": command, "description": "sandbox check"}).to_string(),
+        "--json",
+    ])
+    .stdin(std::process::Stdio::null());
+    crate::support::without_syscalls(
+        &mut dsh,
+        &[
+            libc::SYS_landlock_create_ruleset,
+            libc::SYS_landlock_add_rule,
+            libc::SYS_landlock_restrict_self,
+        ],
+    );
+    let output = dsh.output().unwrap();
+    let log = String::from_utf8_lossy(&output.stderr).into_owned();
+    (crate::support::CallOutput::parse(output), log)
+}
+
+#[test]
+fn on_a_kernel_without_landlock_a_sandboxed_call_fails_closed_naming_fs_and_runs_nothing() {
+    let env = Env::new();
+    let marker = unique_marker();
+    let ran = env.workdir().join(format!("ran-{marker}"));
+    // The default `require` (fs, net, signals): refused, naming the first one missing.
+    let (out, log) = bash_without_landlock(&env, SANDBOX, &format!("touch ran-{marker}"));
+    assert_eq!(out.code.as_deref(), Some("INTERNAL"), "{out:?}\n{log}");
+    assert!(
+        out.message.starts_with("sandbox unavailable: ")
+            && out.message.contains("needs fs (Landlock ABI 1)")
+            && out.message.contains("offers Landlock ABI 0"),
+        "{out:?}"
+    );
+    assert!(!ran.exists(), "the refused call ran: {out:?}");
+}
+
+#[test]
+fn on_a_kernel_without_landlock_a_sandbox_requiring_nothing_runs_and_says_nothing_is_confined() {
+    let env = Env::new();
+    let marker = unique_marker();
+    let config = format!("{SANDBOX}[process.sandbox]\nrequire = []\n");
+    let (out, log) =
+        bash_without_landlock(&env, &config, &format!("touch ran-{marker} && echo ran"));
+    assert!(out.content.contains("ran"), "{out:?}\n{log}");
+    assert!(
+        out.content
+            .contains("[sandbox: fs=unconfined net=unconfined signals=unscoped]"),
+        "{out:?}"
+    );
+    assert!(
+        env.workdir().join(format!("ran-{marker}")).exists(),
+        "{out:?}"
+    );
+}

@@ -51,6 +51,12 @@ impl Env {
             .env_remove("DSH_CONFIG")
             .env_remove("DSH_PLUGINS")
             .current_dir(self.dir.path());
+        // `.ci/run` runs the containment tests a second time this way: clone3 answers
+        // ENOSYS, as on a kernel or architecture without it, so every process dsh starts
+        // takes the fallback (a plain clone, then the child joins its cgroup itself).
+        if std::env::var_os("DSH_TEST_WITHOUT_CLONE3").is_some() {
+            without_syscalls(&mut command, &[libc::SYS_clone3]);
+        }
         command
     }
 
@@ -397,5 +403,60 @@ pub fn wait_for(within: std::time::Duration, mut condition: impl FnMut() -> bool
             return false;
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Starts `command` under a seccomp filter (built with seccompiler, as dsh's own is)
+/// that answers `ENOSYS` to `syscalls` and allows everything else: a kernel without
+/// them, as a process under it (and everything it starts) sees it.
+pub fn without_syscalls(command: &mut Command, syscalls: &[i64]) {
+    use std::os::unix::process::CommandExt;
+    let arch = if cfg!(target_arch = "aarch64") {
+        seccompiler::TargetArch::aarch64
+    } else {
+        seccompiler::TargetArch::x86_64
+    };
+    let rules = syscalls.iter().map(|nr| (*nr, Vec::new())).collect();
+    let filter = seccompiler::SeccompFilter::new(
+        rules,
+        seccompiler::SeccompAction::Allow,
+        seccompiler::SeccompAction::Errno(libc::ENOSYS as u32),
+        arch,
+    )
+    .unwrap();
+    let program: seccompiler::BpfProgram = filter.try_into().unwrap();
+    let program: Vec<libc::sock_filter> = program
+        .into_iter()
+        .map(|i| libc::sock_filter {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
+        .collect();
+    // Built before the fork and kept for the test process's life (a command may be
+    // spawned more than once): the child only makes two system calls on it.
+    let program: &'static [libc::sock_filter] = Box::leak(program.into_boxed_slice());
+    let fprog: &'static libc::sock_fprog = Box::leak(Box::new(libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_ptr() as *mut libc::sock_filter,
+    }));
+    let fprog = fprog as *const libc::sock_fprog as usize;
+    // SAFETY: prctl and seccomp on memory that lives as long as the process; no
+    // allocation in the child.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0,
+                    fprog as *const libc::sock_fprog,
+                ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }

@@ -21,7 +21,9 @@
 //! `logging/setLevel` becomes `notifications/message` (logger: the plugin's name, data:
 //! the line). Until the client sets a level, no log line is sent.
 
-mod framing;
+// Public only for the fuzz targets (fuzz/): not part of the API.
+#[doc(hidden)]
+pub mod framing;
 pub mod http;
 mod logging;
 mod resources;

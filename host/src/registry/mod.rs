@@ -51,8 +51,10 @@ pub struct OutputSchema {
     validator: jsonschema::Validator,
 }
 
-/// Up to five schema violations of `value`, each naming where it is.
-fn violations(validator: &jsonschema::Validator, value: &serde_json::Value) -> Vec<String> {
+/// Up to five schema violations of `value`, each naming where it is. Public only for the
+/// fuzz targets (fuzz/).
+#[doc(hidden)]
+pub fn violations(validator: &jsonschema::Validator, value: &serde_json::Value) -> Vec<String> {
     validator
         .iter_errors(value)
         .take(5)
@@ -633,7 +635,10 @@ pub fn valid_tool_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-fn check_spec(spec: &ToolSpec) -> Result<jsonschema::Validator, RegisterError> {
+/// `spec`'s argument validator, or why its name or input schema is refused. Public only
+/// for the fuzz targets (fuzz/).
+#[doc(hidden)]
+pub fn check_spec(spec: &ToolSpec) -> Result<jsonschema::Validator, RegisterError> {
     if !valid_tool_name(&spec.name) {
         return Err(RegisterError::BadName(spec.name.clone()));
     }

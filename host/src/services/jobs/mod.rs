@@ -9,6 +9,11 @@
 //! spill file stops at the disk cap (`[jobs] max_output_bytes`), and the producer kills
 //! the job and says why.
 //!
+//! A spill file that cannot be written (a full disk) does not stop the job: what was
+//! written of the file is removed (it is not the full output, and it holds space), the
+//! in-memory tail is kept for the job's life, reads older than the tail start at it, and
+//! every read says the spill failed and why ([`OutputRead::spill_failed`]).
+//!
 //! A finished job holds no descriptor and no tail: its spill file is closed and its
 //! output is read back from the file. Finished jobs are kept up to
 //! `[jobs] max_finished_per_owner` per owner and for `finished_retention_ms`; past
@@ -41,7 +46,6 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::Notify;
 
 use crate::error::{ErrorCode, ToolError};
-use crate::services::process::{signal_group, signal_named};
 use crate::services::resource_changes::{OwnerChanges, ResourceChange, ResourceChanges};
 pub use config::JobsConfig;
 
@@ -85,6 +89,9 @@ pub struct OutputRead {
     pub omitted_bytes: u64,
     pub next_cursor: u64,
     pub full_output_path: PathBuf,
+    /// When the spill file could not be written: a note saying so and why, and that
+    /// only the newest bytes (the in-memory tail) are kept.
+    pub spill_failed: Option<String>,
 }
 
 /// What a kill did.
@@ -117,6 +124,13 @@ struct Status {
     kill_reason: Option<String>,
 }
 
+/// How a job's producer stops what it runs: `job_kill` asks through it. The registry
+/// never signals a process itself; the producer that started the processes does.
+pub trait JobSignal: Send + Sync {
+    /// Sends `signal` (its number) to what the job runs.
+    fn signal(&self, signal: i32);
+}
+
 /// One job. Producers report into it; the registry reads it.
 pub struct Job {
     pub id: String,
@@ -127,8 +141,9 @@ pub struct Job {
     pub spill_path: PathBuf,
     started_at: SystemTime,
     started: Instant,
-    /// The process group to signal (0 until the producer has one).
-    pgid: std::sync::atomic::AtomicI32,
+    /// How its producer signals what it runs (none until the producer has processes;
+    /// a background terminal send has none and stops on `cancel`).
+    signaller: Mutex<Option<Arc<dyn JobSignal>>>,
     status: Mutex<Status>,
     output: Mutex<Output>,
     changed: Notify,
@@ -143,9 +158,17 @@ pub struct Job {
 }
 
 impl Job {
-    /// The producer's process group.
-    pub fn set_process_group(&self, pgid: i32) {
-        self.pgid.store(pgid, std::sync::atomic::Ordering::Relaxed);
+    /// How the producer signals what the job runs.
+    pub fn set_signaller(&self, signaller: Arc<dyn JobSignal>) {
+        *self.signaller.lock().unwrap() = Some(signaller);
+    }
+
+    /// Sends `signal` through the producer's signaller, if it gave one.
+    fn signal(&self, signal: i32) {
+        let signaller = self.signaller.lock().unwrap().clone();
+        if let Some(signaller) = signaller {
+            signaller.signal(signal);
+        }
     }
 
     /// Appends output. `Err` with the reason when the job's output passed the disk cap
@@ -158,8 +181,11 @@ impl Job {
         output.total += kept.len() as u64;
         if let Some(file) = &mut output.file {
             if let Err(error) = file.write_all(kept) {
-                output.write_error = Some(error.to_string());
+                tracing::warn!(job = %self.id, %error, path = %self.spill_path.display(), "cannot write a job's spill file; keeping its tail only");
+                output.write_error = Some(crate::output::spill_error_text(&error));
                 output.file = None;
+                // What was written of it is not the full output: it goes, and frees its space.
+                remove_spill_file(&self.spill_path);
             }
         }
         crate::output::push_tail(&mut output.tail, kept, self.tail_bytes);
@@ -275,6 +301,18 @@ impl Job {
         }
     }
 
+    /// When the spill file could not be written, the note every read carries.
+    fn spill_failed(&self) -> Option<String> {
+        let output = self.output.lock().unwrap();
+        let why = output.write_error.as_ref()?;
+        Some(format!(
+            "[spill failed: the full output could not be kept in {}: {why}; only its newest {} bytes (from byte {}) are kept, in memory]",
+            self.spill_path.display(),
+            output.tail.len(),
+            output.total - output.tail.len() as u64
+        ))
+    }
+
     /// Output from `since`, at most `max_bytes` (the newest ones when more are there).
     fn read(&self, since: u64, max_bytes: u64) -> Result<(Vec<u8>, u64, u64), ToolError> {
         let output = self.output.lock().unwrap();
@@ -287,9 +325,13 @@ impl Job {
                 ),
             ));
         }
-        let start = since.max(output.total.saturating_sub(max_bytes));
-        let omitted = start - since;
         let tail_start = output.total - output.tail.len() as u64;
+        let mut start = since.max(output.total.saturating_sub(max_bytes));
+        if output.write_error.is_some() {
+            // There is no spill file: the tail is all there is.
+            start = start.max(tail_start);
+        }
+        let omitted = start - since;
         let bytes = if start >= tail_start {
             output
                 .tail
@@ -335,6 +377,26 @@ fn internal(path: &std::path::Path, error: std::io::Error) -> ToolError {
 }
 
 /// The signals a job may be sent.
+/// A signal by name, with or without `SIG`, in any case, among `allowed` (names
+/// without `SIG`): its number and its name (`job_kill`, `terminal_kill`).
+pub fn signal_named(name: &str, allowed: &[&'static str]) -> Option<(i32, &'static str)> {
+    const SIGNALS: &[(&str, i32)] = &[
+        ("TERM", libc::SIGTERM),
+        ("INT", libc::SIGINT),
+        ("HUP", libc::SIGHUP),
+        ("QUIT", libc::SIGQUIT),
+        ("KILL", libc::SIGKILL),
+        ("TSTP", libc::SIGTSTP),
+        ("CONT", libc::SIGCONT),
+    ];
+    let wanted = name.trim_start_matches("SIG").to_ascii_uppercase();
+    let name = allowed.iter().find(|allowed| **allowed == wanted)?;
+    SIGNALS
+        .iter()
+        .find(|(known, _)| known == name)
+        .map(|(_, number)| (*number, *name))
+}
+
 const JOB_SIGNALS: &[&str] = &["TERM", "INT", "HUP", "QUIT", "KILL"];
 
 #[derive(Default)]
@@ -481,7 +543,11 @@ impl JobRegistry {
             .and_then(|_| crate::private::create_file(&spill_path));
         let (file, write_error) = match file {
             Ok(file) => (Some(file), None),
-            Err(error) => (None, Some(error.to_string())),
+            Err(error) => {
+                tracing::warn!(job = %id, %error, path = %spill_path.display(), "cannot create a job's spill file; keeping its tail only");
+                remove_spill_file(&spill_path);
+                (None, Some(crate::output::spill_error_text(&error)))
+            }
         };
         let changes = self.changes.for_owner(&owner);
         let job = Arc::new(Job {
@@ -493,7 +559,7 @@ impl JobRegistry {
             spill_path,
             started_at: SystemTime::now(),
             started: Instant::now(),
-            pgid: 0.into(),
+            signaller: Mutex::new(None),
             status: Mutex::new(Status {
                 state: JobState::Running,
                 ended: None,
@@ -581,12 +647,14 @@ impl JobRegistry {
             .await;
         }
         let (bytes, omitted_bytes, next_cursor) = job.read(since, max_bytes)?;
+        let spill_failed = job.spill_failed();
         Ok(OutputRead {
             info: job.info(),
             output: String::from_utf8_lossy(&bytes).into_owned(),
             omitted_bytes,
             next_cursor,
             full_output_path: job.spill_path.clone(),
+            spill_failed,
         })
     }
 
@@ -611,13 +679,12 @@ impl JobRegistry {
             });
         }
         job.set_kill_reason(format!("SIG{name} sent by job_kill"));
-        let pgid = job.pgid.load(std::sync::atomic::Ordering::Relaxed);
-        signal_group(pgid, number);
+        job.signal(number);
         job.cancel.cancel();
         let mut escalated = false;
         if !job.wait_for_end(self.kill_grace).await && number != libc::SIGKILL {
             escalated = true;
-            signal_group(pgid, libc::SIGKILL);
+            job.signal(libc::SIGKILL);
             job.wait_for_end(Duration::from_secs(5)).await;
         }
         Ok(KillReport {
@@ -690,6 +757,33 @@ mod tests {
             ..JobsConfig::default()
         };
         JobRegistry::new(config, Duration::from_millis(100), dir.to_path_buf())
+    }
+
+    #[tokio::test]
+    async fn a_job_whose_spill_fails_keeps_its_tail_and_every_read_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        // The spill directory is a file: no spill file can be made.
+        let blocked = dir.path().join("blocked");
+        std::fs::write(&blocked, "").unwrap();
+        let jobs = registry(&blocked, 4);
+        let job = jobs
+            .create("bash", "a".into(), "d".into(), "c".into())
+            .unwrap();
+        job.push_output(b"12345678").unwrap();
+        job.finish(JobState::Exited { code: 0 });
+        let read = jobs
+            .output("a", &job.id, 0, 100, Duration::ZERO)
+            .await
+            .unwrap();
+        assert_eq!(read.output, "5678", "the tail, from where it starts");
+        assert_eq!((read.omitted_bytes, read.next_cursor), (4, 8));
+        let note = read.spill_failed.expect("the read says the spill failed");
+        assert!(
+            note.contains("spill failed: the full output could not be kept in")
+                && note.contains("newest 4 bytes (from byte 4)"),
+            "{note}"
+        );
+        assert!(!job.spill_path.exists());
     }
 
     #[tokio::test]

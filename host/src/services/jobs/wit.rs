@@ -77,9 +77,15 @@ impl Host for CallCtx<'_> {
             .await;
         *self.host_time += started.elapsed();
         let read = read?;
+        // The output's first line says when the spill failed (the cursor counts output
+        // bytes only).
+        let output = match read.spill_failed {
+            Some(note) => format!("{note}\n{}", read.output),
+            None => read.output,
+        };
         Ok(JobOutput {
             info: to_wit(read.info),
-            output: read.output,
+            output,
             omitted_bytes: read.omitted_bytes,
             next_cursor: read.next_cursor,
             full_output_path: read.full_output_path.display().to_string(),
