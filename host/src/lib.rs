@@ -5,6 +5,9 @@
 //! finalization, and tool plugins — WebAssembly components loaded by the [`engine`] —
 //! act through the host [`services`], which own every process. See `ARCHITECTURE.md`.
 
+// `unsafe` only where a module allows it, and only the modules `tidy.rs` lists may.
+#![deny(unsafe_code)]
+
 pub mod bindings;
 pub mod call;
 pub mod config;

@@ -2,6 +2,8 @@
 //! codes. This file is the clap definition and the dispatch; each command lives in its
 //! own file under [`cli`].
 
+#![deny(unsafe_code)]
+
 mod cli;
 
 use std::process::ExitCode;
@@ -130,11 +132,8 @@ fn log_in_colour() -> bool {
 /// too. It is the first thing done, before any thread or file exists: only the instant
 /// between `execve` and this call is left, before dsh has started any command.
 fn make_non_dumpable() -> std::io::Result<()> {
-    // SAFETY: prctl with constant arguments changes only this process's dumpable flag.
-    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(std::io::Error::from)
 }
 
 /// Runs the command; an error is exit status 2 (a failed call is 1, from `dsh call`).

@@ -107,8 +107,7 @@ pub fn mode_of(path: &Path) -> std::io::Result<u32> {
 
 /// This process's effective uid.
 pub fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
 }
 
 #[cfg(test)]
@@ -118,10 +117,10 @@ mod tests {
     /// Runs `f` with the umask set to `mask` (restored after). Tests in this module
     /// only create files under their own temp dirs, so a brief umask change is safe.
     fn with_umask<T>(mask: libc::mode_t, f: impl FnOnce() -> T) -> T {
-        // SAFETY: umask only changes this process's file creation mask.
-        let old = unsafe { libc::umask(mask) };
+        use rustix::fs::Mode;
+        let old = rustix::process::umask(Mode::from_raw_mode(mask));
         let result = f();
-        unsafe { libc::umask(old) };
+        rustix::process::umask(old);
         result
     }
 

@@ -6,6 +6,8 @@
 //! and engine key) and its bytes. An entry whose tag does not verify (truncated,
 //! corrupted, copied from another entry, tampered with by anyone without the key) is
 //! never deserialized: it is recompiled and rewritten.
+// Unsafe allowed: deserializing compiled code wasmtime cannot check (see `tidy.rs`).
+#![allow(unsafe_code)]
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};

@@ -233,9 +233,8 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let state = root.path().join("state");
         std::fs::create_dir(&state).unwrap();
-        // SAFETY: chown of a path we just created; fails harmlessly when not root.
-        let path = std::ffi::CString::new(state.as_os_str().as_encoded_bytes()).unwrap();
-        if unsafe { libc::chown(path.as_ptr(), 65534, 65534) } != 0 {
+        // Fails harmlessly when not root.
+        if std::os::unix::fs::chown(&state, Some(65534), Some(65534)).is_err() {
             // Not root: no directory another user owns can be made here.
             assert!(
                 std::env::var_os("CI").is_none_or(|ci| ci != "true"),

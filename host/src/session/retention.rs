@@ -24,8 +24,8 @@ fn parse_id(name: &str) -> Option<(u64, i32)> {
 }
 
 fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid, 0) == 0 }
+    rustix::process::Pid::from_raw(pid)
+        .is_some_and(|pid| rustix::process::test_kill_process(pid).is_ok())
 }
 
 fn size_of(dir: &Path) -> u64 {

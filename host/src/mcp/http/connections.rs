@@ -246,16 +246,10 @@ fn out_of_descriptors(error: &std::io::Error) -> bool {
 /// The connection cap in effect: the configured one, but never more than half the
 /// descriptors this process may open (the rest are for processes, terminals, files).
 pub fn effective_max_connections(configured: usize) -> usize {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the struct it is given.
-    let known = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
-    let allowed = if known && limit.rlim_cur != libc::RLIM_INFINITY {
-        usize::try_from(limit.rlim_cur / 2).unwrap_or(usize::MAX)
-    } else {
-        usize::MAX
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    let allowed = match limit.current {
+        Some(current) => usize::try_from(current / 2).unwrap_or(usize::MAX),
+        None => usize::MAX,
     };
     configured.min(allowed).max(1)
 }
@@ -292,18 +286,10 @@ mod tests {
 
     #[test]
     fn the_cap_never_exceeds_half_the_descriptor_limit() {
-        let mut limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit writes into the struct it is given.
-        assert_eq!(
-            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
-            0
-        );
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
         let max = effective_max_connections(usize::MAX);
-        if limit.rlim_cur != libc::RLIM_INFINITY {
-            assert_eq!(max as u64, (limit.rlim_cur / 2).max(1));
+        if let Some(current) = limit.current {
+            assert_eq!(max as u64, (current / 2).max(1));
         }
         assert_eq!(effective_max_connections(3), 3.min(max));
     }

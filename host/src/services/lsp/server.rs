@@ -12,8 +12,7 @@
 //! a handful of client requests.
 
 use std::collections::HashMap;
-use std::ffi::CString;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
@@ -24,7 +23,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::oneshot;
 
-use crate::services::process::{containment, find_program, spawn, Executor, Launch};
+use crate::services::process::{containment, find_program, launcher, Executor, Launch};
 
 /// Why a server could not start or answer.
 #[derive(Debug, thiserror::Error)]
@@ -244,54 +243,42 @@ impl Server {
             find_program(program).ok_or_else(|| ServerError::Missing(program.to_string()))?;
         let bash = find_program("bash").unwrap_or_else(|| PathBuf::from("/bin/bash"));
         let start = |e: &dyn std::fmt::Display| ServerError::Start(e.to_string());
-        let cstring = |text: &[u8]| CString::new(text).map_err(|_| start(&"a NUL byte"));
-        // bash execs the server with stderr on /dev/null: the spawner gives the child one
+        // bash execs the server with stderr on /dev/null: the launcher gives the child one
         // output for stdout and stderr, and the protocol stream must be stdout alone.
-        let mut argv = vec![
-            cstring(b"bash")?,
-            cstring(b"-c")?,
-            cstring(b"exec \"$@\" 2>/dev/null")?,
-            cstring(b"dsh-lsp")?,
-            cstring(program_path.as_os_str().as_bytes())?,
+        let mut args: Vec<&[u8]> = vec![
+            b"bash",
+            b"-c",
+            b"exec \"$@\" 2>/dev/null",
+            b"dsh-lsp",
+            program_path.as_os_str().as_bytes(),
         ];
-        for arg in &command[1..] {
-            argv.push(cstring(arg.as_bytes())?);
-        }
+        args.extend(command[1..].iter().map(|arg| arg.as_bytes()));
         let (to_server, server_stdin) = tokio::net::unix::pipe::pipe().map_err(|e| start(&e))?;
         let (server_stdout, from_server) = tokio::net::unix::pipe::pipe().map_err(|e| start(&e))?;
         let stdin_fd: OwnedFd = server_stdin.into_blocking_fd().map_err(|e| start(&e))?;
         let stdout_fd: OwnedFd = server_stdout.into_blocking_fd().map_err(|e| start(&e))?;
         // A sandboxed scope's server is sandboxed like its commands: it reads and runs
         // what they may have written (a build script, a compile_commands.json).
-        let sandbox = launch
-            .prepare(executor, root, None)
+        let launcher::Contained {
+            mut child,
+            run,
+            sandbox,
+        } = launch
+            .start(&launcher::Command {
+                program: &bash,
+                args: &args,
+                env: &[],
+                cwd: root,
+                stdio: launcher::Stdio::Pipes {
+                    input: stdin_fd.as_fd(),
+                    output: stdout_fd.as_fd(),
+                },
+                executor,
+                fd3: None,
+            })
             .map_err(|e| start(&e))?;
-        let extra: Vec<(String, String)> = sandbox
-            .iter()
-            .map(|s| ("TMPDIR".to_string(), s.tmp().display().to_string()))
-            .collect();
-        let run = launch.containment.new_run().map_err(|e| start(&e))?;
-        let placement = run.placement();
-        let envp = launch.envp(&extra, &placement).map_err(|e| start(&e))?;
-        let cwd = cstring(root.as_os_str().as_bytes())?;
-        let program_c = cstring(bash.as_os_str().as_bytes())?;
-        let mut child = spawn::spawn(&spawn::SpawnSpec {
-            program: &program_c,
-            argv: &argv,
-            envp: &envp,
-            cwd: &cwd,
-            output: stdout_fd.as_raw_fd(),
-            input: stdin_fd.as_raw_fd(),
-            terminal: false,
-            cgroup: placement.cgroup,
-            join: &placement.join,
-            die_with_parent: true,
-            sandbox: launch.child_sandbox(sandbox.as_ref()),
-        })
-        .map_err(|e| start(&e))?;
         drop((stdin_fd, stdout_fd));
         let pid = child.pid();
-        run.set_leader(pid);
         let shared = Arc::new(Shared {
             pending: Mutex::new(HashMap::new()),
             alive: AtomicBool::new(true),

@@ -230,6 +230,7 @@ fn eperm() -> Result<Rules, SandboxError> {
     // kernel log, hangups of the terminal, quotas, dcookies, uselib, other processes'
     // memory advice and reaping, fanotify (unprivileged since 5.13: it watches every
     // access to files it can read), host and domain names, and on x86-64 port I/O.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut refused = vec![
         libc::SYS_mount,
         libc::SYS_umount2,

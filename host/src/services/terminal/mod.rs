@@ -39,8 +39,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::{ErrorCode, ToolError};
+use crate::services::jobs::signal_named;
 use crate::services::jobs::{JobRegistry, JobState};
-use crate::services::process::{signal_group, signal_named, Launch};
+use crate::services::process::{signal_group, Launch};
 use crate::services::resource_changes::ResourceChanges;
 pub use config::TerminalConfig;
 

@@ -8,10 +8,10 @@
 //! `openpty` and our spawner rather than `portable-pty`, whose fork-based spawn costs
 //! milliseconds in a host this size, sets no parent-death signal, and reads with a
 //! blocking thread per session.
+// Unsafe allowed: openpty, ioctls and raw writes on the PTY master (see `tidy.rs`).
+#![allow(unsafe_code)]
 
-use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use std::sync::Arc;
 use tokio::io::unix::AsyncFd;
 
 use crate::error::{ErrorCode, ToolError};
-use crate::services::process::{containment, spawn, Launch};
+use crate::services::process::{containment, launcher, spawn, Launch, ProcessError};
 
 use super::sessions::Session;
 use super::{OpenSpec, DRAIN_TIMEOUT};
@@ -44,57 +44,45 @@ pub(super) fn start_shell(
     program: &Path,
     is_bash: bool,
 ) -> Result<Shell, ToolError> {
-    let invalid = |message: String| ToolError::new(ErrorCode::InvalidArguments, message);
     let internal = |what: &str, error: std::io::Error| {
         ToolError::new(ErrorCode::Internal, format!("{what}: {error}"))
     };
     let (master, slave) =
         open_pty(spec.cols, spec.rows).map_err(|e| internal("cannot open a PTY", e))?;
-    let mut argv =
-        vec![CString::new(shell_name.as_bytes()).map_err(|_| invalid("NUL byte in shell".into()))?];
+    let mut args: Vec<&[u8]> = vec![shell_name.as_bytes()];
     if is_bash {
-        argv.extend([
-            c"--noprofile".to_owned(),
-            c"--norc".to_owned(),
-            c"-i".to_owned(),
-        ]);
+        args.extend([&b"--noprofile"[..], b"--norc", b"-i"]);
     }
     let mut env = vec![("TERM".to_string(), "xterm-256color".to_string())];
     if is_bash {
         env.push(("PS1".to_string(), "$ ".to_string()));
     }
     env.extend(spec.env.iter().cloned());
-    let sandbox = launch.prepare(spec.executor, &spec.cwd, Some(&pty_path(&slave)))?;
-    if let Some(prepared) = &sandbox {
-        env.push(("TMPDIR".into(), prepared.tmp().display().to_string()));
-    }
-    let run = launch
-        .containment
-        .new_run()
-        .map_err(|e| internal("cannot contain the session", std::io::Error::other(e)))?;
-    let placement = run.placement();
-    let envp = launch
-        .envp(&env, &placement)
-        .map_err(|e| invalid(e.to_string()))?;
-    let program_c = CString::new(program.as_os_str().as_bytes())
-        .map_err(|_| invalid("NUL byte in shell path".into()))?;
-    let cwd = CString::new(spec.cwd.as_os_str().as_bytes())
-        .map_err(|_| invalid("NUL byte in cwd".into()))?;
-    let child = spawn::spawn(&spawn::SpawnSpec {
-        program: &program_c,
-        argv: &argv,
-        envp: &envp,
-        cwd: &cwd,
-        output: slave.as_raw_fd(),
-        input: slave.as_raw_fd(),
-        terminal: true,
-        cgroup: placement.cgroup,
-        join: &placement.join,
-        die_with_parent: true,
-        sandbox: launch.child_sandbox(sandbox.as_ref()),
-    })
-    .map_err(|e| internal("cannot start the shell", e))?;
-    run.set_leader(child.pid());
+    let slave_path = pty_path(&slave);
+    let launcher::Contained {
+        child,
+        run,
+        sandbox,
+    } = launch
+        .start(&launcher::Command {
+            program,
+            args: &args,
+            env: &env,
+            cwd: &spec.cwd,
+            stdio: launcher::Stdio::Pty {
+                slave: slave.as_fd(),
+                path: &slave_path,
+            },
+            executor: spec.executor,
+            fd3: None,
+        })
+        .map_err(|error| match error {
+            ProcessError::Spawn(e) => internal("cannot start the shell", e),
+            ProcessError::Containment(e) => {
+                internal("cannot contain the session", std::io::Error::other(e))
+            }
+            other => other.into_tool_error(),
+        })?;
     drop(slave);
     // SAFETY: registering our own descriptor, owned by the AsyncFd from here on.
     let master = unsafe {

@@ -101,8 +101,9 @@ impl PlainStream {
                         }
                         Err(error) if error.valid_up_to() > 0 => {
                             let valid = &bytes[at..at + error.valid_up_to()];
-                            // SAFETY: from_utf8 validated these bytes.
-                            self.put_str(unsafe { std::str::from_utf8_unchecked(valid) });
+                            // Valid (from_utf8 said so): checked again, rarely (only
+                            // before a byte that is not UTF-8).
+                            self.put_str(std::str::from_utf8(valid).unwrap_or_default());
                             at += valid.len();
                         }
                         Err(_) => {}
@@ -119,9 +120,9 @@ impl PlainStream {
                     at += c.len_utf8();
                 }
                 Err(error) if error.valid_up_to() > 0 => {
-                    // SAFETY: from_utf8 validated these bytes.
+                    // Valid (from_utf8 said so), checked again: a few bytes.
                     let text =
-                        unsafe { std::str::from_utf8_unchecked(&window[..error.valid_up_to()]) };
+                        std::str::from_utf8(&window[..error.valid_up_to()]).unwrap_or_default();
                     let c = text.chars().next().unwrap_or('\u{FFFD}');
                     self.char(c, &mut done);
                     at += c.len_utf8();

@@ -8,14 +8,16 @@
 //! whatever reason, the kernel closes that end; the keeper reads end-of-file, kills
 //! the cgroup node (or, in the subreaper mode, every process carrying dsh's run mark),
 //! removes the node, and exits. It ignores the signals a terminal or a session sends.
+// Unsafe allowed: the process layer (see `tidy.rs`).
+#![allow(unsafe_code)]
 
 use std::ffi::{CString, OsString};
 use std::io::Read;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::services::process::spawn;
+use crate::services::process::launcher;
 
 /// The name the keeper runs under (its `argv[0]`), by which `main` recognises it.
 pub const KEEPER_NAME: &str = "dsh-keeper";
@@ -61,19 +63,12 @@ impl Keeper {
             (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))
         };
         let dev_null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
-        let child = spawn::spawn(&spawn::SpawnSpec {
-            program: c"/proc/self/exe",
-            argv: &argv,
-            envp: &[],
-            cwd: c"/",
-            output: dev_null.as_raw_fd(),
-            input: read_end.as_raw_fd(),
-            terminal: false,
-            cgroup: None,
-            join: &[],
-            die_with_parent: false,
-            sandbox: None,
-        })?;
+        let child = launcher::start_uncontained(
+            c"/proc/self/exe",
+            &argv,
+            read_end.as_fd(),
+            dev_null.as_fd(),
+        )?;
         let pid = child.pid();
         // The keeper must outlive us: never kill it; reap it if it ends first.
         child.reap_in_background();

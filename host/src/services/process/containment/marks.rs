@@ -8,6 +8,8 @@
 //! turn as they are adopted. The keeper does the same over all of `/proc` when dsh is
 //! gone. A process that clears its environment before it escapes is not found: that is
 //! the limit of this mode, stated in the README.
+// Unsafe allowed: the process layer (see `tidy.rs`).
+#![allow(unsafe_code)]
 
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};

@@ -1,0 +1,203 @@
+//! The launcher: the one way dsh starts a process. Every command, terminal shell and
+//! language server goes through [`Launch::start`], which alone prepares the run's
+//! executor, builds its environment by the `[process.env]` policy (with the run's
+//! private `TMPDIR` and containment mark), opens and places its containment run, turns
+//! the command into what the child reads, spawns it ([`super::spawn`]) and makes it the
+//! run's leader. The keeper, which must outlive dsh and is never killed with a run, is
+//! started through the explicit [`start_uncontained`]; the short-lived holder of a new
+//! user namespace, through [`user_namespace`]. Nothing else in dsh spawns (the tidy test
+//! checks it).
+//!
+//! What it hands back, a [`Contained`] child, is killed whole when dropped: its
+//! containment run kills the process group and everything the run holds.
+// Unsafe allowed: the process layer (see `tidy.rs`).
+#![allow(unsafe_code)]
+
+use std::ffi::{CStr, CString};
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use super::{containment, executor, spawn, Executor, Launch, ProcessError};
+
+/// Where a launched process's standard descriptors go.
+#[derive(Debug, Clone, Copy)]
+pub enum Stdio<'a> {
+    /// stdin from `/dev/null`; stdout and stderr on `output`.
+    Output(BorrowedFd<'a>),
+    /// stdin from `input`; stdout and stderr on `output`.
+    Pipes {
+        input: BorrowedFd<'a>,
+        output: BorrowedFd<'a>,
+    },
+    /// A terminal: its slave (at `path`, which a sandboxed run is granted) is stdin,
+    /// stdout, stderr and the controlling terminal of the process's new session.
+    Pty {
+        slave: BorrowedFd<'a>,
+        path: &'a Path,
+    },
+}
+
+/// A process to start.
+#[derive(Debug)]
+pub struct Command<'a> {
+    /// Absolute path of the program.
+    pub program: &'a Path,
+    /// The arguments, `argv[0]` first.
+    pub args: &'a [&'a [u8]],
+    /// Set on top of the `[process.env]` policy (replacing variables of the same name).
+    pub env: &'a [(String, String)],
+    /// Absolute working directory (a sandboxed run's must lie in the workspace).
+    pub cwd: &'a Path,
+    pub stdio: Stdio<'a>,
+    /// What confines it (chosen by `[process.executor]` for the call's scope and tool).
+    pub executor: Executor,
+    /// A descriptor that becomes the process's descriptor 3 (a long command's script).
+    pub fd3: Option<BorrowedFd<'a>>,
+}
+
+/// A started process in its containment run. Dropping it kills the run: the process
+/// group, and everything in the run's cgroup (or carrying its mark).
+pub struct Contained {
+    pub child: spawn::Child,
+    pub run: containment::Run,
+    /// The run's confinement (`None` under `local`); its `TMPDIR` goes when this is
+    /// dropped.
+    pub sandbox: Option<executor::Prepared>,
+}
+
+fn c_string(bytes: &[u8]) -> Result<CString, ProcessError> {
+    CString::new(bytes).map_err(|_| ProcessError::NulByte)
+}
+
+impl Launch {
+    /// Starts `command` in a new containment run, as the leader of a new process group
+    /// (a new session with its terminal for [`Stdio::Pty`]), under its executor.
+    pub fn start(&self, command: &Command<'_>) -> Result<Contained, ProcessError> {
+        if !command.cwd.is_dir() {
+            return Err(ProcessError::BadWorkdir(command.cwd.to_path_buf()));
+        }
+        let terminal = match command.stdio {
+            Stdio::Pty { path, .. } => Some(path),
+            _ => None,
+        };
+        let sandbox = self.prepare(command.executor, command.cwd, terminal)?;
+        let mut env = command.env.to_vec();
+        if let Some(prepared) = &sandbox {
+            env.push(("TMPDIR".into(), prepared.tmp().display().to_string()));
+        }
+        let argv = command
+            .args
+            .iter()
+            .map(|arg| c_string(arg))
+            .collect::<Result<Vec<_>, _>>()?;
+        let program = c_string(command.program.as_os_str().as_bytes())?;
+        let cwd = c_string(command.cwd.as_os_str().as_bytes())?;
+        let dev_null = self
+            .dev_null
+            .as_ref()
+            .map_err(|e| ProcessError::Spawn(std::io::Error::new(e.kind(), e.to_string())))?;
+        let (input, output, is_terminal) = match command.stdio {
+            Stdio::Output(output) => (dev_null.as_raw_fd(), output.as_raw_fd(), false),
+            Stdio::Pipes { input, output } => (input.as_raw_fd(), output.as_raw_fd(), false),
+            Stdio::Pty { slave, .. } => (slave.as_raw_fd(), slave.as_raw_fd(), true),
+        };
+        let run = self.containment.new_run()?;
+        let placement = run.placement();
+        let envp = self.envp(&env, &placement)?;
+        let spec = spawn::SpawnSpec {
+            program: &program,
+            argv: &argv,
+            envp: &envp,
+            cwd: &cwd,
+            output,
+            input,
+            terminal: is_terminal,
+            cgroup: placement.cgroup,
+            join: &placement.join,
+            die_with_parent: true,
+            sandbox: self.child_sandbox(sandbox.as_ref()),
+        };
+        let child = match command.fd3 {
+            Some(fd3) => spawn::spawn_with_fd3(&spec, fd3.as_raw_fd()),
+            None => spawn::spawn(&spec),
+        }
+        .map_err(ProcessError::Spawn)?;
+        run.set_leader(child.pid());
+        Ok(Contained {
+            child,
+            run,
+            sandbox,
+        })
+    }
+}
+
+/// Starts `program` outside any containment run, with no environment, in `/`, stdin
+/// from `input` and stdout and stderr on `output`, and no parent-death signal: the
+/// keeper, which must outlive dsh, is the one process started so. Nothing kills it
+/// when the returned child is dropped.
+pub fn start_uncontained(
+    program: &CStr,
+    argv: &[CString],
+    input: BorrowedFd<'_>,
+    output: BorrowedFd<'_>,
+) -> std::io::Result<spawn::Child> {
+    spawn::spawn(&spawn::SpawnSpec {
+        program,
+        argv,
+        envp: &[],
+        cwd: c"/",
+        output: output.as_raw_fd(),
+        input: input.as_raw_fd(),
+        terminal: false,
+        cgroup: None,
+        join: &[],
+        die_with_parent: false,
+        sandbox: None,
+    })
+}
+
+/// A new user namespace with `uid_map` and `gid_map` (setgroups denied), held by its
+/// descriptor. Made by a short-lived child (a multithreaded process cannot unshare its
+/// user namespace) whose maps this process writes (the child is dumpable after its
+/// exec; dsh itself is not, so its runs could not write their own). On failure: the
+/// step that failed, and why.
+pub(super) fn user_namespace(
+    uid_map: &str,
+    gid_map: &str,
+) -> Result<std::os::fd::OwnedFd, (&'static str, std::io::Error)> {
+    use std::io::Write;
+    use std::os::unix::process::CommandExt;
+    let bash = super::find_program("bash").unwrap_or_else(|| std::path::PathBuf::from("/bin/bash"));
+    let mut command = std::process::Command::new(bash);
+    command
+        .args(["-c", "read -r _"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .env_clear();
+    // SAFETY: one raw system call between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::unshare(libc::CLONE_NEWUSER) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().map_err(|e| ("unshare", e))?;
+    let pid = child.id();
+    let made = (|| {
+        std::fs::write(format!("/proc/{pid}/setgroups"), "deny").map_err(|e| ("setgroups", e))?;
+        std::fs::write(format!("/proc/{pid}/uid_map"), uid_map).map_err(|e| ("uid_map", e))?;
+        std::fs::write(format!("/proc/{pid}/gid_map"), gid_map).map_err(|e| ("gid_map", e))?;
+        std::fs::File::open(format!("/proc/{pid}/ns/user"))
+            .map(std::os::fd::OwnedFd::from)
+            .map_err(|e| ("ns/user", e))
+    })();
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(b"\n");
+    }
+    let _ = child.wait();
+    made
+}
