@@ -1,6 +1,9 @@
-//! `bash -c true` through the process service under the `sandbox` executor against the
-//! `local` one, samples interleaved (so load from elsewhere moves both alike), with the
-//! ratio of their medians; then the sandbox's setup cost per run, broken down: the
+//! `bash -c true` through the process service under the `sandbox` and `container`
+//! executors against the `local` one, samples interleaved (so load from elsewhere moves
+//! all alike), with the ratios of their medians; then the container's cost per run,
+//! broken down (its prepare: a ruleset of its own and the idmapped workspace tree; each
+//! namespace `clone` makes, by what unsharing it costs a `bash -c true`), and the
+//! sandbox's setup cost per run, broken down: the
 //! private temporary directory (made and removed), the Landlock ruleset (created, rules
 //! added: paid once per slot and workspace, since slots keep theirs), a run's prepare
 //! and release as served (a kept ruleset), the seccomp program (built once per host,
@@ -72,18 +75,27 @@ fn main() {
     let service = ProcessService::new(config, launch);
     let runtime = tokio::runtime::Runtime::new().unwrap();
 
-    let (mut local, mut sandboxed) = (Vec::new(), Vec::new());
+    // The container needs root; elsewhere it is left out.
+    let root = unsafe { libc::geteuid() } == 0;
+    let (mut local, mut sandboxed, mut contained) = (Vec::new(), Vec::new(), Vec::new());
     runtime.block_on(async {
-        // Warm-up (and the sandbox's one-time preparation).
-        for executor in [Executor::Local, Executor::Sandbox] {
+        // Warm-up (and the sandbox's and container's one-time preparation).
+        for executor in [Executor::Local, Executor::Sandbox, Executor::Container] {
+            if executor == Executor::Container && !root {
+                continue;
+            }
             let out = service.run(spec(&work, executor)).await.unwrap();
-            assert_eq!(out.exit_code, Some(0));
+            assert_eq!(out.exit_code, Some(0), "{executor:?}: {:?}", out.output);
         }
         for _ in 0..RUNS {
             for (executor, samples) in [
                 (Executor::Local, &mut local),
                 (Executor::Sandbox, &mut sandboxed),
+                (Executor::Container, &mut contained),
             ] {
+                if executor == Executor::Container && !root {
+                    continue;
+                }
                 let started = Instant::now();
                 let out = service.run(spec(&work, executor)).await.unwrap();
                 samples.push(started.elapsed());
@@ -104,6 +116,17 @@ fn main() {
         us(percentile(&mut sandboxed, 0.9))
     );
     println!("  ratio sandbox/local (medians): {:.2}", us(s) / us(l));
+    if root {
+        let c = median(&mut contained);
+        println!(
+            "  container median {:8.1} µs  p90 {:8.1} µs",
+            us(c),
+            us(percentile(&mut contained, 0.9))
+        );
+        println!("  ratio container/local (medians): {:.2}", us(c) / us(l));
+        println!("  ratio container/sandbox (medians): {:.2}", us(c) / us(s));
+        container_breakdown(&work, &own);
+    }
 
     // The setup, step by step.
     let started = Instant::now();
@@ -127,7 +150,10 @@ fn main() {
         let dir = sandbox.private_tmp().unwrap();
         let made = started.elapsed();
         let started = Instant::now();
-        let fd = sandbox.ruleset(dir.path(), None).unwrap();
+        let fd = sandbox
+            .ruleset(dir.path(), None)
+            .unwrap()
+            .expect("this kernel has Landlock");
         ruleset.push(started.elapsed());
         let started = Instant::now();
         let _ = seccomp::program(false).unwrap();
@@ -170,7 +196,10 @@ fn main() {
         us(median(&mut filter_load))
     );
     let dir = sandbox.private_tmp().unwrap();
-    let fd = sandbox.ruleset(dir.path(), None).unwrap();
+    let fd = sandbox
+        .ruleset(dir.path(), None)
+        .unwrap()
+        .expect("this kernel has Landlock");
     println!(
         "bash -c true by fork + exec (100 runs each, medians), what each step costs the command:"
     );
@@ -283,4 +312,80 @@ fn restrict_on_a_thread(
             .join()
             .unwrap()
     })
+}
+
+/// Where a container run's time goes beyond the sandbox's: its prepare and release (a
+/// ruleset of its own, the idmapped workspace tree, the TMPDIR's owner), and what each
+/// namespace its `clone` makes costs a `bash -c true` (made by `unshare` before exec
+/// and torn down at its exit, fork + exec; the PID namespace by `unshare` takes effect
+/// for children only, so it is shown with a fork of `true` by the shell).
+fn container_breakdown(work: &std::path::Path, own: &OwnFiles) {
+    let sandbox = Sandbox::new(&SandboxConfig::default(), work, own).unwrap();
+    let started = Instant::now();
+    let container = sandbox.container().unwrap();
+    let once = started.elapsed();
+    let mut prepare = Vec::new();
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        drop(container.prepare(None).unwrap());
+        prepare.push(started.elapsed());
+    }
+    let mut sandbox_prepare = Vec::new();
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        drop(sandbox.prepare(None).unwrap());
+        sandbox_prepare.push(started.elapsed());
+    }
+    println!("container setup ({RUNS} runs, medians):");
+    println!(
+        "  per host: Container::new (its sandbox, two user namespaces)   {:8.1} µs",
+        us(once)
+    );
+    println!(
+        "  per run:  prepare + release (own ruleset, idmapped tree; never attached here, so its\n            release unmounts it, which a run's attach spares) {:8.1} µs  (sandbox's: {:.1} µs)",
+        us(median(&mut prepare)),
+        us(median(&mut sandbox_prepare))
+    );
+    let cases: [(&str, libc::c_int, &str); 7] = [
+        ("no namespace", 0, "true"),
+        ("mount", libc::CLONE_NEWNS, "true"),
+        ("ipc", libc::CLONE_NEWIPC, "true"),
+        ("uts", libc::CLONE_NEWUTS, "true"),
+        ("net", libc::CLONE_NEWNET, "true"),
+        ("pid (+ a child)", libc::CLONE_NEWPID, "/bin/true"),
+        (
+            "all five",
+            libc::CLONE_NEWNS
+                | libc::CLONE_NEWIPC
+                | libc::CLONE_NEWUTS
+                | libc::CLONE_NEWNET
+                | libc::CLONE_NEWPID,
+            "/bin/true",
+        ),
+    ];
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); cases.len()];
+    for _ in 0..100 {
+        for (index, (_, flags, command)) in cases.iter().enumerate() {
+            use std::os::unix::process::CommandExt;
+            let flags = *flags;
+            let mut child = std::process::Command::new("bash");
+            child.args(["-c", command]);
+            // SAFETY: one raw system call between fork and exec.
+            unsafe {
+                child.pre_exec(move || {
+                    if flags != 0 && libc::unshare(flags) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            let started = Instant::now();
+            assert!(child.status().unwrap().success());
+            samples[index].push(started.elapsed());
+        }
+    }
+    println!("bash -c true by fork + exec with each namespace unshared (100 runs each, medians):");
+    for ((what, _, _), mut samples) in cases.iter().zip(samples) {
+        println!("  {what:<16} {:8.1} µs", us(median(&mut samples)));
+    }
 }

@@ -8,6 +8,7 @@ mod support;
 
 mod admission;
 mod bash_tool;
+mod container_executor;
 mod containment;
 mod contract;
 mod cpu_budget;

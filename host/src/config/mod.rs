@@ -30,8 +30,9 @@
 //! set = { PAGER = "cat" }       # set after everything else
 //!
 //! [process.executor]            # what runs commands (bash, jobs, terminals)
-//! default = "local"             # "local" | "sandbox" (Landlock + seccomp)
-//! scopes = { untrusted = "sandbox" } # per scope; any matching "sandbox" wins
+//! default = "local"             # "local" | "sandbox" (Landlock + seccomp) | "container"
+//!                               # (the sandbox + PID, network, IPC, UTS, user namespaces; root only)
+//! scopes = { untrusted = "container" } # per scope; the strongest matching entry wins
 //! tools = { bash = "sandbox" }  # per tool
 //!
 //! [process.sandbox]             # what a sandboxed run may do besides its workspace
@@ -39,6 +40,10 @@
 //! tcp_ports = []                # TCP ports it may connect to, on any host
 //! require = ["fs", "net", "signals"] # missing from the kernel: sandboxed calls refused
 //! unix_sockets = false          # true: may connect to named Unix sockets
+//!
+//! [process.container]           # who a container's root (uid/gid 0 inside) is on the host
+//! uid = 65534                   # never 0; an unused high id shares nothing with `nobody`
+//! gid = 65534
 //!
 //! [gate]
 //! default = "allow"             # what a call matching no rule gets

@@ -1,14 +1,16 @@
 //! `[process]` in `dsh.toml`: how the process capability runs and contains commands.
 //!
 //! `[process.executor]` picks what runs a command (foreground bash, background jobs,
-//! terminal sessions alike): `local` (as the host's user, unconfined) or `sandbox`
-//! (Landlock and seccomp, see [`super::executor`]); `[process.sandbox]` says what a
-//! sandboxed run may do:
+//! terminal sessions alike): `local` (as the host's user, unconfined), `sandbox`
+//! (Landlock and seccomp, see [`super::executor`]) or `container` (the sandbox's
+//! confinement plus its own PID, network, UTS and user namespaces and a fresh `/proc`,
+//! see [`super::container`]); `[process.sandbox]` says what a sandboxed (or contained)
+//! run may do, `[process.container]` which host ids a container's root is:
 //!
 //! ```toml
 //! [process.executor]
-//! default = "local"                  # "local" | "sandbox"
-//! scopes = { untrusted = "sandbox" } # per scope (`dsh serve --scope`, `dsh call --scope`)
+//! default = "local"                  # "local" | "sandbox" | "container"
+//! scopes = { untrusted = "container" } # per scope (`dsh serve --scope`, `dsh call --scope`)
 //! tools = { bash = "sandbox" }       # per tool (the tool whose call starts the run)
 //!
 //! [process.sandbox]
@@ -17,11 +19,17 @@
 //! require = ["fs", "net", "signals"] # features whose absence refuses sandboxed calls
 //! unix_sockets = false               # true: may connect to named Unix sockets
 //! # assume_abi = 3                   # test only: act as if the kernel's Landlock ABI were this
+//!
+//! [process.container]
+//! uid = 65534                        # the host uid a container's root (uid 0 inside) is
+//! gid = 65534                        # the host gid a container's root group is
 //! ```
 //!
-//! A run's executor: if the call's tool or scope has an entry and any of them says
-//! `sandbox`, the sandbox; else if one says `local`, local; else `default`. So a
-//! `local` entry never lifts a `sandbox` one.
+//! A run's executor: if the call's tool or scope has entries, the strongest of them
+//! (`container` over `sandbox` over `local`); else `default`. So a `local` entry never
+//! lifts a `sandbox` or `container` one, nor a `sandbox` entry a `container` one.
+//! `[process.sandbox] write` and `tcp_ports` do not apply to a container (it has its
+//! own, empty network namespace, and only the workspace is mapped to its ids).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -30,7 +38,7 @@ use serde::Deserialize;
 
 /// How the process service treats process trees.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(from = "ProcessToml")]
 pub struct ProcessConfig {
     /// Time between TERM and KILL when a process group is stopped.
     pub kill_grace_ms: u64,
@@ -49,8 +57,82 @@ pub struct ProcessConfig {
     pub env: super::environment::EnvPolicy,
     /// Which executor runs a call's commands.
     pub executor: ExecutorConfig,
-    /// What a sandboxed run may do.
+    /// What a sandboxed run may do (a contained one too; it carries `container`).
     pub sandbox: SandboxConfig,
+    /// Who a container's root is on the host.
+    pub container: ContainerConfig,
+}
+
+/// `[process]` as written: [`ProcessConfig`] with `[process.container]` also handed to
+/// the sandbox's configuration (what prepares containers reads only that).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct ProcessToml {
+    kill_grace_ms: u64,
+    drain_ms: u64,
+    containment: ContainmentMode,
+    pids_max: u64,
+    memory_max_mb: u64,
+    env: super::environment::EnvPolicy,
+    executor: ExecutorConfig,
+    sandbox: SandboxConfig,
+    container: ContainerConfig,
+}
+
+impl Default for ProcessToml {
+    fn default() -> Self {
+        let d = ProcessConfig::default();
+        ProcessToml {
+            kill_grace_ms: d.kill_grace_ms,
+            drain_ms: d.drain_ms,
+            containment: d.containment,
+            pids_max: d.pids_max,
+            memory_max_mb: d.memory_max_mb,
+            env: d.env,
+            executor: d.executor,
+            sandbox: d.sandbox,
+            container: d.container,
+        }
+    }
+}
+
+impl From<ProcessToml> for ProcessConfig {
+    fn from(t: ProcessToml) -> Self {
+        let mut sandbox = t.sandbox;
+        sandbox.container = t.container.clone();
+        ProcessConfig {
+            kill_grace_ms: t.kill_grace_ms,
+            drain_ms: t.drain_ms,
+            containment: t.containment,
+            pids_max: t.pids_max,
+            memory_max_mb: t.memory_max_mb,
+            env: t.env,
+            executor: t.executor,
+            sandbox,
+            container: t.container,
+        }
+    }
+}
+
+/// `[process.container]`: the host ids a container's uid 0 and gid 0 are (see
+/// [`super::container`]). Not 0: a container's root must not be the host's.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ContainerConfig {
+    /// The host uid of a container's root (65534, `nobody`, by default; an unused high
+    /// id keeps runs from sharing anything with the host's `nobody`).
+    pub uid: u32,
+    /// The host gid of a container's root group (65534 by default).
+    pub gid: u32,
+}
+
+impl Default for ContainerConfig {
+    fn default() -> Self {
+        ContainerConfig {
+            uid: 65534,
+            gid: 65534,
+        }
+    }
 }
 
 impl ProcessConfig {
@@ -60,30 +142,27 @@ impl ProcessConfig {
             self.executor.tools.get(tool),
             self.executor.scopes.get(scope),
         ];
-        let matched: Vec<Executor> = entries.into_iter().flatten().copied().collect();
-        if matched.contains(&Executor::Sandbox) {
-            Executor::Sandbox
-        } else if matched.is_empty() {
-            self.executor.default
-        } else {
-            Executor::Local
-        }
+        // The strongest entry wins (the variants are ordered by strength).
+        entries
+            .into_iter()
+            .flatten()
+            .copied()
+            .max()
+            .unwrap_or(self.executor.default)
     }
 
-    /// Whether any run can be sandboxed under this configuration.
+    /// Whether any run can be sandboxed (or contained, which builds on the sandbox)
+    /// under this configuration.
     pub fn uses_sandbox(&self) -> bool {
-        self.executor.default == Executor::Sandbox
-            || self
-                .executor
-                .scopes
-                .values()
-                .chain(self.executor.tools.values())
-                .any(|e| *e == Executor::Sandbox)
+        std::iter::once(&self.executor.default)
+            .chain(self.executor.scopes.values())
+            .chain(self.executor.tools.values())
+            .any(|e| *e != Executor::Local)
     }
 }
 
-/// What runs a command.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize)]
+/// What runs a command, weakest first (see [`ProcessConfig::executor_for`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Executor {
     /// As the host's user, with its rights (contained and killed whole, not confined).
@@ -91,6 +170,9 @@ pub enum Executor {
     Local,
     /// Confined by Landlock and seccomp before exec.
     Sandbox,
+    /// The sandbox's confinement in namespaces of its own (PID, network, UTS, user, with
+    /// a fresh `/proc`), its root an unprivileged host id ([`super::container`]).
+    Container,
 }
 
 /// `[process.executor]`: the default executor and overrides per scope and per tool.
@@ -120,6 +202,9 @@ pub struct SandboxConfig {
     pub unix_sockets: bool,
     /// Test only: act as if the kernel's Landlock ABI were at most this.
     pub assume_abi: Option<i32>,
+    /// `[process.container]`, handed over from [`ProcessConfig`] (not a key here).
+    #[serde(skip)]
+    pub container: ContainerConfig,
 }
 
 impl Default for SandboxConfig {
@@ -134,6 +219,7 @@ impl Default for SandboxConfig {
             ],
             unix_sockets: false,
             assume_abi: None,
+            container: ContainerConfig::default(),
         }
     }
 }
@@ -180,6 +266,7 @@ impl Default for ProcessConfig {
             env: Default::default(),
             executor: Default::default(),
             sandbox: Default::default(),
+            container: Default::default(),
         }
     }
 }
@@ -196,4 +283,41 @@ pub enum ContainmentMode {
     /// The fallback: dsh is the subreaper of everything it starts and follows runs by a
     /// mark in their environment.
     Subreaper,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(toml_text: &str) -> ProcessConfig {
+        toml::from_str(toml_text).unwrap()
+    }
+
+    #[test]
+    fn the_strongest_executor_a_call_matches_wins() {
+        let config = parsed(
+            "[executor]\ndefault = \"sandbox\"\n\
+             scopes = { untrusted = \"container\", trusted = \"local\" }\n\
+             tools = { bash = \"sandbox\", lsp = \"local\" }\n",
+        );
+        assert_eq!(config.executor_for("untrusted", "lsp"), Executor::Container);
+        assert_eq!(config.executor_for("trusted", "bash"), Executor::Sandbox);
+        assert_eq!(config.executor_for("trusted", "lsp"), Executor::Local);
+        assert_eq!(config.executor_for("other", "other"), Executor::Sandbox);
+        assert!(config.uses_sandbox());
+        assert!(!ProcessConfig::default().uses_sandbox());
+    }
+
+    #[test]
+    fn the_container_ids_reach_the_sandbox_configuration() {
+        let config = parsed("[container]\nuid = 100000\ngid = 100001\n");
+        let expected = ContainerConfig {
+            uid: 100000,
+            gid: 100001,
+        };
+        assert_eq!(config.container, expected);
+        assert_eq!(config.sandbox.container, expected);
+        assert_eq!(ProcessConfig::default().sandbox.container.uid, 65534);
+        assert!(toml::from_str::<ProcessConfig>("[container]\nuser = 1\n").is_err());
+    }
 }

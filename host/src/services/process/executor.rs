@@ -35,6 +35,12 @@
 //! Fails closed: where the kernel's Landlock ABI lacks a feature `require` names, every
 //! sandboxed run is refused with [`SandboxError::Unavailable`]; where the namespaces
 //! cannot be made, the spawn fails and the call is refused.
+//!
+//! The `container` executor ([`container`]) is this confinement built a second time, for
+//! containers: no `write` paths, the workspace attached as an idmapped mount, a fresh
+//! `/proc`, a ruleset per run; the [`Sandbox`] holds it, made at first use.
+// Unsafe allowed: the process layer (see `tidy.rs`).
+#![allow(unsafe_code)]
 
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
@@ -49,6 +55,9 @@ use landlock::{
 };
 
 use super::config::{SandboxConfig, SandboxFeature};
+
+#[path = "container.rs"]
+pub mod container;
 use crate::error::{ErrorCode, ToolError};
 use crate::own_files::OwnFiles;
 
@@ -67,6 +76,8 @@ pub enum SandboxError {
     Seccomp(#[from] seccompiler::BackendError),
     #[error("{0}")]
     Setup(String),
+    #[error(transparent)]
+    Container(#[from] container::ContainerError),
     #[error("Landlock made no ruleset (it is not enabled in this kernel)")]
     NoRuleset,
     #[error("cannot make the run's private temporary directory {path}: {source}")]
@@ -122,6 +133,15 @@ pub enum MountOp {
     Attach,
     /// Makes a directory (inside a cover).
     Mkdir,
+    /// A container's: an empty tmpfs on the path that its unprivileged root may pass
+    /// through (mode 0711) but not list.
+    CoverPassable,
+    /// A container's: a directory its root may pass through (0711), inside a cover.
+    MkdirPassable,
+    /// A container's: attaches the run's idmapped copy of the workspace at the path.
+    AttachWorkspace,
+    /// A container's: a fresh `proc` (of the run's PID namespace) on the path.
+    Proc,
 }
 
 /// The confinement every sandboxed run of this host gets; see the module doc.
@@ -142,12 +162,19 @@ pub struct Sandbox {
     write: Vec<(PathFd, bool)>,
     tcp_ports: Vec<u16>,
     unix_sockets: bool,
-    filter: Vec<libc::sock_filter>,
+    filter: Arc<Vec<libc::sock_filter>>,
     /// The namespaces a run unshares (`CLONE_NEW*`).
     namespaces: libc::c_int,
     /// A non-root host's runs join this user namespace (made once, mapping only dsh's own
     /// uid and gid) before they make their mount and IPC namespaces.
-    user_ns: Option<OwnedFd>,
+    user_ns: Option<Arc<OwnedFd>>,
+    /// Built for containers: a ruleset per run (the child adds its `/proc`), the
+    /// container's marker.
+    for_container: bool,
+    /// What the container is built from, and the container, made at first use.
+    config: SandboxConfig,
+    own: OwnFiles,
+    container: std::sync::OnceLock<Result<Box<container::Container>, String>>,
     /// The mount steps every run shares (its slot's follow).
     steps: Vec<MountStep>,
     tmp_root: PathBuf,
@@ -160,7 +187,8 @@ pub struct Sandbox {
 #[derive(Debug)]
 struct Slot {
     dir: PathBuf,
-    ruleset: Arc<OwnedFd>,
+    /// None: the kernel offers none of the Landlock features (and none is required).
+    ruleset: Option<Arc<OwnedFd>>,
     steps: Arc<Vec<MountStep>>,
 }
 
@@ -181,8 +209,14 @@ impl Drop for Sandbox {
 /// (removed when this is dropped).
 #[derive(Debug)]
 pub struct Prepared {
-    ruleset: Arc<OwnedFd>,
+    /// None: the kernel offers none of the Landlock features (and none is required).
+    ruleset: Option<Arc<OwnedFd>>,
     steps: Arc<Vec<MountStep>>,
+    filter: Arc<Vec<libc::sock_filter>>,
+    namespaces: libc::c_int,
+    user_ns: Option<Arc<OwnedFd>>,
+    /// A container run's own parts (its workspace tree, its user namespace).
+    pub(super) container: Option<container::RunParts>,
     /// Removed first, then the slot goes back to `pool`.
     tmp: Option<PrivateTmp>,
     slot: Option<Slot>,
@@ -215,9 +249,10 @@ impl Drop for Prepared {
 }
 
 impl Prepared {
-    /// The ruleset descriptor the child restricts itself with.
-    pub fn ruleset(&self) -> &OwnedFd {
-        &self.ruleset
+    /// The ruleset descriptor the child restricts itself with (none where the kernel
+    /// has no Landlock and nothing requires it).
+    pub fn ruleset(&self) -> Option<&OwnedFd> {
+        self.ruleset.as_deref()
     }
 
     /// The mount steps the child takes in its new namespace.
@@ -235,6 +270,27 @@ impl Prepared {
     /// The line a result gets: `[sandbox: fs=workspace net=off]`.
     pub fn marker(&self) -> &str {
         &self.marker
+    }
+
+    /// What the child applies before `exec` (borrowing this run's descriptors).
+    pub(crate) fn child(&self) -> super::spawn::ChildSandbox<'_> {
+        use std::os::fd::AsRawFd;
+        let parts = self.container.as_ref();
+        super::spawn::ChildSandbox {
+            ruleset: self.ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
+            filter: &self.filter,
+            namespaces: self.namespaces,
+            user_ns: self.user_ns.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
+            steps: &self.steps,
+            clone_flags: parts.map_or(0, |p| p.clone_flags),
+            workspace_tree: parts.map_or(-1, |p| p.workspace_tree.as_raw_fd()),
+            container_ns: parts.map_or(-1, |p| p.user_ns.as_raw_fd()),
+            net_ns: parts
+                .and_then(|p| p.net_ns.as_ref())
+                .map_or(-1, |fd| fd.as_raw_fd()),
+            ids: parts.map_or((0, 0), |p| p.ids),
+            proc_access: parts.map_or(0, |p| p.proc_access),
+        }
     }
 }
 
@@ -351,6 +407,31 @@ impl Sandbox {
         workspace: &Path,
         own: &OwnFiles,
     ) -> Result<Self, SandboxError> {
+        Self::build(config, workspace, own, false)
+    }
+
+    /// [`Sandbox::new`], or (`for_container`) the confinement a container applies inside
+    /// its namespaces: no `write` paths, the workspace attached from the run's idmapped
+    /// tree, slots its root may reach, a fresh `/proc`, and no namespaces of its own to
+    /// unshare (the container's are made by `clone`).
+    pub(super) fn build(
+        config: &SandboxConfig,
+        workspace: &Path,
+        own: &OwnFiles,
+        for_container: bool,
+    ) -> Result<Self, SandboxError> {
+        let original = config;
+        let stripped;
+        let config = if for_container {
+            stripped = SandboxConfig {
+                write: Vec::new(),
+                tcp_ports: Vec::new(),
+                ..config.clone()
+            };
+            &stripped
+        } else {
+            config
+        };
         let kernel = kernel_abi();
         let abi = config.assume_abi.map_or(kernel, |a| a.min(kernel));
         let missing = config.require.iter().copied().find(|f| f.abi() > abi);
@@ -425,7 +506,7 @@ impl Sandbox {
                 target.display()
             )));
         }
-        let mut steps = shared_steps(&writable_roots, own)?;
+        let mut steps = shared_steps(&writable_roots, own, for_container)?;
         if let Some(state) = &state_dir {
             // The state directory seen through another mount of its filesystem (a bind
             // mount of a directory above it, a second mount of its disk) is covered too.
@@ -443,11 +524,29 @@ impl Sandbox {
                 }
             }
         }
+        if for_container {
+            steps.push(MountStep {
+                op: MountOp::Proc,
+                path: c"/proc".to_owned(),
+            });
+        }
         let user_ns = match crate::private::euid() {
+            _ if for_container => None,
             0 => None,
-            _ => Some(user_namespace()?),
+            euid => {
+                // SAFETY: getegid has no preconditions.
+                let egid = unsafe { libc::getegid() };
+                Some(Arc::new(user_namespace(
+                    &format!("{euid} {euid} 1\n"),
+                    &format!("{egid} {egid} 1\n"),
+                )?))
+            }
         };
-        let namespaces = libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
+        let namespaces = if for_container {
+            0
+        } else {
+            libc::CLONE_NEWNS | libc::CLONE_NEWIPC
+        };
         Ok(Sandbox {
             abi,
             missing,
@@ -458,13 +557,31 @@ impl Sandbox {
             write: open_all(&write),
             tcp_ports: config.tcp_ports.clone(),
             unix_sockets: config.unix_sockets,
-            filter: super::seccomp::program(config.unix_sockets)?,
+            filter: Arc::new(super::seccomp::program(config.unix_sockets)?),
             namespaces,
             user_ns,
+            for_container,
+            config: original.clone(),
+            own: own.clone(),
+            container: std::sync::OnceLock::new(),
             steps,
             tmp_root,
             slots: Default::default(),
         })
+    }
+
+    /// The container executor of this host, made at first use (a failure refuses every
+    /// contained run, with its reason).
+    pub fn container(&self) -> Result<&container::Container, SandboxError> {
+        self.container
+            .get_or_init(|| {
+                container::Container::new(&self.config, &self.workspace, &self.own)
+                    .map(Box::new)
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map(|c| &**c)
+            .map_err(|e| SandboxError::Setup(e.clone()))
     }
 
     /// The session workspace runs write in (canonical).
@@ -489,7 +606,7 @@ impl Sandbox {
 
     /// The user namespace a non-root host's runs join first.
     pub fn user_ns(&self) -> Option<&OwnedFd> {
-        self.user_ns.as_ref()
+        self.user_ns.as_deref()
     }
 
     /// Whether this ABI has `feature`.
@@ -526,8 +643,10 @@ impl Sandbox {
         }
         let slot = self.take_slot()?;
         let ruleset = match terminal {
-            // A terminal's ruleset is its own (terminals open rarely).
-            Some(pty) => Arc::new(self.ruleset(&slot.dir, Some(pty))?),
+            // A terminal's ruleset is its own (terminals open rarely); so is a
+            // container run's (its child adds a rule for its own `/proc`).
+            Some(pty) => self.ruleset(&slot.dir, Some(pty))?.map(Arc::new),
+            None if self.for_container => self.ruleset(&slot.dir, None)?.map(Arc::new),
             None => slot.ruleset.clone(),
         };
         let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
@@ -535,6 +654,10 @@ impl Sandbox {
         Ok(Prepared {
             ruleset,
             steps: slot.steps.clone(),
+            filter: self.filter.clone(),
+            namespaces: self.namespaces,
+            user_ns: self.user_ns.clone(),
+            container: None,
             tmp: Some(tmp),
             slot: Some(slot),
             pool: Arc::downgrade(&self.slots),
@@ -555,10 +678,20 @@ impl Sandbox {
         // Kept for the host's life (removed when the sandbox is dropped).
         let dir = std::mem::ManuallyDrop::new(dir);
         let dir = dir.0.clone();
-        let ruleset = Arc::new(self.ruleset(&dir, None)?);
+        if self.for_container {
+            // A container's root (not dsh's uid) passes through to its TMPDIR.
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711)).map_err(
+                |source| SandboxError::Tmp {
+                    path: dir.clone(),
+                    source,
+                },
+            )?;
+        }
+        let ruleset = self.ruleset(&dir, None)?.map(Arc::new);
         let mut steps = self.steps.clone();
         if let Some(state) = &self.state_dir {
-            steps.extend(cover_steps(state, &dir)?);
+            steps.extend(cover_steps(state, &dir, self.for_container)?);
         }
         Ok(Slot {
             dir,
@@ -578,6 +711,20 @@ impl Sandbox {
 
     /// What the result line says was confined.
     fn marker(&self) -> String {
+        if self.for_container {
+            let net = if self.unix_sockets { "unix" } else { "off" };
+            let fs = if self.has(SandboxFeature::Fs) {
+                "workspace"
+            } else {
+                "unconfined"
+            };
+            let signals = if self.has(SandboxFeature::Signals) {
+                ""
+            } else {
+                " signals=unscoped"
+            };
+            return format!("[sandbox: container fs={fs} net={net}{signals}]");
+        }
         let fs = if self.has(SandboxFeature::Fs) {
             "workspace"
         } else {
@@ -609,8 +756,24 @@ impl Sandbox {
     }
 
     /// The Landlock ruleset of one run whose temporary directories are in `tmp` (and
-    /// whose own PTY is `terminal`), as a descriptor.
-    pub fn ruleset(&self, tmp: &Path, terminal: Option<&Path>) -> Result<OwnedFd, SandboxError> {
+    /// whose own PTY is `terminal`), as a descriptor; none where the kernel offers none of
+    /// the features (none was required, or the sandbox would have refused): the run is
+    /// still confined by its namespaces, no capabilities, no new privileges and seccomp.
+    pub fn ruleset(
+        &self,
+        tmp: &Path,
+        terminal: Option<&Path>,
+    ) -> Result<Option<OwnedFd>, SandboxError> {
+        if ![
+            SandboxFeature::Fs,
+            SandboxFeature::Net,
+            SandboxFeature::Signals,
+        ]
+        .into_iter()
+        .any(|feature| self.has(feature))
+        {
+            return Ok(None);
+        }
         let abi = abi_of(self.abi);
         let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
         if self.has(SandboxFeature::Fs) {
@@ -659,7 +822,7 @@ impl Sandbox {
             }
         }
         let fd: Option<OwnedFd> = created.into();
-        fd.ok_or(SandboxError::NoRuleset)
+        fd.ok_or(SandboxError::NoRuleset).map(Some)
     }
 }
 
@@ -669,6 +832,7 @@ impl Sandbox {
 fn shared_steps(
     writable_roots: &[PathBuf],
     own: &OwnFiles,
+    for_container: bool,
 ) -> Result<Vec<MountStep>, SandboxError> {
     let step = |op, path: &Path| -> Result<MountStep, SandboxError> {
         Ok(MountStep {
@@ -681,6 +845,11 @@ fn shared_steps(
         step(MountOp::ReadOnly { recursive: true }, Path::new("/"))?,
     ];
     for root in writable_roots {
+        if for_container {
+            // Its only writable root: the workspace, idmapped (writable as it was).
+            steps.push(step(MountOp::AttachWorkspace, root)?);
+            continue;
+        }
         steps.push(step(
             MountOp::Bind {
                 source: c_path(root)?,
@@ -798,19 +967,24 @@ fn aliases(mountinfo: &str, path: &Path) -> Vec<PathBuf> {
 /// A slot's own steps: a copy of the slot's mount tree taken, the state directory
 /// covered by an empty tmpfs, the way to the slot made in it, the slot attached back
 /// writable, the cover made read-only.
-fn cover_steps(state: &Path, slot: &Path) -> Result<Vec<MountStep>, SandboxError> {
+fn cover_steps(state: &Path, slot: &Path, passable: bool) -> Result<Vec<MountStep>, SandboxError> {
     let step = |op, path: &Path| -> Result<MountStep, SandboxError> {
         Ok(MountStep {
             op,
             path: c_path(path)?,
         })
     };
-    let mut steps = vec![step(MountOp::Detach, slot)?, step(MountOp::Cover, state)?];
+    let (cover, mkdir) = if passable {
+        (MountOp::CoverPassable, MountOp::MkdirPassable)
+    } else {
+        (MountOp::Cover, MountOp::Mkdir)
+    };
+    let mut steps = vec![step(MountOp::Detach, slot)?, step(cover, state)?];
     for dir in between(state, slot)
         .iter()
         .chain(std::iter::once(&slot.to_path_buf()))
     {
-        steps.push(step(MountOp::Mkdir, dir)?);
+        steps.push(step(mkdir.clone(), dir)?);
     }
     steps.push(step(MountOp::Attach, slot)?);
     steps.push(step(MountOp::Writable, slot)?);
@@ -818,58 +992,20 @@ fn cover_steps(state: &Path, slot: &Path) -> Result<Vec<MountStep>, SandboxError
     Ok(steps)
 }
 
-/// A user namespace that maps only this process's uid and gid, in which it holds every
-/// capability (it owns it): a non-root host's runs join it to make their mount and IPC
-/// namespaces. Made by a short-lived child (a multithreaded process cannot unshare its
-/// user namespace), whose maps this process writes (the child is dumpable after its
-/// exec; dsh itself is not, so its runs could not write their own).
-fn user_namespace() -> Result<OwnedFd, SandboxError> {
-    use std::io::Write;
-    use std::os::unix::process::CommandExt;
-    let failed = |what: &str, e: std::io::Error| {
+/// A user namespace with these uid and gid maps (`inside outside count` lines) and
+/// `setgroups` denied. With dsh's own uid and gid mapped to themselves, dsh holds every
+/// capability in it (it owns it): a non-root host's runs join it to make their mount and
+/// IPC namespaces; a container's maps are in [`container`]. Made by a short-lived child
+/// (a multithreaded process cannot unshare its user namespace), whose maps this process
+/// writes (the child is dumpable after its exec; dsh itself is not, so its runs could
+/// not write their own).
+pub(super) fn user_namespace(uid_map: &str, gid_map: &str) -> Result<OwnedFd, SandboxError> {
+    super::launcher::user_namespace(uid_map, gid_map).map_err(|(what, e)| {
         SandboxError::Setup(format!(
             "cannot make the sandbox's user namespace ({what}: {e}); a non-root dsh needs \
              unprivileged user namespaces"
         ))
-    };
-    let bash = super::find_program("bash").unwrap_or_else(|| PathBuf::from("/bin/bash"));
-    let mut command = std::process::Command::new(bash);
-    command
-        .args(["-c", "read -r _"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .env_clear();
-    // SAFETY: one raw system call between fork and exec.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::unshare(libc::CLONE_NEWUSER) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = command.spawn().map_err(|e| failed("unshare", e))?;
-    let pid = child.id();
-    let euid = crate::private::euid();
-    // SAFETY: getegid has no preconditions.
-    let egid = unsafe { libc::getegid() };
-    let made = (|| {
-        std::fs::write(format!("/proc/{pid}/setgroups"), "deny")
-            .map_err(|e| failed("setgroups", e))?;
-        std::fs::write(format!("/proc/{pid}/uid_map"), format!("{euid} {euid} 1\n"))
-            .map_err(|e| failed("uid_map", e))?;
-        std::fs::write(format!("/proc/{pid}/gid_map"), format!("{egid} {egid} 1\n"))
-            .map_err(|e| failed("gid_map", e))?;
-        std::fs::File::open(format!("/proc/{pid}/ns/user"))
-            .map(OwnedFd::from)
-            .map_err(|e| failed("ns/user", e))
-    })();
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(b"\n");
-    }
-    let _ = child.wait();
-    made
+    })
 }
 
 /// The read rules: every entry of `/` but `/dev`; and the listing rules: `/` and `/dev`.
@@ -1057,7 +1193,7 @@ mod tests {
             Some(&work.join("conf/deep/dsh.toml")),
             None,
         );
-        let steps = shared_steps(std::slice::from_ref(&work), &own).unwrap();
+        let steps = shared_steps(std::slice::from_ref(&work), &own, false).unwrap();
         let described: Vec<String> = steps
             .iter()
             .map(|s| {
@@ -1071,9 +1207,12 @@ mod tests {
                     MountOp::ReadOnly { .. } => format!("ro {path}"),
                     MountOp::Writable => format!("rw {path}"),
                     MountOp::SlaveAll => format!("slave {path}"),
-                    MountOp::Cover => format!("cover {path}"),
-                    MountOp::Mkdir => format!("mkdir {path}"),
-                    MountOp::Detach | MountOp::Attach => format!("move {path}"),
+                    MountOp::Cover | MountOp::CoverPassable => format!("cover {path}"),
+                    MountOp::Mkdir | MountOp::MkdirPassable => format!("mkdir {path}"),
+                    MountOp::Detach | MountOp::Attach | MountOp::AttachWorkspace => {
+                        format!("move {path}")
+                    }
+                    MountOp::Proc => format!("proc {path}"),
                 }
             })
             .collect();

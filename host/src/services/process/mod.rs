@@ -14,27 +14,35 @@
 //! call. A run whose future is dropped (a cancelled or timed-out call) is killed on the
 //! spot.
 //!
+//! Every process starts through the [`launcher`] ([`Launch::start`]): the executor, the
+//! environment, the containment run, the spawn and the leader, in one place.
+//!
 //! Each run has an executor ([`Executor`], chosen per call by `[process.executor]`):
 //! `local` runs the command as described; `sandbox` ([`executor`]) also confines it
-//! with Landlock and seccomp, applied by the child just before `exec`, and gives it a
-//! private `TMPDIR` removed when the run ends. Containment and the environment policy
-//! are the same for both; a sandboxed outcome carries its `[sandbox: …]` line.
+//! with namespaces, Landlock and seccomp, applied by the child just before `exec`, and
+//! gives it a private `TMPDIR` removed when the run ends; `container`
+//! ([`executor::container`]) adds PID, network and UTS namespaces, a user namespace
+//! whose root is not the host's, a fresh `/proc` and an idmapped workspace.
+//! Containment and the environment policy are the same for all three; a confined
+//! outcome carries its `[sandbox: …]` line.
 //!
 //! Native only: nothing here knows wasmtime. The WIT binding is in [`wit`].
+// Unsafe allowed: the process layer (see `tidy.rs`).
+#![allow(unsafe_code)]
 
 pub mod capability;
 pub mod config;
 pub mod containment;
 pub mod environment;
 pub mod executor;
+pub mod launcher;
 pub mod seccomp;
 pub(crate) mod spawn;
 pub mod wit;
 
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
@@ -46,7 +54,7 @@ use std::os::unix::process::ExitStatusExt;
 
 use crate::error::{ErrorCode, ToolError};
 use crate::output::BoundedCapture;
-use crate::services::jobs::{JobRegistry, JobState};
+use crate::services::jobs::{JobRegistry, JobSignal, JobState};
 pub use config::{ContainmentMode, Executor, ProcessConfig};
 
 /// Why a command could not be run at all.
@@ -58,8 +66,6 @@ pub enum ProcessError {
     Spawn(std::io::Error),
     #[error("the command, working directory or environment contains a NUL byte")]
     NulByte,
-    #[error("cannot read the command's output: {0}")]
-    Output(std::io::Error),
     #[error("cannot hand the command to bash in a memfd: {0}")]
     Script(std::io::Error),
     #[error(transparent)]
@@ -141,7 +147,7 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
 /// terminal services.
 #[derive(Debug)]
 pub struct Launch {
-    bash: CString,
+    bash: PathBuf,
     environment: Vec<(Vec<u8>, CString)>,
     dev_null: std::io::Result<OwnedFd>,
     pub(crate) containment: containment::Containment,
@@ -175,7 +181,7 @@ impl Launch {
         let bash = find_program("bash").unwrap_or_else(|| PathBuf::from("/bin/bash"));
         let environment = environment::command_environment(&config.env, std::env::vars_os());
         let launch = Launch {
-            bash: CString::new(bash.as_os_str().as_bytes()).unwrap_or_else(|_| c"/bin/bash".into()),
+            bash,
             environment,
             dev_null: std::fs::File::open("/dev/null").map(OwnedFd::from),
             containment: containment::Containment::start(config)?,
@@ -252,6 +258,11 @@ impl Launch {
                 sandbox.check_cwd(cwd)?;
                 Ok(Some(sandbox.prepare(terminal)?))
             }
+            Executor::Container => {
+                let container = self.sandbox()?.container()?;
+                container.check_cwd(cwd)?;
+                Ok(Some(container.prepare(terminal)?))
+            }
         }
     }
 
@@ -260,15 +271,8 @@ impl Launch {
         &'a self,
         prepared: Option<&'a executor::Prepared>,
     ) -> Option<spawn::ChildSandbox<'a>> {
-        let prepared = prepared?;
-        let sandbox = self.sandbox().ok()?;
-        Some(spawn::ChildSandbox {
-            ruleset: prepared.ruleset().as_raw_fd(),
-            filter: sandbox.filter(),
-            namespaces: sandbox.namespaces(),
-            user_ns: sandbox.user_ns().map_or(-1, |fd| fd.as_raw_fd()),
-            steps: prepared.steps(),
-        })
+        // Everything the child needs is the run's (shared parts held by reference).
+        Some(prepared?.child())
     }
 
     /// The commands' environment with `extra` added (replacing variables of the same
@@ -349,13 +353,12 @@ impl ProcessService {
             .spill_cap(spec.spill_cap);
         let ended = self
             .drive(tree, Some(spec.timeout), |chunk| {
-                capture
-                    .push(chunk)
-                    .map_err(|e| Stop::Failed(ProcessError::Output(e)))
+                capture.push(chunk);
+                Ok(())
             })
             .await?;
         Ok(RunOutcome {
-            output: capture.finish().map_err(ProcessError::Output)?,
+            output: capture.finish(),
             exit_code: ended.status.code(),
             signal: ended.status.signal(),
             timed_out: ended.timed_out,
@@ -395,15 +398,13 @@ impl ProcessService {
             }
         };
         let marker = tree.sandbox.as_ref().map(|s| format!("\n{}\n", s.marker()));
-        job.set_process_group(tree.child.pid());
+        job.set_signaller(Arc::new(GroupSignal(tree.child.pid())));
         let id = job.id.clone();
         let service = self.clone();
         tokio::spawn(async move {
             let sink = job.clone();
             let ended = service
-                .drive(tree, None, |chunk| {
-                    sink.push_output(chunk).map_err(Stop::Limit)
-                })
+                .drive(tree, None, |chunk| sink.push_output(chunk))
                 .await;
             if let Some(marker) = marker {
                 let _ = job.push_output(marker.as_bytes());
@@ -445,23 +446,10 @@ impl ProcessService {
         env: &[(String, String)],
         executor: Executor,
     ) -> Result<ProcessTree, ProcessError> {
-        if !cwd.is_dir() {
-            return Err(ProcessError::BadWorkdir(cwd.to_path_buf()));
-        }
-        let sandbox = self.launch.prepare(executor, cwd, None)?;
-        let mut env = env.to_vec();
-        if let Some(prepared) = &sandbox {
-            env.push(("TMPDIR".into(), prepared.tmp().display().to_string()));
-        }
         let (pipe_writer, output) = tokio::net::unix::pipe::pipe().map_err(ProcessError::Spawn)?;
         let write_fd: OwnedFd = pipe_writer
             .into_blocking_fd()
             .map_err(ProcessError::Spawn)?;
-        let dev_null = self
-            .launch
-            .dev_null
-            .as_ref()
-            .map_err(|e| ProcessError::Spawn(std::io::Error::new(e.kind(), e.to_string())))?;
         if command.as_bytes().contains(&0) {
             return Err(ProcessError::NulByte);
         }
@@ -471,40 +459,26 @@ impl ProcessService {
         } else {
             None
         };
-        let argv = [
-            c"bash".to_owned(),
-            c"-c".to_owned(),
-            match script {
-                Some(_) => LONG_COMMAND.to_owned(),
-                None => CString::new(command.as_bytes()).map_err(|_| ProcessError::NulByte)?,
-            },
-        ];
-        let cwd = CString::new(cwd.as_os_str().as_bytes()).map_err(|_| ProcessError::NulByte)?;
-        let run = self.launch.containment.new_run()?;
-        let placement = run.placement();
-        let envp = self.launch.envp(&env, &placement)?;
-        let spec = spawn::SpawnSpec {
-            program: &self.launch.bash,
-            argv: &argv,
-            envp: &envp,
-            cwd: &cwd,
-            output: write_fd.as_raw_fd(),
-            input: dev_null.as_raw_fd(),
-            terminal: false,
-            cgroup: placement.cgroup,
-            join: &placement.join,
-            die_with_parent: true,
-            sandbox: self.launch.child_sandbox(sandbox.as_ref()),
+        let argument = match script {
+            Some(_) => LONG_COMMAND.to_bytes(),
+            None => command.as_bytes(),
         };
-        let child = match &script {
-            Some(script) => spawn::spawn_with_fd3(&spec, script.as_raw_fd()),
-            None => spawn::spawn(&spec),
-        }
-        .map_err(ProcessError::Spawn)?;
+        let launcher::Contained {
+            child,
+            run,
+            sandbox,
+        } = self.launch.start(&launcher::Command {
+            program: &self.launch.bash,
+            args: &[b"bash", b"-c", argument],
+            env,
+            cwd,
+            stdio: launcher::Stdio::Output(write_fd.as_fd()),
+            executor,
+            fd3: script.as_ref().map(|script| script.as_fd()),
+        })?;
         // The pipe's write end (and the script) now live only in the child.
         drop(write_fd);
         drop(script);
-        run.set_leader(child.pid());
         let group = GroupGuard::new(child.pid(), owner.clone(), run, self.live_groups.clone());
         Ok(ProcessTree {
             child,
@@ -521,7 +495,7 @@ impl ProcessService {
         &self,
         tree: ProcessTree,
         timeout: Option<Duration>,
-        mut sink: impl FnMut(&[u8]) -> Result<(), Stop>,
+        mut sink: impl FnMut(&[u8]) -> Result<(), String>,
     ) -> Result<Ended, ProcessError> {
         let ProcessTree {
             mut child,
@@ -547,8 +521,8 @@ impl ProcessService {
                     Ok(0) => eof = true,
                     Ok(n) => match sink(&buf[..n]) {
                         Ok(()) => {}
-                        Err(Stop::Failed(error)) => return Err(error),
-                        Err(Stop::Limit(reason)) => {
+                        // A limit was passed: kill the group, keep draining.
+                        Err(reason) => {
                             if cut_off.is_none() {
                                 tracing::info!(pgid, %reason, "stopping a run");
                                 group.kill();
@@ -582,7 +556,7 @@ impl ProcessService {
                     // The select may pick this timer over a pipe that is ready (a task
                     // that ran late, behind busy workers, finds both): what is in the pipe
                     // now was written before the shell exited or since, and is kept.
-                    drain_ready(&pipe_reader, &mut buf, &mut sink)?;
+                    drain_ready(&pipe_reader, &mut buf, &mut sink);
                     tracing::debug!(pgid, "output pipe still open after the drain period; a process escaped the group");
                     break;
                 },
@@ -662,19 +636,17 @@ fn sealed_script(text: &[u8]) -> std::io::Result<OwnedFd> {
 fn drain_ready(
     pipe: &tokio::net::unix::pipe::Receiver,
     buf: &mut [u8],
-    sink: &mut impl FnMut(&[u8]) -> Result<(), Stop>,
-) -> Result<(), ProcessError> {
+    sink: &mut impl FnMut(&[u8]) -> Result<(), String>,
+) {
     for _ in 0..FINAL_DRAIN_READS {
         match pipe.try_read(buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => match sink(&buf[..n]) {
                 Ok(()) => {}
-                Err(Stop::Failed(error)) => return Err(error),
-                Err(Stop::Limit(_)) => break,
+                Err(_) => break,
             },
         }
     }
-    Ok(())
 }
 
 /// The most reads of 64 KiB [`drain_ready`] makes (4 MiB).
@@ -687,14 +659,6 @@ struct ProcessTree {
     group: GroupGuard,
     /// A sandboxed run's confinement (its temporary directory lives as long).
     sandbox: Option<executor::Prepared>,
-}
-
-/// Why an output sink wants the tree stopped.
-enum Stop {
-    /// A limit was passed: kill the group, keep draining, report the reason.
-    Limit(String),
-    /// The sink cannot go on.
-    Failed(ProcessError),
 }
 
 /// How a tree ended.
@@ -712,26 +676,6 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
     }
 }
 
-/// A signal by name, with or without `SIG`, in any case, among `allowed` (names
-/// without `SIG`): its number and its name.
-pub fn signal_named(name: &str, allowed: &[&'static str]) -> Option<(i32, &'static str)> {
-    const SIGNALS: &[(&str, i32)] = &[
-        ("TERM", libc::SIGTERM),
-        ("INT", libc::SIGINT),
-        ("HUP", libc::SIGHUP),
-        ("QUIT", libc::SIGQUIT),
-        ("KILL", libc::SIGKILL),
-        ("TSTP", libc::SIGTSTP),
-        ("CONT", libc::SIGCONT),
-    ];
-    let wanted = name.trim_start_matches("SIG").to_ascii_uppercase();
-    let name = allowed.iter().find(|allowed| **allowed == wanted)?;
-    SIGNALS
-        .iter()
-        .find(|(known, _)| known == name)
-        .map(|(_, number)| (*number, *name))
-}
-
 /// Sends `signal` to process group `pgid` (nothing for a pgid of 0).
 pub fn signal_group(pgid: i32, signal: i32) {
     if pgid > 0 {
@@ -739,6 +683,15 @@ pub fn signal_group(pgid: i32, signal: i32) {
         unsafe {
             libc::killpg(pgid, signal);
         }
+    }
+}
+
+/// A background job's process group, signalled for `job_kill`.
+struct GroupSignal(i32);
+
+impl JobSignal for GroupSignal {
+    fn signal(&self, signal: i32) {
+        signal_group(self.0, signal);
     }
 }
 

@@ -31,6 +31,16 @@
 //! working directory is on the mounts it may write), then `prctl(PR_SET_NO_NEW_PRIVS)`,
 //! dropping every capability, `landlock_restrict_self`, and last
 //! `seccomp(SECCOMP_SET_MODE_FILTER)`, then `exec`.
+//!
+//! A contained run ([`super::executor::container`]) is cloned into its namespaces (the
+//! `clone` flags add them, so it is pid 1 of its PID namespace); it takes its mount
+//! steps (its idmapped workspace attached, a fresh `/proc`) as the host's root, adds the
+//! Landlock rule for that `/proc`, drops its supplementary groups, joins its user
+//! namespace and becomes uid and gid 0 there (an unprivileged id on the host), re-arms
+//! the parent-death signal (a uid change clears it), and only then confines itself as
+//! a sandboxed run does.
+// Unsafe allowed: the process layer (see `tidy.rs`).
+#![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -78,6 +88,18 @@ pub struct ChildSandbox<'a> {
     pub user_ns: RawFd,
     /// Taken in order in its mount namespace.
     pub steps: &'a [super::executor::MountStep],
+    /// A contained run's namespaces, made by `clone` itself (`CLONE_NEW*`), or 0.
+    pub clone_flags: libc::c_int,
+    /// A contained run's idmapped workspace tree (attached by its mount steps), or -1.
+    pub workspace_tree: RawFd,
+    /// A contained run's user namespace, joined after its mounts, or -1.
+    pub container_ns: RawFd,
+    /// A contained run's network namespace made ahead, joined first, or -1.
+    pub net_ns: RawFd,
+    /// A contained run's host uid and gid, which its stdio pipes and PTY get.
+    pub ids: (u32, u32),
+    /// A contained run's Landlock rights on its fresh `/proc` (0: no rule to add).
+    pub proc_access: u64,
 }
 
 /// A mount step as the child reads it.
@@ -97,6 +119,10 @@ const OP_COVER: u32 = 4;
 const OP_MKDIR: u32 = 5;
 const OP_DETACH: u32 = 6;
 const OP_ATTACH: u32 = 7;
+const OP_COVER_PASSABLE: u32 = 8;
+const OP_MKDIR_PASSABLE: u32 = 9;
+const OP_ATTACH_WORKSPACE: u32 = 10;
+const OP_PROC: u32 = 11;
 
 /// What the child was doing when it failed (an index into [`STAGES`]).
 const STAGES: &[&str] = &[
@@ -108,6 +134,8 @@ const STAGES: &[&str] = &[
     "confining the run (no_new_privs, capabilities, Landlock)",
     "loading the sandbox's seccomp filter",
     "executing the program",
+    "adding the container's /proc to its Landlock ruleset",
+    "entering the container's user namespace",
 ];
 const STAGE_NAMESPACES: libc::c_int = 1;
 const STAGE_USER_NS: libc::c_int = 2;
@@ -116,6 +144,8 @@ const STAGE_CHDIR: libc::c_int = 4;
 const STAGE_CONFINE: libc::c_int = 5;
 const STAGE_SECCOMP: libc::c_int = 6;
 const STAGE_EXEC: libc::c_int = 7;
+const STAGE_PROC_RULE: libc::c_int = 8;
+const STAGE_CONTAINER_USER: libc::c_int = 9;
 
 /// Everything the child reads, laid out before `clone`; the child writes `error`.
 #[repr(C)]
@@ -145,6 +175,18 @@ struct ChildArgs {
     steps_len: usize,
     /// Becomes descriptor 3 (kept across `exec`), or -1.
     fd3: libc::c_int,
+    /// The namespaces `clone` made (0: none).
+    clone_flags: libc::c_int,
+    /// A container's idmapped workspace tree, or -1.
+    workspace_tree: libc::c_int,
+    /// A container's user namespace, or -1.
+    container_ns: libc::c_int,
+    /// A container's network namespace made ahead, or -1.
+    net_ns: libc::c_int,
+    /// A container's host uid and gid.
+    ids: (u32, u32),
+    /// A container's Landlock rights on its `/proc` (0: none).
+    proc_access: u64,
     /// 0, or the errno of the step that failed.
     error: libc::c_int,
     /// Where it failed (see [`STAGES`]); with a mount step, which one.
@@ -260,6 +302,10 @@ fn spawn_inner(spec: &SpawnSpec<'_>, fd3: RawFd) -> io::Result<Child> {
                 MountOp::Mkdir => (OP_MKDIR, false, std::ptr::null()),
                 MountOp::Detach => (OP_DETACH, true, std::ptr::null()),
                 MountOp::Attach => (OP_ATTACH, false, std::ptr::null()),
+                MountOp::CoverPassable => (OP_COVER_PASSABLE, false, std::ptr::null()),
+                MountOp::MkdirPassable => (OP_MKDIR_PASSABLE, false, std::ptr::null()),
+                MountOp::AttachWorkspace => (OP_ATTACH_WORKSPACE, false, std::ptr::null()),
+                MountOp::Proc => (OP_PROC, false, std::ptr::null()),
             };
             RawStep {
                 op,
@@ -295,6 +341,12 @@ fn spawn_inner(spec: &SpawnSpec<'_>, fd3: RawFd) -> io::Result<Child> {
         steps: steps.as_ptr(),
         steps_len: steps.len(),
         fd3,
+        clone_flags: spec.sandbox.as_ref().map_or(0, |s| s.clone_flags),
+        workspace_tree: spec.sandbox.as_ref().map_or(-1, |s| s.workspace_tree),
+        container_ns: spec.sandbox.as_ref().map_or(-1, |s| s.container_ns),
+        net_ns: spec.sandbox.as_ref().map_or(-1, |s| s.net_ns),
+        ids: spec.sandbox.as_ref().map_or((0, 0), |s| s.ids),
+        proc_access: spec.sandbox.as_ref().map_or(0, |s| s.proc_access),
         error: 0,
         stage: 0,
         failed_step: 0,
@@ -325,23 +377,29 @@ fn spawn_inner(spec: &SpawnSpec<'_>, fd3: RawFd) -> io::Result<Child> {
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+        let namespaces = args.clone_flags;
         let arg = &mut args as *mut ChildArgs as *mut libc::c_void;
         let plain_clone = |arg| {
             libc::clone(
                 child_main,
                 top as *mut libc::c_void,
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD | namespaces,
                 arg,
             ) as i64
         };
         let mut pid = match into_cgroup {
-            Some((cgroup_dir, _)) => clone_into_cgroup(cgroup_dir, &mut stack, arg),
+            Some((cgroup_dir, _)) => {
+                clone_into_cgroup(cgroup_dir, &mut stack, arg, namespaces as u64)
+            }
             None => plain_clone(arg),
         };
         let mut clone_error = io::Error::last_os_error();
         if into_cgroup.is_some() && pid < 0 {
-            // No clone3 here: join by writing cgroup.procs from now on.
-            NO_CLONE3.store(true, std::sync::atomic::Ordering::Relaxed);
+            // No clone3 here: join by writing cgroup.procs from now on (unless the
+            // namespaces may be what failed: then only this run tries again).
+            if namespaces == 0 {
+                NO_CLONE3.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             tracing::info!(error = %clone_error, "clone3 cannot start a process in its cgroup; runs join it through cgroup.procs");
             let procs = spec.cgroup.map(|(_, procs)| procs).unwrap_or(-1);
             let join: Vec<RawFd> = std::iter::once(procs)
@@ -431,8 +489,14 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return fail(args, 0);
             }
-            // The host died before the parent-death signal was armed.
-            if libc::getppid() != args.parent {
+            // The host died before the parent-death signal was armed (in a new PID
+            // namespace the parent is outside it: getppid says 0).
+            let parent = if args.clone_flags & libc::CLONE_NEWPID != 0 {
+                0
+            } else {
+                args.parent
+            };
+            if libc::getppid() != parent {
                 libc::_exit(137);
             }
         }
@@ -448,16 +512,19 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         {
             return fail(args, 0);
         }
-        if args.namespaces != 0 {
+        if args.namespaces != 0 || args.clone_flags != 0 {
             if args.user_ns >= 0 && libc::setns(args.user_ns, libc::CLONE_NEWUSER) != 0 {
                 return fail(args, STAGE_USER_NS);
             }
-            if libc::unshare(args.namespaces) != 0 {
+            if args.namespaces != 0 && libc::unshare(args.namespaces) != 0 {
+                return fail(args, STAGE_NAMESPACES);
+            }
+            if args.net_ns >= 0 && libc::setns(args.net_ns, libc::CLONE_NEWNET) != 0 {
                 return fail(args, STAGE_NAMESPACES);
             }
             let mut detached = -1;
             for index in 0..args.steps_len {
-                if !mount_step(&*args.steps.add(index), &mut detached) {
+                if !mount_step(&*args.steps.add(index), &mut detached, args.workspace_tree) {
                     args.failed_step = index;
                     return fail(args, STAGE_MOUNTS);
                 }
@@ -469,12 +536,68 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if args.terminal && libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
             return fail(args, 0);
         }
-        // The sandbox: no new privileges, no capabilities (a root host's runs keep none,
-        // and regain none at exec), the Landlock domain.
-        if args.ruleset >= 0
+        if args.container_ns >= 0 {
+            // Its fresh /proc: readable under its Landlock domain (the ruleset is the
+            // run's own).
+            if args.proc_access != 0 && args.ruleset >= 0 {
+                let proc = libc::open(
+                    c"/proc".as_ptr(),
+                    libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                );
+                if proc < 0 {
+                    return fail(args, STAGE_PROC_RULE);
+                }
+                let rule = PathBeneathAttr {
+                    allowed_access: args.proc_access,
+                    parent_fd: proc,
+                };
+                let added = libc::syscall(
+                    libc::SYS_landlock_add_rule,
+                    args.ruleset,
+                    1, // LANDLOCK_RULE_PATH_BENEATH
+                    &rule as *const PathBeneathAttr,
+                    0,
+                );
+                libc::close(proc);
+                if added != 0 {
+                    return fail(args, STAGE_PROC_RULE);
+                }
+            }
+            // Its stdio pipes and terminal are its root's (reopened by path through
+            // /proc/self/fd they check their owner); not a device such as /dev/null.
+            for fd in 0..3 {
+                let mut st: libc::stat = std::mem::zeroed();
+                if libc::fstat(fd, &mut st) != 0 {
+                    continue;
+                }
+                let kind = st.st_mode & libc::S_IFMT;
+                let pts = kind == libc::S_IFCHR && (136..=143).contains(&libc::major(st.st_rdev));
+                if (kind == libc::S_IFIFO || pts) && libc::fchown(fd, args.ids.0, args.ids.1) != 0 {
+                    return fail(args, STAGE_CONTAINER_USER);
+                }
+            }
+            // Its root: no supplementary groups (none can be set in its namespace), its
+            // user namespace, uid and gid 0 there (an unprivileged id on the host).
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setns(args.container_ns, libc::CLONE_NEWUSER) != 0
+                || libc::setresgid(0, 0, 0) != 0
+                || libc::setresuid(0, 0, 0) != 0
+            {
+                return fail(args, STAGE_CONTAINER_USER);
+            }
+            // A change of uid clears the parent-death signal.
+            if args.die_with_parent && libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return fail(args, STAGE_CONTAINER_USER);
+            }
+        }
+        // The sandbox (every sandboxed run has a seccomp filter): no new privileges, no
+        // capabilities (a root host's runs keep none, and regain none at exec), the
+        // Landlock domain (where the kernel has Landlock).
+        if !args.filter.is_null()
             && (libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
                 || !drop_capabilities()
-                || libc::syscall(libc::SYS_landlock_restrict_self, args.ruleset, 0) != 0)
+                || (args.ruleset >= 0
+                    && libc::syscall(libc::SYS_landlock_restrict_self, args.ruleset, 0) != 0))
         {
             return fail(args, STAGE_CONFINE);
         }
@@ -542,12 +665,19 @@ const AT_RECURSIVE: libc::c_int = 0x8000;
 const OPEN_TREE_CLONE: libc::c_uint = 1;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
 
+/// `struct landlock_path_beneath_attr` of `linux/landlock.h` (packed).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
 /// One mount step (see [`super::executor::MountOp`]); `detached` holds the tree the last
-/// detach took. Raw system calls only.
+/// detach took, `workspace_tree` a container's idmapped workspace. Raw system calls only.
 ///
 /// # Safety
 /// The step's strings are valid.
-unsafe fn mount_step(step: &RawStep, detached: &mut libc::c_int) -> bool {
+unsafe fn mount_step(step: &RawStep, detached: &mut libc::c_int, workspace_tree: RawFd) -> bool {
     let set_attr = |set: u64, clear: u64, recursive: bool| {
         let attr = MountAttr {
             attr_set: set,
@@ -600,6 +730,37 @@ unsafe fn mount_step(step: &RawStep, detached: &mut libc::c_int) -> bool {
                 ) == 0
             }
             OP_MKDIR => libc::mkdir(step.path, 0o700) == 0,
+            OP_COVER_PASSABLE => {
+                libc::mount(
+                    c"tmpfs".as_ptr(),
+                    step.path,
+                    c"tmpfs".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    c"size=64k,nr_inodes=64,mode=0711".as_ptr().cast(),
+                ) == 0
+            }
+            OP_MKDIR_PASSABLE => {
+                libc::mkdir(step.path, 0o711) == 0 && libc::chmod(step.path, 0o711) == 0
+            }
+            OP_ATTACH_WORKSPACE => {
+                libc::syscall(
+                    libc::SYS_move_mount,
+                    workspace_tree,
+                    c"".as_ptr(),
+                    libc::AT_FDCWD,
+                    step.path,
+                    MOVE_MOUNT_F_EMPTY_PATH,
+                ) == 0
+            }
+            OP_PROC => {
+                libc::mount(
+                    c"proc".as_ptr(),
+                    step.path,
+                    c"proc".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    std::ptr::null(),
+                ) == 0
+            }
             OP_DETACH => {
                 *detached = libc::syscall(
                     libc::SYS_open_tree,
@@ -685,7 +846,12 @@ unsafe fn drop_capabilities() -> bool {
 /// `stack`, must stay valid until this returns (the parent is suspended until the child
 /// has exec'd or exited), and all signals should be blocked.
 #[cfg(target_arch = "x86_64")]
-unsafe fn clone_into_cgroup(cgroup_dir: RawFd, stack: &mut [u8], arg: *mut libc::c_void) -> i64 {
+unsafe fn clone_into_cgroup(
+    cgroup_dir: RawFd,
+    stack: &mut [u8],
+    arg: *mut libc::c_void,
+    namespaces: u64,
+) -> i64 {
     /// `struct clone_args` of `linux/sched.h`, up to `cgroup` (CLONE_ARGS_SIZE_VER2).
     #[repr(C)]
     struct CloneArgs {
@@ -707,7 +873,7 @@ unsafe fn clone_into_cgroup(cgroup_dir: RawFd, stack: &mut [u8], arg: *mut libc:
     let base = stack.as_mut_ptr() as u64;
     let size = ((base + stack.len() as u64) & !15) - base;
     let mut clone_args = CloneArgs {
-        flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | CLONE_INTO_CGROUP,
+        flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | CLONE_INTO_CGROUP | namespaces,
         pidfd: 0,
         child_tid: 0,
         parent_tid: 0,
@@ -759,7 +925,12 @@ unsafe fn clone_into_cgroup(cgroup_dir: RawFd, stack: &mut [u8], arg: *mut libc:
 /// Without the assembly for this architecture, runs join their cgroup by writing
 /// `cgroup.procs`.
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn clone_into_cgroup(_cgroup_dir: RawFd, _stack: &mut [u8], _arg: *mut libc::c_void) -> i64 {
+unsafe fn clone_into_cgroup(
+    _cgroup_dir: RawFd,
+    _stack: &mut [u8],
+    _arg: *mut libc::c_void,
+    _namespaces: u64,
+) -> i64 {
     // SAFETY: setting this thread's errno.
     unsafe { *libc::__errno_location() = libc::ENOSYS };
     -1
