@@ -289,9 +289,18 @@ enum Death {
 /// having started a `setsid` escapee; then the host dies: nothing of theirs is alive a
 /// second later.
 fn everything_dies_with_the_host(mode: &str, death: Death) {
+    everything_under_an_executor_dies_with_the_host(mode, death, "");
+}
+
+/// [`everything_dies_with_the_host`] with `executor_config` added to the configuration.
+fn everything_under_an_executor_dies_with_the_host(
+    mode: &str,
+    death: Death,
+    executor_config: &str,
+) {
     let env = Env::new();
     let marker = Marker::new();
-    let mut server = McpServer::start(&env, &config(mode));
+    let mut server = McpServer::start(&env, &format!("{}{executor_config}", config(mode)));
     let running: Vec<String> = (1..=5).map(|k| marker.sleep(k)).collect();
 
     let _in_flight = server.start_call(
@@ -390,6 +399,18 @@ fn assert_no_cgroup_node_left(dsh: i32, death: Death) {
 #[test]
 fn everything_dies_with_the_host_on_sigkill_in_cgroup_mode() {
     everything_dies_with_the_host(CGROUP, Death::Signal(libc::SIGKILL));
+}
+
+#[test]
+fn everything_in_containers_dies_with_the_host_on_sigkill() {
+    if !crate::container_executor::can_run() {
+        return;
+    }
+    everything_under_an_executor_dies_with_the_host(
+        CGROUP,
+        Death::Signal(libc::SIGKILL),
+        "[process.executor]\ndefault = \"container\"\n",
+    );
 }
 
 #[test]
