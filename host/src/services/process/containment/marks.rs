@@ -29,7 +29,7 @@ pub struct Marks {
 /// Where a sweep looks for marked processes.
 #[derive(Debug, Clone, Copy)]
 pub enum Scope {
-    /// This process's children (dsh adopts what escapes).
+    /// This process's descendants (dsh adopts what escapes).
     Children,
     /// Every process (the keeper, after dsh is gone).
     All,
@@ -162,19 +162,38 @@ fn kill_if_marked(pid: i32, mark: &[u8]) -> bool {
 }
 
 /// This process's children (every thread's).
+/// This process's descendants: its children, theirs, and so on. Not only the children:
+/// an escapee whose parent is still exiting (a double-forking daemon's middle process)
+/// has not been adopted yet, and must not be missed by the pass that kills its parent.
 fn children() -> Vec<i32> {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return Vec::new();
+    let children_of = |tasks: &str, into: &mut Vec<i32>| {
+        let Ok(tasks) = std::fs::read_dir(tasks) else {
+            return;
+        };
+        for task in tasks.flatten() {
+            if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+                into.extend(
+                    text.split_whitespace()
+                        .filter_map(|p| p.parse::<i32>().ok()),
+                );
+            }
+        }
     };
     let mut found = Vec::new();
-    for task in tasks.flatten() {
-        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-            found.extend(
-                text.split_whitespace()
-                    .filter_map(|p| p.parse::<i32>().ok()),
-            );
+    children_of("/proc/self/task", &mut found);
+    let mut seen = std::collections::HashSet::new();
+    let mut next = 0;
+    while next < found.len() {
+        let pid = found[next];
+        next += 1;
+        if seen.insert(pid) {
+            children_of(&format!("/proc/{pid}/task"), &mut found);
         }
     }
+    found.retain({
+        let mut kept = std::collections::HashSet::new();
+        move |pid| kept.insert(*pid)
+    });
     found
 }
 
