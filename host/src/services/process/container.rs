@@ -227,18 +227,10 @@ pub const CLONE_FLAGS: libc::c_int = libc::CLONE_NEWNS
     | libc::CLONE_NEWIPC
     | libc::CLONE_NEWUTS;
 
-/// `struct mount_attr` of `linux/mount.h`.
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
+use crate::services::process::spawn::{MountAttr, OPEN_TREE_CLONE};
 
 const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
-const OPEN_TREE_CLONE: libc::c_uint = 1;
-const AT_RECURSIVE: libc::c_uint = 0x8000;
+const AT_RECURSIVE: libc::c_uint = crate::services::process::spawn::AT_RECURSIVE as libc::c_uint;
 
 impl Container {
     /// Prepares the container of a host whose sandbox is configured by `config` (its

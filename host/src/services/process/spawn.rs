@@ -651,18 +651,18 @@ unsafe fn close_from(first: libc::c_uint) {
     }
 }
 
-/// `struct mount_attr` of `linux/mount.h`.
+/// `struct mount_attr` of `linux/mount.h` (the container's idmapped tree uses it too).
 #[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
+pub(crate) struct MountAttr {
+    pub attr_set: u64,
+    pub attr_clr: u64,
+    pub propagation: u64,
+    pub userns_fd: u64,
 }
 
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
-const AT_RECURSIVE: libc::c_int = 0x8000;
-const OPEN_TREE_CLONE: libc::c_uint = 1;
+pub(crate) const AT_RECURSIVE: libc::c_int = 0x8000;
+pub(crate) const OPEN_TREE_CLONE: libc::c_uint = 1;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
 
 /// `struct landlock_path_beneath_attr` of `linux/landlock.h` (packed).
