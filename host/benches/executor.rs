@@ -22,15 +22,16 @@ use std::time::{Duration, Instant};
 
 use dsh::own_files::OwnFiles;
 use dsh::services::process::config::SandboxConfig;
+use dsh::services::process::executor::container::Container;
 use dsh::services::process::executor::Sandbox;
 use dsh::services::process::seccomp;
 use dsh::services::process::{
-    Executor, HostPlaces, Launch, ProcessConfig, ProcessService, RunSpec,
+    ExecutorKind, HostPlaces, Launch, ProcessConfig, ProcessService, RunSpec,
 };
 
 const RUNS: usize = 200;
 
-fn spec(dir: &std::path::Path, executor: Executor) -> RunSpec {
+fn spec(dir: &std::path::Path, executor: ExecutorKind) -> RunSpec {
     RunSpec {
         owner: "bench".into(),
         command: "true".into(),
@@ -80,8 +81,12 @@ fn main() {
     let (mut local, mut sandboxed, mut contained) = (Vec::new(), Vec::new(), Vec::new());
     runtime.block_on(async {
         // Warm-up (and the sandbox's and container's one-time preparation).
-        for executor in [Executor::Local, Executor::Sandbox, Executor::Container] {
-            if executor == Executor::Container && !root {
+        for executor in [
+            ExecutorKind::Local,
+            ExecutorKind::Sandbox,
+            ExecutorKind::Container,
+        ] {
+            if executor == ExecutorKind::Container && !root {
                 continue;
             }
             let out = service.run(spec(&work, executor)).await.unwrap();
@@ -89,11 +94,11 @@ fn main() {
         }
         for _ in 0..RUNS {
             for (executor, samples) in [
-                (Executor::Local, &mut local),
-                (Executor::Sandbox, &mut sandboxed),
-                (Executor::Container, &mut contained),
+                (ExecutorKind::Local, &mut local),
+                (ExecutorKind::Sandbox, &mut sandboxed),
+                (ExecutorKind::Container, &mut contained),
             ] {
-                if executor == Executor::Container && !root {
+                if executor == ExecutorKind::Container && !root {
                     continue;
                 }
                 let started = Instant::now();
@@ -142,7 +147,7 @@ fn main() {
     );
     for _ in 0..RUNS {
         let started = Instant::now();
-        drop(sandbox.prepare(None).unwrap());
+        drop(sandbox.prepare_run(None).unwrap());
         prepare.push(started.elapsed());
     }
     for _ in 0..RUNS {
@@ -156,7 +161,7 @@ fn main() {
             .expect("this kernel has Landlock");
         ruleset.push(started.elapsed());
         let started = Instant::now();
-        let _ = seccomp::program(false).unwrap();
+        let _ = seccomp::program(false, false).unwrap();
         program.push(started.elapsed());
         let (restricted, filtered) = restrict_on_a_thread(&fd, sandbox.filter());
         child.push(restricted);
@@ -322,18 +327,18 @@ fn restrict_on_a_thread(
 fn container_breakdown(work: &std::path::Path, own: &OwnFiles) {
     let sandbox = Sandbox::new(&SandboxConfig::default(), work, own).unwrap();
     let started = Instant::now();
-    let container = sandbox.container().unwrap();
+    let container = Container::new(&SandboxConfig::default(), work, own).unwrap();
     let once = started.elapsed();
     let mut prepare = Vec::new();
     for _ in 0..RUNS {
         let started = Instant::now();
-        drop(container.prepare(None).unwrap());
+        drop(container.prepare_run(None).unwrap());
         prepare.push(started.elapsed());
     }
     let mut sandbox_prepare = Vec::new();
     for _ in 0..RUNS {
         let started = Instant::now();
-        drop(sandbox.prepare(None).unwrap());
+        drop(sandbox.prepare_run(None).unwrap());
         sandbox_prepare.push(started.elapsed());
     }
     println!("container setup ({RUNS} runs, medians):");

@@ -334,6 +334,40 @@ fn only_the_launcher_starts_processes() {
     );
 }
 
+/// Where an executor may be chosen from a scope and a tool: the call's context, and
+/// the process configuration that holds the rule.
+const EXECUTOR_CHOOSERS: &[&str] = &[
+    "services/mod.rs",
+    "services/process/mod.rs",
+    "services/process/config.rs",
+];
+
+#[test]
+fn the_executor_is_chosen_in_one_place() {
+    let src = repository().join("host/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let broken: Vec<String> = files
+        .iter()
+        .filter_map(|path| {
+            let relative = path.strip_prefix(&src).ok()?.to_string_lossy().to_string();
+            if EXECUTOR_CHOOSERS.contains(&relative.as_str()) || relative == "tidy.rs" {
+                return None;
+            }
+            let source = std::fs::read_to_string(path).ok()?;
+            source
+                .lines()
+                .any(|line| line.contains("executor_for(") && !line.trim_start().starts_with("//"))
+                .then_some(relative)
+        })
+        .collect();
+    assert!(
+        broken.is_empty(),
+        "the executor of a call is chosen in one place, `CallCtx::executor` \
+         (services/mod.rs): use it instead of `executor_for` in {broken:?}"
+    );
+}
+
 #[test]
 fn the_spawn_rule_catches_what_it_is_for() {
     assert_eq!(

@@ -339,3 +339,100 @@ fn the_strongest_executor_named_for_a_call_wins() {
     assert!(out.content.contains(MARKER), "{out:?}");
     assert!(out.content.contains("pid=1\n"), "{out:?}");
 }
+
+/// The namespace `kind` (`pid`, `net`, …) process `pid` is in.
+fn namespace_of(pid: &str, kind: &str) -> std::path::PathBuf {
+    std::fs::read_link(format!("/proc/{pid}/ns/{kind}")).unwrap()
+}
+
+/// A language server process: its `/proc/PID/status` and the namespaces it is in, by
+/// kind (`pid`, `net`, `mnt`, `user`).
+struct ServerProcess {
+    status: String,
+    namespaces: std::collections::HashMap<&'static str, std::path::PathBuf>,
+}
+
+/// The clangd processes started for `env`'s workspace, read while they run.
+fn clangd_processes(env: &Env) -> Vec<ServerProcess> {
+    let work = env.workdir().canonicalize().unwrap();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = entry.file_name().to_string_lossy().to_string();
+        if pid.parse::<u32>().is_err() {
+            continue;
+        }
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let in_this_test =
+            std::fs::read_link(entry.path().join("cwd")).is_ok_and(|cwd| cwd == work);
+        if !String::from_utf8_lossy(&cmdline).contains("clangd") || !in_this_test {
+            continue;
+        }
+        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+        let namespaces = ["pid", "net", "mnt", "user"]
+            .into_iter()
+            .filter_map(|kind| {
+                Some((
+                    kind,
+                    std::fs::read_link(entry.path().join("ns").join(kind)).ok()?,
+                ))
+            })
+            .collect();
+        found.push(ServerProcess { status, namespaces });
+    }
+    found
+}
+
+#[test]
+fn a_language_server_runs_in_a_container_like_a_command() {
+    root_only!();
+    let env = Env::new();
+    let lsp = crate::lsp::small_c_project(&env);
+    let definition = |config: &str| {
+        let server = McpServer::start(&env, config);
+        let answer = server.call_ok(
+            "lsp",
+            json!({"op": "definition", "path": "main.c", "line": 5, "symbol": "point_sum"}),
+        );
+        (answer, clangd_processes(&env))
+    };
+    let own = |kind| namespace_of("self", kind);
+
+    // Local first: the probe sees a server in the host's namespaces, as the host's root.
+    let (answer, servers) = definition(&lsp);
+    assert_eq!(answer, "geom.c:3:5: int point_sum(struct point p) {");
+    let server = servers.first().expect("no clangd process found");
+    assert_eq!(server.namespaces["pid"], own("pid"));
+    assert!(server.status.contains("\nUid:\t0\t"), "{}", server.status);
+
+    // Under the container: the same answer from a server in namespaces of its own, as
+    // the container's unprivileged root, with no capabilities and no new privileges.
+    let (answer, servers) = definition(&format!("{CONTAINER}{lsp}"));
+    assert_eq!(answer, "geom.c:3:5: int point_sum(struct point p) {");
+    let server = servers
+        .iter()
+        .find(|server| {
+            server
+                .namespaces
+                .get("pid")
+                .is_some_and(|ns| *ns != own("pid"))
+        })
+        .expect("no clangd process in a PID namespace of its own");
+    for kind in ["net", "mnt", "user"] {
+        assert_ne!(server.namespaces[kind], own(kind), "{kind}");
+    }
+    assert!(
+        server.status.contains("\nUid:\t65534\t"),
+        "{}",
+        server.status
+    );
+    assert!(
+        server.status.contains("\nCapEff:\t0000000000000000\n"),
+        "{}",
+        server.status
+    );
+    assert!(
+        server.status.contains("\nNoNewPrivs:\t1\n"),
+        "{}",
+        server.status
+    );
+}

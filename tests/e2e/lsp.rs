@@ -517,6 +517,16 @@ int twice(struct point p) {
 /// index (about a second of work) has not reached them when the first query comes.
 /// Returns the config: clangd alone, waiting up to `index_wait_ms`.
 fn c_project(env: &Env, index_wait_ms: u64) -> String {
+    c_project_with(env, 6, index_wait_ms)
+}
+
+/// The same C project without its filler files, indexed at once: for a test that needs
+/// a real language server and not its index's timing.
+pub fn small_c_project(env: &Env) -> String {
+    c_project_with(env, 0, 30_000)
+}
+
+fn c_project_with(env: &Env, fillers: usize, index_wait_ms: u64) -> String {
     let clangd = find_on_path("clangd")
         .expect("clangd is not on PATH (.ci/run installs it: apt-get install clangd)");
     let work = env.workdir().canonicalize().unwrap();
@@ -529,7 +539,7 @@ fn c_project(env: &Env, index_wait_ms: u64) -> String {
         std::fs::write(work.join(name), text).unwrap();
     }
     let mut files = vec!["main.c".to_string()];
-    for i in 0..6 {
+    for i in 0..fillers {
         let mut filler = "static int f0(int a) { return a; }\n".to_string();
         for j in 1..3000 {
             filler += &format!(

@@ -668,3 +668,46 @@ fn on_a_kernel_without_landlock_a_sandbox_requiring_nothing_runs_and_says_nothin
         "{out:?}"
     );
 }
+
+#[test]
+fn dsh_says_at_start_what_the_kernel_lacks_for_each_executor_it_names() {
+    let env = Env::new();
+    let call = |config: &str| {
+        let output = env
+            .dsh_configured(config)
+            .env("RUST_LOG", "info")
+            .args(["call", "bash", r#"{"command":"true","description":"x"}"#])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stderr).to_string()
+    };
+    // A kernel with Landlock ABI 3 (no TCP rules, no scoping), and `net` required: every
+    // sandboxed call will be refused, and the log says so before any call is made.
+    let log =
+        call("[process.executor]\ndefault = \"sandbox\"\n[process.sandbox]\nassume_abi = 3\n");
+    let refused = log
+        .lines()
+        .find(|l| l.contains("lacks a required feature"))
+        .unwrap_or_else(|| panic!("no warning of the missing feature: {log}"));
+    assert!(refused.contains("WARN"), "{refused}");
+    assert!(refused.contains("Landlock net (ABI 4"), "{refused}");
+    assert!(refused.contains("executor=Sandbox"), "{refused}");
+    // Not required: a note that runs go on with less confinement.
+    let log = call(
+        "[process.executor]\ndefault = \"sandbox\"\n[process.sandbox]\nassume_abi = 3\nrequire = [\"fs\"]\n",
+    );
+    assert!(!log.contains("lacks a required feature"), "{log}");
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("runs with less confinement"))
+        .collect();
+    assert!(lines.iter().any(|l| l.contains("Landlock net")), "{log}");
+    assert!(
+        lines.iter().any(|l| l.contains("Landlock signals")),
+        "{log}"
+    );
+    // The kernel here has everything: nothing to say.
+    let log = call("[process.executor]\ndefault = \"sandbox\"\n");
+    assert!(!log.contains("less confinement"), "{log}");
+    assert!(!log.contains("lacks a required feature"), "{log}");
+}

@@ -44,6 +44,7 @@
 //! [process.container]           # who a container's root (uid/gid 0 inside) is on the host
 //! uid = 65534                   # never 0; an unused high id shares nothing with `nobody`
 //! gid = 65534
+//! network = "none"              # "loopback": its own 127.0.0.1, up (nothing else)
 //!
 //! [gate]
 //! default = "allow"             # what a call matching no rule gets

@@ -108,6 +108,15 @@ pub struct CallCtx<'a> {
 }
 
 impl CallCtx<'_> {
+    /// The executor every process this call starts runs under (a command, a job, a
+    /// terminal, a language server): the one place it is chosen, from the call's scope
+    /// and tool by `[process.executor]` (the strongest entry wins).
+    pub fn executor(&self) -> process::ExecutorKind {
+        self.services
+            .process
+            .executor_for(&self.call.scope, &self.call.tool)
+    }
+
     /// Runs `work`, counting its wall time as host time.
     pub async fn timed<T>(&mut self, work: impl std::future::Future<Output = T>) -> T {
         let started = std::time::Instant::now();

@@ -39,7 +39,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::error::{ErrorCode, ToolError};
-use crate::services::process::{find_program, Executor, Launch};
+use crate::services::process::{find_program, ExecutorKind, Launch};
 pub use config::{LspConfig, ServerConfig};
 use server::{Server, ServerError};
 
@@ -115,7 +115,7 @@ pub trait LspProvider {
         &self,
         workspace: &Path,
         workdir: &Path,
-        executor: Executor,
+        executor: ExecutorKind,
         query: Query,
     ) -> impl std::future::Future<Output = Result<Reply, ToolError>> + Send;
 }
@@ -131,7 +131,7 @@ struct Slot {
 
 /// A slot's key: the server's name, its root and the executor it runs under (a
 /// sandboxed scope's queries never reach a server that runs `local`).
-type SlotKey = (String, PathBuf, Executor);
+type SlotKey = (String, PathBuf, ExecutorKind);
 
 /// A flat symbol: its range's start and end (line, character), and itself.
 type Ranged = ((u64, u64), (u64, u64), Symbol);
@@ -407,7 +407,7 @@ impl LspService {
         name: &str,
         config: &ServerConfig,
         root: &Path,
-        executor: Executor,
+        executor: ExecutorKind,
     ) -> Result<Arc<Server>, ToolError> {
         self.start_reaper();
         let slot = self
@@ -498,7 +498,7 @@ impl LspService {
         self: &Arc<Self>,
         workspace: &Path,
         workdir: &Path,
-        executor: Executor,
+        executor: ExecutorKind,
         query: Query,
     ) -> Result<Reply, ToolError> {
         let workspace = workspace
@@ -847,7 +847,7 @@ impl LspProvider for Arc<LspService> {
         &self,
         workspace: &Path,
         workdir: &Path,
-        executor: Executor,
+        executor: ExecutorKind,
         query: Query,
     ) -> Result<Reply, ToolError> {
         self.run_query(workspace, workdir, executor, query).await

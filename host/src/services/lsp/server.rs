@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::oneshot;
 
-use crate::services::process::{containment, find_program, launcher, Executor, Launch};
+use crate::services::process::{containment, find_program, launcher, ExecutorKind, Launch};
 
 /// Why a server could not start or answer.
 #[derive(Debug, thiserror::Error)]
@@ -234,7 +234,7 @@ impl Server {
         launch: &Launch,
         command: &[String],
         root: &Path,
-        executor: Executor,
+        executor: ExecutorKind,
         settings: Value,
         initialization_options: Value,
     ) -> Result<Arc<Server>, ServerError> {

@@ -45,10 +45,7 @@ impl Host for CallCtx<'_> {
         };
         let service = self.services.lsp.clone();
         let workdir = self.call.workdir.clone();
-        let executor = self
-            .services
-            .process
-            .executor_for(&self.call.scope, &self.call.tool);
+        let executor = self.executor();
         let Reply { answer, indexing } = self
             .timed(service.query(&workdir, &workdir, executor, request))
             .await?;

@@ -115,7 +115,8 @@ impl From<ProcessToml> for ProcessConfig {
 }
 
 /// `[process.container]`: the host ids a container's uid 0 and gid 0 are (see
-/// [`super::container`]). Not 0: a container's root must not be the host's.
+/// [`super::executor::container`]), not 0: a container's root must not be the host's;
+/// and the network it gets.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ContainerConfig {
@@ -124,6 +125,21 @@ pub struct ContainerConfig {
     pub uid: u32,
     /// The host gid of a container's root group (65534 by default).
     pub gid: u32,
+    /// What network a container has (`none` by default).
+    pub network: ContainerNetwork,
+}
+
+/// `[process.container] network`: what a contained run reaches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainerNetwork {
+    /// Nothing: its namespace's `lo` is down, so no address is reachable.
+    #[default]
+    None,
+    /// Its own loopback, up: the run may listen on and connect to 127.0.0.1 and ::1 of
+    /// its own namespace (a test suite's local server), and reaches nothing else, the
+    /// host's loopback included.
+    Loopback,
 }
 
 impl Default for ContainerConfig {
@@ -131,13 +147,14 @@ impl Default for ContainerConfig {
         ContainerConfig {
             uid: 65534,
             gid: 65534,
+            network: ContainerNetwork::None,
         }
     }
 }
 
 impl ProcessConfig {
     /// The executor for a run started by `tool` in `scope` (see the module doc).
-    pub fn executor_for(&self, scope: &str, tool: &str) -> Executor {
+    pub fn executor_for(&self, scope: &str, tool: &str) -> ExecutorKind {
         let entries = [
             self.executor.tools.get(tool),
             self.executor.scopes.get(scope),
@@ -151,27 +168,28 @@ impl ProcessConfig {
             .unwrap_or(self.executor.default)
     }
 
-    /// Whether any run can be sandboxed (or contained, which builds on the sandbox)
-    /// under this configuration.
-    pub fn uses_sandbox(&self) -> bool {
+    /// The executors this configuration names (the default, and every scope's and
+    /// tool's), weakest first.
+    pub fn kinds_named(&self) -> std::collections::BTreeSet<ExecutorKind> {
         std::iter::once(&self.executor.default)
             .chain(self.executor.scopes.values())
             .chain(self.executor.tools.values())
-            .any(|e| *e != Executor::Local)
+            .copied()
+            .collect()
     }
 }
 
 /// What runs a command, weakest first (see [`ProcessConfig::executor_for`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Executor {
+pub enum ExecutorKind {
     /// As the host's user, with its rights (contained and killed whole, not confined).
     #[default]
     Local,
     /// Confined by Landlock and seccomp before exec.
     Sandbox,
     /// The sandbox's confinement in namespaces of its own (PID, network, UTS, user, with
-    /// a fresh `/proc`), its root an unprivileged host id ([`super::container`]).
+    /// a fresh `/proc`), its root an unprivileged host id ([`super::executor::container`]).
     Container,
 }
 
@@ -179,9 +197,9 @@ pub enum Executor {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ExecutorConfig {
-    pub default: Executor,
-    pub scopes: BTreeMap<String, Executor>,
-    pub tools: BTreeMap<String, Executor>,
+    pub default: ExecutorKind,
+    pub scopes: BTreeMap<String, ExecutorKind>,
+    pub tools: BTreeMap<String, ExecutorKind>,
 }
 
 /// `[process.sandbox]`: what a sandboxed run may do besides reading (everything but
@@ -237,6 +255,13 @@ pub enum SandboxFeature {
 }
 
 impl SandboxFeature {
+    /// Every feature, by the ABI that brings it.
+    pub const ALL: [SandboxFeature; 3] = [
+        SandboxFeature::Fs,
+        SandboxFeature::Net,
+        SandboxFeature::Signals,
+    ];
+
     /// The Landlock ABI version that brings it.
     pub fn abi(self) -> i32 {
         match self {
@@ -300,20 +325,40 @@ mod tests {
              scopes = { untrusted = \"container\", trusted = \"local\" }\n\
              tools = { bash = \"sandbox\", lsp = \"local\" }\n",
         );
-        assert_eq!(config.executor_for("untrusted", "lsp"), Executor::Container);
-        assert_eq!(config.executor_for("trusted", "bash"), Executor::Sandbox);
-        assert_eq!(config.executor_for("trusted", "lsp"), Executor::Local);
-        assert_eq!(config.executor_for("other", "other"), Executor::Sandbox);
-        assert!(config.uses_sandbox());
-        assert!(!ProcessConfig::default().uses_sandbox());
+        assert_eq!(
+            config.executor_for("untrusted", "lsp"),
+            ExecutorKind::Container
+        );
+        assert_eq!(
+            config.executor_for("trusted", "bash"),
+            ExecutorKind::Sandbox
+        );
+        assert_eq!(config.executor_for("trusted", "lsp"), ExecutorKind::Local);
+        assert_eq!(config.executor_for("other", "other"), ExecutorKind::Sandbox);
+        assert_eq!(
+            config.kinds_named().into_iter().collect::<Vec<_>>(),
+            [
+                ExecutorKind::Local,
+                ExecutorKind::Sandbox,
+                ExecutorKind::Container
+            ]
+        );
+        assert_eq!(
+            ProcessConfig::default()
+                .kinds_named()
+                .into_iter()
+                .collect::<Vec<_>>(),
+            [ExecutorKind::Local]
+        );
     }
 
     #[test]
     fn the_container_ids_reach_the_sandbox_configuration() {
-        let config = parsed("[container]\nuid = 100000\ngid = 100001\n");
+        let config = parsed("[container]\nuid = 100000\ngid = 100001\nnetwork = \"loopback\"\n");
         let expected = ContainerConfig {
             uid: 100000,
             gid: 100001,
+            network: ContainerNetwork::Loopback,
         };
         assert_eq!(config.container, expected);
         assert_eq!(config.sandbox.container, expected);

@@ -18,7 +18,7 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use super::{containment, executor, spawn, Executor, Launch, ProcessError};
+use super::{containment, executor, spawn, ExecutorKind, Launch, ProcessError};
 
 /// Where a launched process's standard descriptors go.
 #[derive(Debug, Clone, Copy)]
@@ -51,7 +51,7 @@ pub struct Command<'a> {
     pub cwd: &'a Path,
     pub stdio: Stdio<'a>,
     /// What confines it (chosen by `[process.executor]` for the call's scope and tool).
-    pub executor: Executor,
+    pub executor: ExecutorKind,
     /// A descriptor that becomes the process's descriptor 3 (a long command's script).
     pub fd3: Option<BorrowedFd<'a>>,
 }

@@ -17,7 +17,7 @@
 //! Every process starts through the [`launcher`] ([`Launch::start`]): the executor, the
 //! environment, the containment run, the spawn and the leader, in one place.
 //!
-//! Each run has an executor ([`Executor`], chosen per call by `[process.executor]`):
+//! Each run has an executor ([`ExecutorKind`], chosen per call by `[process.executor]`):
 //! `local` runs the command as described; `sandbox` ([`executor`]) also confines it
 //! with namespaces, Landlock and seccomp, applied by the child just before `exec`, and
 //! gives it a private `TMPDIR` removed when the run ends; `container`
@@ -55,7 +55,7 @@ use std::os::unix::process::ExitStatusExt;
 use crate::error::{ErrorCode, ToolError};
 use crate::output::BoundedCapture;
 use crate::services::jobs::{JobRegistry, JobSignal, JobState};
-pub use config::{ContainmentMode, Executor, ProcessConfig};
+pub use config::{ContainmentMode, ExecutorKind, ProcessConfig};
 
 /// Why a command could not be run at all.
 #[derive(Debug, thiserror::Error)]
@@ -104,7 +104,7 @@ pub struct RunSpec {
     pub spill_cap: u64,
     pub env: Vec<(String, String)>,
     /// What runs it.
-    pub executor: Executor,
+    pub executor: ExecutorKind,
 }
 
 /// How a command ended.
@@ -153,9 +153,10 @@ pub struct Launch {
     pub(crate) containment: containment::Containment,
     sandbox_config: config::SandboxConfig,
     places: HostPlaces,
-    /// Built at start when the configuration names the sandbox, else at first use; a
-    /// failure refuses every sandboxed run.
+    /// The confined executors, each built at start when the configuration names it,
+    /// else at first use; a failure refuses every run under it, with its reason.
     sandbox: std::sync::OnceLock<Result<executor::Sandbox, String>>,
+    container: std::sync::OnceLock<Result<executor::container::Container, String>>,
 }
 
 /// Where a host's runs are: the session workspace (a sandboxed run's writable root and
@@ -188,36 +189,14 @@ impl Launch {
             sandbox_config: config.sandbox.clone(),
             places,
             sandbox: std::sync::OnceLock::new(),
+            container: std::sync::OnceLock::new(),
         };
-        if config.uses_sandbox() {
-            match launch.sandbox() {
-                Ok(sandbox) => {
-                    let own = &launch.places.own;
-                    let inside: Vec<&PathBuf> = own
-                        .state_dir
-                        .iter()
-                        .chain(&own.read_only)
-                        .filter(|path| path.starts_with(sandbox.workspace()))
-                        .collect();
-                    if inside.is_empty() {
-                        tracing::info!(
-                            workspace = %sandbox.workspace().display(),
-                            "sandbox executor prepared: sandboxed runs write only the workspace, their TMPDIR and [process.sandbox] write; \
-                             the state directory is covered in their mount namespace"
-                        );
-                    } else {
-                        tracing::warn!(
-                            workspace = %sandbox.workspace().display(),
-                            ?inside,
-                            "dsh's own files lie in the workspace: in sandboxed runs the state directory is covered by an empty \
-                             read-only tmpfs and the configuration and plugins are bound read-only, with the directories on their way pinned"
-                        );
-                    }
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "the sandbox executor cannot be prepared; sandboxed calls will be refused")
-                }
-            }
+        let named = config.kinds_named();
+        for kind in &named {
+            launch.report(*kind);
+        }
+        if named.iter().any(|kind| *kind != ExecutorKind::Local) {
+            launch.report_places();
         }
         Ok(launch)
     }
@@ -228,42 +207,102 @@ impl Launch {
         &self.places
     }
 
-    /// The sandbox, built on first use.
-    fn sandbox(&self) -> Result<&executor::Sandbox, executor::SandboxError> {
-        self.sandbox
-            .get_or_init(|| {
-                let workspace = self.places.workspace.as_deref().ok_or_else(|| {
-                    "this host has no session workspace for sandboxed runs".to_string()
-                })?;
-                executor::Sandbox::new(&self.sandbox_config, workspace, &self.places.own)
-                    .map_err(|e| e.to_string())
+    /// The executor of `kind`, built on first use (a failure refuses every run under
+    /// it, with its reason).
+    pub fn executor(
+        &self,
+        kind: ExecutorKind,
+    ) -> Result<&dyn executor::Executor, executor::SandboxError> {
+        fn built<T>(
+            slot: &std::sync::OnceLock<Result<T, String>>,
+            build: impl FnOnce() -> Result<T, executor::SandboxError>,
+        ) -> Result<&T, executor::SandboxError> {
+            slot.get_or_init(|| build().map_err(|e| e.to_string()))
+                .as_ref()
+                .map_err(|e| executor::SandboxError::Setup(e.clone()))
+        }
+        let workspace = || {
+            self.places.workspace.as_deref().ok_or_else(|| {
+                executor::SandboxError::Setup(
+                    "this host has no session workspace for confined runs".into(),
+                )
             })
-            .as_ref()
-            .map_err(|e| executor::SandboxError::Setup(e.clone()))
+        };
+        Ok(match kind {
+            ExecutorKind::Local => &executor::Local,
+            ExecutorKind::Sandbox => built(&self.sandbox, || {
+                executor::Sandbox::new(&self.sandbox_config, workspace()?, &self.places.own)
+            })?,
+            ExecutorKind::Container => built(&self.container, || {
+                executor::container::Container::new(
+                    &self.sandbox_config,
+                    workspace()?,
+                    &self.places.own,
+                )
+            })?,
+        })
     }
 
-    /// The confinement of one run under `executor` (none for `local`) that starts in
-    /// `cwd` (a sandboxed run must start inside the workspace); `terminal`: a terminal
-    /// session's own PTY.
+    /// Builds the executor of `kind` (named by the configuration) at start and logs what
+    /// it lacks here, so an operator learns it before the first call.
+    fn report(&self, kind: ExecutorKind) {
+        let executor = match self.executor(kind) {
+            Ok(executor) => executor,
+            Err(error) => {
+                tracing::warn!(executor = ?kind, %error, "an executor the configuration names cannot be prepared; its calls will be refused");
+                return;
+            }
+        };
+        for lack in executor.lacks() {
+            if lack.refuses {
+                tracing::warn!(executor = ?kind, lack = %lack.what, "an executor lacks a required feature on this host; its calls will be refused");
+            } else {
+                tracing::info!(executor = ?kind, lack = %lack.what, "an executor runs with less confinement on this host");
+            }
+        }
+    }
+
+    /// Logs at start where confined runs write and whether dsh's own files lie in the
+    /// workspace (then carved out of every confined run's view).
+    fn report_places(&self) {
+        let Some(workspace) = self.places.workspace.as_deref() else {
+            return;
+        };
+        let workspace =
+            std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+        let own = &self.places.own;
+        let inside: Vec<&PathBuf> = own
+            .state_dir
+            .iter()
+            .chain(&own.read_only)
+            .filter(|path| path.starts_with(&workspace))
+            .collect();
+        if inside.is_empty() {
+            tracing::info!(
+                workspace = %workspace.display(),
+                "confined runs write only the workspace, their TMPDIR and [process.sandbox] write; \
+                 the state directory is covered in their mount namespace"
+            );
+        } else {
+            tracing::warn!(
+                workspace = %workspace.display(),
+                ?inside,
+                "dsh's own files lie in the workspace: in confined runs the state directory is covered by an empty \
+                 read-only tmpfs and the configuration and plugins are bound read-only, with the directories on their way pinned"
+            );
+        }
+    }
+
+    /// The confinement of one run under the executor `kind` (none for `local`) that
+    /// starts in `cwd` (a confined run must start inside the workspace); `terminal`: a
+    /// terminal session's own PTY.
     pub fn prepare(
         &self,
-        executor: Executor,
+        kind: ExecutorKind,
         cwd: &std::path::Path,
         terminal: Option<&std::path::Path>,
     ) -> Result<Option<executor::Prepared>, executor::SandboxError> {
-        match executor {
-            Executor::Local => Ok(None),
-            Executor::Sandbox => {
-                let sandbox = self.sandbox()?;
-                sandbox.check_cwd(cwd)?;
-                Ok(Some(sandbox.prepare(terminal)?))
-            }
-            Executor::Container => {
-                let container = self.sandbox()?.container()?;
-                container.check_cwd(cwd)?;
-                Ok(Some(container.prepare(terminal)?))
-            }
-        }
+        self.executor(kind)?.prepare(cwd, terminal)
     }
 
     /// What the child of a run confined by `prepared` applies before `exec`.
@@ -368,7 +407,7 @@ impl ProcessService {
     }
 
     /// The executor for a run started by `tool` in `scope` (`[process.executor]`).
-    pub fn executor_for(&self, scope: &str, tool: &str) -> Executor {
+    pub fn executor_for(&self, scope: &str, tool: &str) -> ExecutorKind {
         self.config.executor_for(scope, tool)
     }
 
@@ -385,7 +424,7 @@ impl ProcessService {
         cwd: PathBuf,
         env: Vec<(String, String)>,
         description: String,
-        executor: Executor,
+        executor: ExecutorKind,
     ) -> Result<String, ToolError> {
         let job = jobs.create("bash", owner.clone(), description, command.clone())?;
         let tree = match self.launch(&owner, &command, &cwd, &env, executor) {
@@ -444,7 +483,7 @@ impl ProcessService {
         command: &str,
         cwd: &std::path::Path,
         env: &[(String, String)],
-        executor: Executor,
+        executor: ExecutorKind,
     ) -> Result<ProcessTree, ProcessError> {
         let (pipe_writer, output) = tokio::net::unix::pipe::pipe().map_err(ProcessError::Spawn)?;
         let write_fd: OwnedFd = pipe_writer
@@ -822,7 +861,7 @@ mod tests {
             spill_path: dir.join("spill.txt"),
             spill_cap: crate::output::DEFAULT_SPILL_CAP,
             env: Vec::new(),
-            executor: Executor::Local,
+            executor: ExecutorKind::Local,
         }
     }
 

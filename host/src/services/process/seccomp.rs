@@ -266,7 +266,7 @@ fn eperm() -> Result<Rules, SandboxError> {
 }
 
 /// The calls answered `EACCES`.
-fn eacces(unix_sockets: bool) -> Result<Rules, SandboxError> {
+fn eacces(unix_sockets: bool, own_loopback: bool) -> Result<Rules, SandboxError> {
     let type_mask = SeccompCmpOp::MaskedEq(0xf);
     let mut socket_rules = Vec::new();
     for family in [libc::AF_INET, libc::AF_INET6] {
@@ -304,7 +304,11 @@ fn eacces(unix_sockets: bool) -> Result<Rules, SandboxError> {
     // listen(): the sandbox grants no bind, and listen on an unbound TCP socket binds it
     // to 0.0.0.0 on an ephemeral port with no bind check (a server reachable from the
     // network). Seccomp cannot tell the socket's family, so Unix servers are refused too.
-    rules.insert(libc::SYS_listen, Vec::new());
+    // In a network namespace of its own with only its loopback up, a listener reaches
+    // no one outside the run: there it is allowed.
+    if !own_loopback {
+        rules.insert(libc::SYS_listen, Vec::new());
+    }
     // TCP fast open: sendto/sendmsg/sendmmsg with MSG_FASTOPEN (and an address) connect
     // inside the send, without the connect check Landlock's port rules hang on. The
     // flags are sendto's and sendmmsg's fourth argument and sendmsg's third.
@@ -343,8 +347,13 @@ fn eacces(unix_sockets: bool) -> Result<Rules, SandboxError> {
 }
 
 /// The seccomp program of sandboxed runs (x86-64 and aarch64; see the module doc);
-/// `unix_sockets`: whether `socket(AF_UNIX)` is allowed.
-pub fn program(unix_sockets: bool) -> Result<Vec<libc::sock_filter>, SandboxError> {
+/// `unix_sockets`: whether `socket(AF_UNIX)` is allowed; `own_loopback`: whether the run
+/// is in a network namespace of its own whose only interface is its loopback (a
+/// container with `network = "loopback"`), where `listen` is allowed.
+pub fn program(
+    unix_sockets: bool,
+    own_loopback: bool,
+) -> Result<Vec<libc::sock_filter>, SandboxError> {
     let arch = if cfg!(target_arch = "aarch64") {
         seccompiler::TargetArch::aarch64
     } else {
@@ -385,7 +394,7 @@ pub fn program(unix_sockets: bool) -> Result<Vec<libc::sock_filter>, SandboxErro
     let filters = [
         (enosys(), libc::ENOSYS),
         (eperm()?, libc::EPERM),
-        (eacces(unix_sockets)?, libc::EACCES),
+        (eacces(unix_sockets, own_loopback)?, libc::EACCES),
     ];
     let last = filters.len() - 1;
     for (index, (rules, errno)) in filters.into_iter().enumerate() {
@@ -488,7 +497,7 @@ mod tests {
 
     #[test]
     fn each_rule_refuses_what_it_names_with_its_errno_and_lets_the_rest_through() {
-        let p = program(false).unwrap();
+        let p = program(false, false).unwrap();
         assert!(p.len() <= libc::BPF_MAXINSNS as usize, "{}", p.len());
         let ns = |f: libc::c_int| f as u64;
         let cases: &[(&str, i64, [u64; 6], u32)] = &[
@@ -749,8 +758,25 @@ mod tests {
         for (name, nr, args, verdict) in cases {
             assert_eq!(run(&p, *nr, *args), *verdict, "{name}");
         }
-        let with_unix = program(true).unwrap();
+        let with_unix = program(true, false).unwrap();
         assert_eq!(run(&with_unix, libc::SYS_socket, [1, 1, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(
+            run(&with_unix, libc::SYS_listen, [3, 1, 0, 0, 0, 0]),
+            errno(libc::EACCES)
+        );
+        let own_loopback = program(false, true).unwrap();
+        assert_eq!(
+            run(&own_loopback, libc::SYS_listen, [3, 1, 0, 0, 0, 0]),
+            ALLOW
+        );
+        assert_eq!(
+            run(
+                &own_loopback,
+                libc::SYS_socket,
+                [libc::AF_INET as u64, libc::SOCK_RAW as u64, 0, 0, 0, 0]
+            ),
+            errno(libc::EACCES)
+        );
         #[cfg(target_arch = "x86_64")]
         assert_eq!(
             run(&p, 0x4000_0000 | libc::SYS_getpid, [0; 6]),

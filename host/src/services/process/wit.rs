@@ -43,9 +43,7 @@ impl Host for CallCtx<'_> {
                 cwd,
                 request.env,
                 request.description,
-                services
-                    .process
-                    .executor_for(&self.call.scope, &self.call.tool),
+                self.executor(),
             )
             .map_err(Into::into)
     }
@@ -66,10 +64,7 @@ impl CallCtx<'_> {
             spill_path: self.call.spill_path("output"),
             spill_cap: self.call.spill_cap,
             env: request.env,
-            executor: self
-                .services
-                .process
-                .executor_for(&self.call.scope, &self.call.tool),
+            executor: self.executor(),
         };
         let outcome = self
             .services

@@ -59,7 +59,7 @@ pub struct OpenSpec {
     pub cols: u16,
     pub rows: u16,
     /// What runs the shell (a sandboxed session may write `cwd`).
-    pub executor: crate::services::process::Executor,
+    pub executor: crate::services::process::ExecutorKind,
 }
 
 /// What is known of one session.
@@ -348,7 +348,7 @@ mod tests {
             shell: Some("bash".into()),
             cols: 120,
             rows: 40,
-            executor: crate::services::process::Executor::Local,
+            executor: crate::services::process::ExecutorKind::Local,
         };
         let id = terminals.open(owner.clone(), spec).unwrap().id;
         let wait = SendWait {

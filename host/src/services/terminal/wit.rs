@@ -55,10 +55,7 @@ impl Host for CallCtx<'_> {
             shell: request.shell,
             cols: request.cols.unwrap_or(120).clamp(10, 1000),
             rows: request.rows.unwrap_or(40).clamp(2, 500),
-            executor: self
-                .services
-                .process
-                .executor_for(&self.call.scope, &self.call.tool),
+            executor: self.executor(),
         };
         Ok(to_wit(
             self.services.terminal.open(self.call.owner.clone(), spec)?,

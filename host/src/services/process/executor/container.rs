@@ -1,6 +1,6 @@
 //! The `container` executor: the parent-side preparation of a run that gets namespaces
 //! of its own on top of the sandbox's confinement ([`super`]); the child's steps are in
-//! [`super::super::spawn`].
+//! [`crate::services::process::spawn`].
 //!
 //! A contained run is started by `clone` with `CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET
 //! | CLONE_NEWIPC | CLONE_NEWUTS` (the spawn's own `clone3`/`clone`, so it still starts
@@ -78,9 +78,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{Prepared, Sandbox, SandboxError};
+use super::sandbox::{Prepared, Sandbox, SandboxError};
 use crate::own_files::OwnFiles;
-use crate::services::process::config::SandboxConfig;
+use crate::services::process::config::{ContainerNetwork, SandboxConfig};
 
 /// Why the container executor cannot run a command.
 #[derive(Debug, thiserror::Error)]
@@ -131,6 +131,8 @@ pub const NET_POOL: usize = 4;
 struct NetPool {
     ready: std::sync::Mutex<Vec<OwnedFd>>,
     wanted: std::sync::Condvar,
+    /// Whether each namespace gets its loopback up (`network = "loopback"`).
+    loopback: bool,
 }
 
 impl NetPool {
@@ -139,6 +141,25 @@ impl NetPool {
         let taken = self.ready.lock().unwrap_or_else(|e| e.into_inner()).pop();
         self.wanted.notify_one();
         taken
+    }
+
+    /// A ready namespace, or one made now on a thread of its own (the calling thread's
+    /// namespace is left alone): for runs whose namespace must be set up, which a
+    /// `clone` would make bare.
+    fn take_or_make(&self) -> std::io::Result<OwnedFd> {
+        if let Some(net) = self.take() {
+            return Ok(net);
+        }
+        let loopback = self.loopback;
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let home = std::fs::File::open("/proc/thread-self/ns/net")?;
+                    make_net_namespace(&home, loopback)
+                })
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("the thread making it panicked")))
+        })
     }
 
     /// Starts the thread that fills `pool`; it ends when the pool is dropped.
@@ -163,7 +184,7 @@ impl NetPool {
                             continue;
                         }
                     }
-                    match make_net_namespace(&home) {
+                    match make_net_namespace(&home, pool.loopback) {
                         Ok(net) => pool
                             .ready
                             .lock()
@@ -183,15 +204,18 @@ impl NetPool {
 }
 
 /// A new, empty network namespace, made by this thread (`unshare` of the network
-/// namespace is per thread) which then goes back `home`.
-fn make_net_namespace(home: &std::fs::File) -> std::io::Result<OwnedFd> {
+/// namespace is per thread) which then goes back `home`; `loopback`: with its `lo` up.
+fn make_net_namespace(home: &std::fs::File, loopback: bool) -> std::io::Result<OwnedFd> {
     use std::os::fd::AsRawFd;
     // SAFETY: unshare and setns of this thread's network namespace only.
     unsafe {
         if libc::unshare(libc::CLONE_NEWNET) != 0 {
             return Err(std::io::Error::last_os_error());
         }
-        let made = std::fs::File::open("/proc/thread-self/ns/net");
+        let made = match loopback {
+            true => loopback_up().and_then(|()| std::fs::File::open("/proc/thread-self/ns/net")),
+            false => std::fs::File::open("/proc/thread-self/ns/net"),
+        };
         if libc::setns(home.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
             // A thread left in another namespace must not go on.
             let error = std::io::Error::last_os_error();
@@ -200,6 +224,33 @@ fn make_net_namespace(home: &std::fs::File) -> std::io::Result<OwnedFd> {
         }
         made.map(OwnedFd::from)
     }
+}
+
+/// Sets `lo` up in this thread's network namespace (`SIOCSIFFLAGS`, as `ip link set lo
+/// up` does).
+fn loopback_up() -> std::io::Result<()> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: a new socket, owned here; an ifreq for "lo" read and written by two
+    // ioctls on it.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let socket = OwnedFd::from_raw_fd(fd);
+        let mut request: libc::ifreq = std::mem::zeroed();
+        for (to, from) in request.ifr_name.iter_mut().zip(b"lo") {
+            *to = *from as libc::c_char;
+        }
+        if libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        if libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS, &request) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// A contained run's own parts, which its child uses.
@@ -254,17 +305,20 @@ impl Container {
                 path: sandbox.workspace().to_path_buf(),
                 source,
             })?;
-        let user_ns = Arc::new(super::user_namespace(
+        let user_ns = Arc::new(super::sandbox::user_namespace(
             &format!("0 {uid} 1\n"),
             &format!("0 {gid} 1\n"),
         )?);
-        let idmap_ns = super::user_namespace(
+        let idmap_ns = super::sandbox::user_namespace(
             &format!("{} {uid} 1\n", meta.uid()),
             &format!("{} {gid} 1\n", meta.gid()),
         )?;
         let workspace = CString::new(sandbox.workspace().as_os_str().as_bytes())
             .map_err(|_| SandboxError::Setup("the workspace has a NUL byte".into()))?;
-        let nets = Arc::new(NetPool::default());
+        let nets = Arc::new(NetPool {
+            loopback: config.container.network == ContainerNetwork::Loopback,
+            ..NetPool::default()
+        });
         NetPool::start(&nets);
         let container = Container {
             sandbox,
@@ -299,15 +353,24 @@ impl Container {
 
     /// One run's confinement: the sandbox's (its slot, a ruleset of its own, its
     /// `TMPDIR` owned by the container's root) and its idmapped workspace.
-    pub fn prepare(&self, terminal: Option<&Path>) -> Result<Prepared, SandboxError> {
-        let mut prepared = self.sandbox.prepare(terminal)?;
+    pub fn prepare_run(&self, terminal: Option<&Path>) -> Result<Prepared, SandboxError> {
+        let mut prepared = self.sandbox.prepare_run(terminal)?;
         std::os::unix::fs::chown(prepared.tmp(), Some(self.uid), Some(self.gid)).map_err(
             |source| SandboxError::Tmp {
                 path: prepared.tmp().to_path_buf(),
                 source,
             },
         )?;
-        let net_ns = self.nets.take();
+        let net_ns = if self.nets.loopback {
+            // Its loopback must be up: a namespace `clone` made would have it down.
+            Some(self.nets.take_or_make().map_err(|source| {
+                SandboxError::Setup(format!(
+                    "cannot make the container's network namespace: {source}"
+                ))
+            })?)
+        } else {
+            self.nets.take()
+        };
         let clone_flags = match net_ns {
             Some(_) => CLONE_FLAGS & !libc::CLONE_NEWNET,
             None => CLONE_FLAGS,
@@ -318,7 +381,7 @@ impl Container {
             user_ns: self.user_ns.clone(),
             net_ns,
             ids: (self.uid, self.gid),
-            proc_access: proc_access(self.sandbox.abi),
+            proc_access: proc_access(self.sandbox.abi()),
         });
         Ok(prepared)
     }
@@ -372,5 +435,5 @@ fn proc_access(abi: i32) -> u64 {
     if abi < 1 {
         return 0;
     }
-    landlock::AccessFs::from_read(super::abi_of(abi)).bits()
+    landlock::AccessFs::from_read(super::sandbox::abi_of(abi)).bits()
 }

@@ -1,7 +1,7 @@
 //! The `sandbox` executor: what a sandboxed run is confined by, prepared in the host
 //! before the spawn and applied by the child just before `exec`.
 //!
-//! A sandboxed run gets, in this order (the child does it, [`super::spawn`]):
+//! A sandboxed run gets, in this order (the child does it, [`crate::services::process::spawn`]):
 //!
 //! 1. **Its own mount and IPC namespaces** (and a user namespace when dsh is not root,
 //!    mapping only dsh's own uid and gid). In the mount namespace every mount is
@@ -24,7 +24,7 @@
 //!    PTY: not the raw disks, not other terminals), write on the workspace, the `write`
 //!    paths and the slot, TCP connect to `tcp_ports` only, and signals and abstract Unix
 //!    sockets scoped to the run's own domain.
-//! 4. **The seccomp filter** ([`super::seccomp`]).
+//! 4. **The seccomp filter** ([`crate::services::process::seccomp`]).
 //!
 //! Slots: building a ruleset costs a system call per rule, so rulesets are kept. Each
 //! run takes a *slot* (a directory `STATE/sandbox-tmp/slot-PID-N`, held by one run at a
@@ -36,9 +36,9 @@
 //! sandboxed run is refused with [`SandboxError::Unavailable`]; where the namespaces
 //! cannot be made, the spawn fails and the call is refused.
 //!
-//! The `container` executor ([`container`]) is this confinement built a second time, for
-//! containers: no `write` paths, the workspace attached as an idmapped mount, a fresh
-//! `/proc`, a ruleset per run; the [`Sandbox`] holds it, made at first use.
+//! The `container` executor ([`super::container`]) is this confinement built a second
+//! time, for containers: no `write` paths, the workspace attached as an idmapped mount, a
+//! fresh `/proc`, a ruleset per run.
 // Unsafe allowed: the process layer (see `tidy.rs`).
 #![allow(unsafe_code)]
 
@@ -54,10 +54,8 @@ use landlock::{
     RulesetAttr, RulesetCreatedAttr, Scope, ABI,
 };
 
-use super::config::{SandboxConfig, SandboxFeature};
+use crate::services::process::config::{ContainerNetwork, SandboxConfig, SandboxFeature};
 
-#[path = "container.rs"]
-pub mod container;
 use crate::error::{ErrorCode, ToolError};
 use crate::own_files::OwnFiles;
 
@@ -77,7 +75,7 @@ pub enum SandboxError {
     #[error("{0}")]
     Setup(String),
     #[error(transparent)]
-    Container(#[from] container::ContainerError),
+    Container(#[from] super::container::ContainerError),
     #[error("Landlock made no ruleset (it is not enabled in this kernel)")]
     NoRuleset,
     #[error("cannot make the run's private temporary directory {path}: {source}")]
@@ -105,7 +103,7 @@ impl From<SandboxError> for ToolError {
 }
 
 /// One step of a run's mount namespace set-up, done by the child before anything else
-/// of the sandbox (see the module doc and [`super::spawn`]).
+/// of the sandbox (see the module doc and [`crate::services::process::spawn`]).
 #[derive(Debug, Clone)]
 pub struct MountStep {
     pub op: MountOp,
@@ -151,6 +149,8 @@ pub struct Sandbox {
     abi: i32,
     /// Required features this ABI lacks (the first refuses every run).
     missing: Option<SandboxFeature>,
+    /// The features `[process.sandbox] require` names.
+    require: Vec<SandboxFeature>,
     /// The session workspace, canonical.
     workspace: PathBuf,
     state_dir: Option<PathBuf>,
@@ -162,6 +162,10 @@ pub struct Sandbox {
     write: Vec<(PathFd, bool)>,
     tcp_ports: Vec<u16>,
     unix_sockets: bool,
+    /// A container's with `network = "loopback"`: its runs have a network namespace of
+    /// their own with only its loopback up, so TCP is not governed by Landlock and
+    /// `listen` is allowed (nothing outside the run is reachable).
+    own_loopback: bool,
     filter: Arc<Vec<libc::sock_filter>>,
     /// The namespaces a run unshares (`CLONE_NEW*`).
     namespaces: libc::c_int,
@@ -171,10 +175,8 @@ pub struct Sandbox {
     /// Built for containers: a ruleset per run (the child adds its `/proc`), the
     /// container's marker.
     for_container: bool,
-    /// What the container is built from, and the container, made at first use.
-    config: SandboxConfig,
-    own: OwnFiles,
-    container: std::sync::OnceLock<Result<Box<container::Container>, String>>,
+    /// What its results say: `[sandbox: …]`.
+    marker: String,
     /// The mount steps every run shares (its slot's follow).
     steps: Vec<MountStep>,
     tmp_root: PathBuf,
@@ -216,7 +218,7 @@ pub struct Prepared {
     namespaces: libc::c_int,
     user_ns: Option<Arc<OwnedFd>>,
     /// A container run's own parts (its workspace tree, its user namespace).
-    pub(super) container: Option<container::RunParts>,
+    pub(super) container: Option<super::container::RunParts>,
     /// Removed first, then the slot goes back to `pool`.
     tmp: Option<PrivateTmp>,
     slot: Option<Slot>,
@@ -273,10 +275,10 @@ impl Prepared {
     }
 
     /// What the child applies before `exec` (borrowing this run's descriptors).
-    pub(crate) fn child(&self) -> super::spawn::ChildSandbox<'_> {
+    pub(crate) fn child(&self) -> crate::services::process::spawn::ChildSandbox<'_> {
         use std::os::fd::AsRawFd;
         let parts = self.container.as_ref();
-        super::spawn::ChildSandbox {
+        crate::services::process::spawn::ChildSandbox {
             ruleset: self.ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
             filter: &self.filter,
             namespaces: self.namespaces,
@@ -357,7 +359,7 @@ pub fn kernel_abi() -> i32 {
     version.max(0) as i32
 }
 
-fn abi_of(version: i32) -> ABI {
+pub(super) fn abi_of(version: i32) -> ABI {
     match version {
         ..=0 => ABI::Unsupported,
         1 => ABI::V1,
@@ -420,7 +422,6 @@ impl Sandbox {
         own: &OwnFiles,
         for_container: bool,
     ) -> Result<Self, SandboxError> {
-        let original = config;
         let stripped;
         let config = if for_container {
             stripped = SandboxConfig {
@@ -542,14 +543,16 @@ impl Sandbox {
                 )?))
             }
         };
+        let own_loopback = for_container && config.container.network == ContainerNetwork::Loopback;
         let namespaces = if for_container {
             0
         } else {
             libc::CLONE_NEWNS | libc::CLONE_NEWIPC
         };
-        Ok(Sandbox {
+        let mut sandbox = Sandbox {
             abi,
             missing,
+            require: config.require.clone(),
             workspace,
             state_dir,
             read: open_all(&read),
@@ -557,31 +560,36 @@ impl Sandbox {
             write: open_all(&write),
             tcp_ports: config.tcp_ports.clone(),
             unix_sockets: config.unix_sockets,
-            filter: Arc::new(super::seccomp::program(config.unix_sockets)?),
+            own_loopback,
+            filter: Arc::new(crate::services::process::seccomp::program(
+                config.unix_sockets,
+                own_loopback,
+            )?),
             namespaces,
             user_ns,
             for_container,
-            config: original.clone(),
-            own: own.clone(),
-            container: std::sync::OnceLock::new(),
+            marker: String::new(),
             steps,
             tmp_root,
             slots: Default::default(),
-        })
+        };
+        sandbox.marker = sandbox.describe();
+        Ok(sandbox)
     }
 
-    /// The container executor of this host, made at first use (a failure refuses every
-    /// contained run, with its reason).
-    pub fn container(&self) -> Result<&container::Container, SandboxError> {
-        self.container
-            .get_or_init(|| {
-                container::Container::new(&self.config, &self.workspace, &self.own)
-                    .map(Box::new)
-                    .map_err(|e| e.to_string())
-            })
-            .as_ref()
-            .map(|c| &**c)
-            .map_err(|e| SandboxError::Setup(e.clone()))
+    /// The Landlock ABI its runs use (0: none).
+    pub fn abi(&self) -> i32 {
+        self.abi
+    }
+
+    /// Whether `[process.sandbox] require` names `feature`.
+    pub fn requires(&self, feature: SandboxFeature) -> bool {
+        self.require.contains(&feature)
+    }
+
+    /// The line its runs' results carry.
+    pub fn marker_line(&self) -> &str {
+        &self.marker
     }
 
     /// The session workspace runs write in (canonical).
@@ -633,8 +641,9 @@ impl Sandbox {
     }
 
     /// One run's confinement. `terminal`: the run's own PTY (its slave's path), which it
-    /// may open again (`/dev/stderr` is that terminal in a terminal session).
-    pub fn prepare(&self, terminal: Option<&Path>) -> Result<Prepared, SandboxError> {
+    /// may open again (`/dev/stderr` is that terminal in a terminal session). The run's
+    /// working directory is checked by the caller ([`Sandbox::check_cwd`]).
+    pub fn prepare_run(&self, terminal: Option<&Path>) -> Result<Prepared, SandboxError> {
         if let Some(feature) = self.missing {
             return Err(SandboxError::Unavailable {
                 feature,
@@ -661,7 +670,7 @@ impl Sandbox {
             tmp: Some(tmp),
             slot: Some(slot),
             pool: Arc::downgrade(&self.slots),
-            marker: self.marker(),
+            marker: self.marker.clone(),
         })
     }
 
@@ -710,9 +719,14 @@ impl Sandbox {
     }
 
     /// What the result line says was confined.
-    fn marker(&self) -> String {
+    fn describe(&self) -> String {
         if self.for_container {
-            let net = if self.unix_sockets { "unix" } else { "off" };
+            let net = match (self.own_loopback, self.unix_sockets) {
+                (true, true) => "loopback+unix",
+                (true, false) => "loopback",
+                (false, true) => "unix",
+                (false, false) => "off",
+            };
             let fs = if self.has(SandboxFeature::Fs) {
                 "workspace"
             } else {
@@ -779,7 +793,8 @@ impl Sandbox {
         if self.has(SandboxFeature::Fs) {
             ruleset = ruleset.handle_access(AccessFs::from_all(abi))?;
         }
-        if self.has(SandboxFeature::Net) {
+        let governs_tcp = self.has(SandboxFeature::Net) && !self.own_loopback;
+        if governs_tcp {
             ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
         }
         if self.has(SandboxFeature::Signals) {
@@ -816,7 +831,7 @@ impl Sandbox {
                 created = created.add_rule(PathBeneath::new(open(pty)?, file))?;
             }
         }
-        if self.has(SandboxFeature::Net) {
+        if governs_tcp {
             for port in &self.tcp_ports {
                 created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp))?;
             }
@@ -1000,7 +1015,7 @@ fn cover_steps(state: &Path, slot: &Path, passable: bool) -> Result<Vec<MountSte
 /// writes (the child is dumpable after its exec; dsh itself is not, so its runs could
 /// not write their own).
 pub(super) fn user_namespace(uid_map: &str, gid_map: &str) -> Result<OwnedFd, SandboxError> {
-    super::launcher::user_namespace(uid_map, gid_map).map_err(|(what, e)| {
+    crate::services::process::launcher::user_namespace(uid_map, gid_map).map_err(|(what, e)| {
         SandboxError::Setup(format!(
             "cannot make the sandbox's user namespace ({what}: {e}); a non-root dsh needs \
              unprivileged user namespaces"
@@ -1080,7 +1095,7 @@ mod tests {
         std::fs::create_dir_all(&work).unwrap();
         std::fs::create_dir_all(&state).unwrap();
         let sandbox = Sandbox::new(&config, &work, &own(&state)).unwrap();
-        let error = sandbox.prepare(None).unwrap_err();
+        let error = sandbox.prepare_run(None).unwrap_err();
         assert!(
             matches!(
                 error,
@@ -1098,7 +1113,7 @@ mod tests {
             ..SandboxConfig::default()
         };
         let sandbox = Sandbox::new(&config, &work, &own(&state)).unwrap();
-        let prepared = sandbox.prepare(None).unwrap();
+        let prepared = sandbox.prepare_run(None).unwrap();
         assert_eq!(
             prepared.marker(),
             "[sandbox: fs=workspace net=unconfined signals=unscoped]"
@@ -1111,7 +1126,7 @@ mod tests {
         assert!(!tmp.exists());
         assert_eq!(std::fs::read_dir(tmp.parent().unwrap()).unwrap().count(), 0);
         // The next run takes the same slot, its ruleset, and a new directory.
-        let again = sandbox.prepare(None).unwrap();
+        let again = sandbox.prepare_run(None).unwrap();
         assert_ne!(again.tmp(), tmp);
         assert_eq!(again.tmp().parent(), tmp.parent());
     }
