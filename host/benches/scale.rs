@@ -1,0 +1,487 @@
+//! One `dsh serve --http` for many agents: N owners (N = 1, 10, 100, 250, 500, 1000 by
+//! default; `DSH_SCALE_OWNERS=1,10,50` picks others), each an MCP session over streamable
+//! HTTP holding a live terminal (an interactive bash) and a background job that prints a
+//! line a second (a shell loop waiting on `read -t 1`, not a `sleep` forked every
+//! second). At each N, a load of `job_output` (from the owner's cursor), `terminal_send`
+//! (an echo) and `bash` (`true`) calls from random owners, 8 at a time, and then, per N:
+//! the host's RSS (dsh and its keeper) and the shells' (every other process dsh
+//! started), dsh's open descriptors, p50/p99 latency per tool, and dsh's CPU time per
+//! call, with the ratio to N = 1 measured in the same run. The server's limits
+//! (`http_max_sessions`, the terminal caps) are raised for it in its `dsh.toml`.
+//!
+//! The server starts warm (its compile cache filled by a `dsh tools` first). The client
+//! is a bare HTTP/1.1 one in this process (a connection per request, the
+//! response read whole: the SSE stream of a request ends with its answer).
+//!
+//! Run with `cargo bench --bench scale` (or `--profile dev` to reuse a debug build).
+
+mod support;
+
+use support::{ms, percentile};
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+const TOKEN: &str = "scale-bench-token";
+/// Calls per tool at each N.
+const CALLS: usize = 150;
+/// Callers at once.
+const CONCURRENCY: usize = 8;
+
+/// One owner: an MCP session with its terminal and its job.
+struct Owner {
+    session: String,
+    terminal: String,
+    job: String,
+    /// `job_output`'s cursor.
+    cursor: Mutex<u64>,
+    /// Held during a `terminal_send` (a session takes one send at a time).
+    sending: Mutex<()>,
+}
+
+struct Server {
+    addr: String,
+    next_id: AtomicU64,
+}
+
+impl Server {
+    /// One HTTP request; the JSON-RPC answer (the last `data:` event naming `id`, or
+    /// the JSON body) and the response's headers.
+    fn post(&self, session: Option<&str>, body: &Value) -> (Value, Vec<(String, String)>) {
+        let body = body.to_string();
+        let mut stream = TcpStream::connect(&self.addr).expect("connect");
+        let mut head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Length: {}\r\nConnection: close\r\n",
+            self.addr,
+            body.len()
+        );
+        if let Some(session) = session {
+            head.push_str(&format!("Mcp-Session-Id: {session}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(body.as_bytes()).unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut status = String::new();
+        reader.read_line(&mut status).unwrap();
+        let mut headers = Vec::new();
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = line.split_once(':') {
+                headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+            }
+        }
+        let chunked = headers
+            .iter()
+            .any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"));
+        let mut raw = Vec::new();
+        if chunked {
+            loop {
+                let mut size = String::new();
+                reader.read_line(&mut size).unwrap();
+                let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+                if size == 0 {
+                    break;
+                }
+                let mut chunk = vec![0; size + 2];
+                reader.read_exact(&mut chunk).unwrap();
+                raw.extend_from_slice(&chunk[..size]);
+            }
+        } else {
+            reader.read_to_end(&mut raw).unwrap();
+        }
+        let text = String::from_utf8_lossy(&raw);
+        assert!(
+            status.contains(" 200 ") || status.contains(" 202 "),
+            "{status} {text}"
+        );
+        let answer = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .find(|m| m.get("id").is_some())
+            .or_else(|| serde_json::from_str(&text).ok())
+            .unwrap_or(Value::Null);
+        (answer, headers)
+    }
+
+    fn request(&self, session: &str, method: &str, params: Value) -> Value {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.post(Some(session), &message).0
+    }
+
+    /// A tool call's text; panics on an error result.
+    fn call(&self, session: &str, tool: &str, args: Value) -> String {
+        let answer = self.request(
+            session,
+            "tools/call",
+            json!({"name": tool, "arguments": args}),
+        );
+        let result = &answer["result"];
+        let text = result["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(result["isError"] != json!(true), "{tool} failed: {answer}");
+        text.to_string()
+    }
+
+    fn open_owner(&self) -> Owner {
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "scale-bench", "version": "0"}}});
+        let (_, headers) = self.post(None, &init);
+        let session = headers
+            .iter()
+            .find(|(n, _)| n == "mcp-session-id")
+            .map(|(_, v)| v.clone())
+            .expect("no session id");
+        self.post(
+            Some(&session),
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        );
+        let opened = self.call(&session, "terminal_open", json!({}));
+        let terminal = word_with(&opened, "term-");
+        let started = self.call(
+            &session,
+            "bash",
+            json!({"command": "f=$(mktemp -u); mkfifo \"$f\"; exec 3<>\"$f\"; rm \"$f\"; \
+                    while :; do printf 'tick %(%s)T\\n' -1; read -t 1 -u 3; done",
+                   "description": "ticker", "run_in_background": true}),
+        );
+        let job = word_with(&started, "bash-");
+        Owner {
+            session,
+            terminal,
+            job,
+            cursor: Mutex::new(0),
+            sending: Mutex::new(()),
+        }
+    }
+}
+
+fn word_with(text: &str, prefix: &str) -> String {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .find(|w| w.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix} id in {text:?}"))
+        .to_string()
+}
+
+/// The cursor a `job_output` text ends with (`next cursor: N`).
+fn next_cursor(text: &str) -> Option<u64> {
+    let after = text.rsplit("next cursor: ").next()?;
+    after
+        .trim_end_matches(|c: char| !c.is_ascii_digit())
+        .parse()
+        .ok()
+}
+
+/// Resident KiB, and descriptors, of `pid`.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// dsh's user + system CPU time.
+fn cpu(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit(") ").next().unwrap_or_default();
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
+        + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    Duration::from_secs_f64(ticks as f64 / hz as f64)
+}
+
+/// Every process below `root` (its children's children too), by parent links.
+fn descendants(root: u32) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let after = stat.rsplit(") ").next().unwrap_or_default();
+        if let Some(ppid) = after.split_whitespace().nth(1).and_then(|p| p.parse().ok()) {
+            parents.push((pid, ppid));
+        }
+    }
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(c, _)| *c),
+        );
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// The keeper: the process whose command line names dsh's keeper mode, started by dsh.
+fn keeper_of(dsh: u32) -> Option<u32> {
+    descendants(dsh).into_iter().find(|pid| {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        String::from_utf8_lossy(&cmdline).contains("keeper")
+    })
+}
+
+struct Row {
+    owners: usize,
+    host_rss_kib: u64,
+    shells_rss_kib: u64,
+    fds: usize,
+    latency: Vec<(&'static str, Duration, Duration)>,
+    cpu_per_call: Duration,
+}
+
+fn load(server: &Arc<Server>, owners: &Arc<Vec<Owner>>) -> Vec<(&'static str, Vec<Duration>)> {
+    let tools: [&'static str; 3] = ["job_output", "terminal_send", "bash"];
+    let samples: Arc<Mutex<Vec<(&'static str, Duration)>>> = Arc::default();
+    let next = Arc::new(AtomicU64::new(0));
+    let workers: Vec<_> = (0..CONCURRENCY)
+        .map(|worker| {
+            let (server, owners, samples, next) = (
+                server.clone(),
+                owners.clone(),
+                samples.clone(),
+                next.clone(),
+            );
+            std::thread::spawn(move || {
+                let mut seed = 0x9e37_79b9_7f4a_7c15_u64 ^ worker as u64;
+                loop {
+                    let n = next.fetch_add(1, Ordering::Relaxed) as usize;
+                    if n >= CALLS * tools.len() {
+                        return;
+                    }
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    let owner = &owners[(seed % owners.len() as u64) as usize];
+                    let tool = tools[n % tools.len()];
+                    // A session takes one send at a time: a send waits for the owner's
+                    // previous one outside its measured time.
+                    let _sending = (tool == "terminal_send").then(|| owner.sending.lock().unwrap());
+                    let started = Instant::now();
+                    match tool {
+                        "job_output" => {
+                            let since = *owner.cursor.lock().unwrap();
+                            let text = server.call(
+                                &owner.session,
+                                "job_output",
+                                json!({"id": owner.job, "since": since}),
+                            );
+                            if let Some(cursor) = next_cursor(&text) {
+                                *owner.cursor.lock().unwrap() = cursor;
+                            }
+                        }
+                        "terminal_send" => {
+                            server.call(
+                                &owner.session,
+                                "terminal_send",
+                                json!({"id": owner.terminal, "input": "echo hi",
+                                       "wait": {"pattern": "(?m)^hi\\r?$", "timeout_ms": 20000}}),
+                            );
+                        }
+                        _ => {
+                            server.call(
+                                &owner.session,
+                                "bash",
+                                json!({"command": "true", "description": "load"}),
+                            );
+                        }
+                    }
+                    samples.lock().unwrap().push((tool, started.elapsed()));
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    let samples = samples.lock().unwrap();
+    tools
+        .iter()
+        .map(|tool| {
+            (
+                *tool,
+                samples
+                    .iter()
+                    .filter(|(t, _)| t == tool)
+                    .map(|(_, d)| *d)
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+fn main() {
+    let counts: Vec<usize> = std::env::var("DSH_SCALE_OWNERS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 10, 100, 250, 500, 1000]);
+    let most = counts.iter().copied().max().unwrap_or(1);
+    let scratch = tempfile::tempdir().unwrap();
+    let config = scratch.path().join("dsh.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[serve]\nhttp_max_sessions = {}\n\n[terminal]\nmax_sessions = {}\n",
+            most + 16,
+            most + 16
+        ),
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    // A warm start, as every start after a server's first: the compile cache is filled
+    // first, so the RSS below is not Cranelift's from compiling the embedded set.
+    let warmed = std::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .arg("--state-dir")
+        .arg(scratch.path().join("state"))
+        .arg("tools")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("dsh tools");
+    assert!(warmed.success());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .arg("--state-dir")
+        .arg(scratch.path().join("state"))
+        .arg("--config")
+        .arg(&config)
+        .args(["serve", "--http", &addr])
+        .env("DSH_HTTP_TOKEN", TOKEN)
+        .current_dir(scratch.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start dsh serve --http");
+    let dsh = child.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while TcpStream::connect(&addr).is_err() {
+        assert!(Instant::now() < deadline, "dsh serve --http did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let server = Arc::new(Server {
+        addr,
+        next_id: AtomicU64::new(1),
+    });
+    let mut owners = Vec::new();
+    let mut rows = Vec::new();
+    for &n in &counts {
+        let started = Instant::now();
+        while owners.len() < n {
+            owners.push(server.open_owner());
+        }
+        let opened = started.elapsed();
+        let shared = Arc::new(std::mem::take(&mut owners));
+        // Let every job print a few lines and every terminal settle.
+        std::thread::sleep(Duration::from_secs(2));
+        let cpu_before = cpu(dsh);
+        let calls = load(&server, &shared);
+        let cpu_used = cpu(dsh).saturating_sub(cpu_before);
+        let total: usize = calls.iter().map(|(_, s)| s.len()).sum();
+        let keeper = keeper_of(dsh);
+        let shells: u64 = descendants(dsh)
+            .into_iter()
+            .filter(|pid| Some(*pid) != keeper)
+            .map(rss_kib)
+            .sum();
+        rows.push(Row {
+            owners: n,
+            host_rss_kib: rss_kib(dsh) + keeper.map_or(0, rss_kib),
+            shells_rss_kib: shells,
+            fds: fds(dsh),
+            latency: calls
+                .into_iter()
+                .map(|(tool, mut samples)| {
+                    (
+                        tool,
+                        percentile(&mut samples, 0.5),
+                        percentile(&mut samples, 0.99),
+                    )
+                })
+                .collect(),
+            cpu_per_call: cpu_used / total.max(1) as u32,
+        });
+        eprintln!("{n} owners ready in {:.1} s", opened.as_secs_f64());
+        owners = Arc::try_unwrap(shared).ok().expect("load threads ended");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+
+    println!(
+        "one dsh serve --http, N owners each with a terminal and a ticking job; {CALLS} calls per tool at each N, {CONCURRENCY} at once:"
+    );
+    println!(
+        "{:>6} {:>12} {:>12} {:>6} {:>22} {:>22} {:>22} {:>10}",
+        "N",
+        "host RSS",
+        "shells RSS",
+        "fds",
+        "job_output p50/p99",
+        "terminal_send p50/p99",
+        "bash p50/p99",
+        "CPU/call"
+    );
+    let base = &rows[0];
+    for row in &rows {
+        let cell = |i: usize| {
+            let (_, p50, p99) = row.latency[i];
+            format!("{:.2}/{:.2} ms", ms(p50), ms(p99))
+        };
+        println!(
+            "{:>6} {:>9} MiB {:>8} MiB {:>6} {:>22} {:>22} {:>22} {:>7.0} µs",
+            row.owners,
+            row.host_rss_kib / 1024,
+            row.shells_rss_kib / 1024,
+            row.fds,
+            cell(0),
+            cell(1),
+            cell(2),
+            row.cpu_per_call.as_secs_f64() * 1e6,
+        );
+    }
+    println!("against N = {} in the same run:", base.owners);
+    for row in &rows[1..] {
+        let ratio = |i: usize| ms(row.latency[i].2) / ms(base.latency[i].2).max(1e-9);
+        println!(
+            "{:>6}: host RSS {:.2}x, fds {:.2}x, p99 job_output {:.2}x, terminal_send {:.2}x, bash {:.2}x, CPU/call {:.2}x",
+            row.owners,
+            row.host_rss_kib as f64 / base.host_rss_kib.max(1) as f64,
+            row.fds as f64 / base.fds.max(1) as f64,
+            ratio(0),
+            ratio(1),
+            ratio(2),
+            row.cpu_per_call.as_secs_f64() / base.cpu_per_call.as_secs_f64().max(1e-9),
+        );
+    }
+}
