@@ -681,14 +681,22 @@ fn with_no_servers_configured_the_default_one_on_path_answers() {
     assert_eq!(servers_of(&env, "pylsp").len(), 1);
     drop(server);
 
-    // Not on PATH: no server for the extension (the message lists those found).
+    // Not on PATH: no server for the extension; the message names the built-in one
+    // that would serve it and the program it looked for.
     let mut command = env.dsh_configured("");
     command.env("PATH", "/usr/bin:/bin");
     let server = McpServer::start_command(&env, command);
     let reply = server.call("lsp", json!({"op": "symbols", "path": "util.py"}));
     assert_eq!(reply.code.as_deref(), Some("LSP_UNAVAILABLE"), "{reply:?}");
     assert!(
-        reply.text.contains("no language server for .py files") && !reply.text.contains("pylsp"),
+        reply.text.contains("no language server for .py files")
+            && reply
+                .text
+                .contains("the built-in pylsp serves .py files but `pylsp` is not on PATH"),
         "{reply:?}"
     );
+    // An extension no built-in server serves gets no such hint.
+    let reply = server.call("lsp", json!({"op": "symbols", "path": "notes.xyz"}));
+    assert_eq!(reply.code.as_deref(), Some("LSP_UNAVAILABLE"), "{reply:?}");
+    assert!(!reply.text.contains("built-in"), "{reply:?}");
 }

@@ -321,6 +321,25 @@ impl LspService {
         format!("configured: {}", list.join(", "))
     }
 
+    /// For an extension a built-in server would serve but whose program is not on
+    /// `PATH`: which one, and how to get it.
+    fn default_missing(&self, extension: &str) -> String {
+        if !self.config.defaults || extension.is_empty() {
+            return String::new();
+        }
+        config::DEFAULT_SERVERS
+            .iter()
+            .find(|(_, _, extensions, _)| extensions.contains(&extension))
+            .map(|(name, argv, _, _)| {
+                format!(
+                    "; the built-in {name} serves .{extension} files but `{}` is not on PATH: \
+                     install it, or name a server in [lsp.servers]",
+                    argv[0]
+                )
+            })
+            .unwrap_or_default()
+    }
+
     /// Kills every server (host shutdown).
     pub fn shutdown_all(&self) {
         let slots: Vec<_> = self
@@ -535,8 +554,9 @@ impl LspService {
                 false => format!(".{extension} files"),
             };
             return Err(unavailable(format!(
-                "no language server for {what}; {}",
-                self.configured()
+                "no language server for {what}; {}{}",
+                self.configured(),
+                self.default_missing(&extension)
             )));
         };
         // The position (0-based, UTF-16) the query points at.
