@@ -108,6 +108,9 @@ pub struct Runtime {
     pub services: Services,
     /// Instances made ahead of their calls now (see [`plugin`]), at most `MAX_SPARES`.
     pub spares: Arc<std::sync::atomic::AtomicUsize>,
+    /// The host's metrics (one registry per runtime, so per host): the engine counts
+    /// limit hits, the pipeline its calls.
+    pub metrics: Arc<crate::metrics::Metrics>,
     ticker_stop: Arc<AtomicBool>,
 }
 
@@ -178,6 +181,7 @@ impl Runtime {
             linker,
             services,
             spares: Default::default(),
+            metrics: Default::default(),
             ticker_stop,
         })
     }
