@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from mcp.shared.exceptions import MCPError
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.anyio
@@ -62,6 +63,9 @@ async def test_metrics_count_calls_by_tool_and_code_and_read_live_state(
             assert ok.is_error is False and "counted" in text_of(ok), ok
             missing = await session.call_tool("read", {"path": "no-such-file.txt"})
             assert missing.is_error is True and text_of(missing).startswith("NOT_FOUND"), missing
+            unknown = f"no_such_tool_{secrets.token_hex(4)}"
+            with pytest.raises(MCPError, match="no tool named"):
+                await session.call_tool(unknown, {})
             job = await session.call_tool(
                 "bash", {"command": "sleep 60", "run_in_background": True, "description": "held"}
             )
@@ -82,12 +86,16 @@ async def test_metrics_count_calls_by_tool_and_code_and_read_live_state(
     assert moved("dsh_calls_total", tool="bash", code="ok") == 2, after
     assert moved("dsh_calls_total", tool="read", code="NOT_FOUND") == 1, after
     assert moved("dsh_calls_total", tool="terminal_open", code="ok") == 1, after
+    # A name the client made up is no label: it counts in the one bucket of unknown tools.
+    assert moved("dsh_calls_total", tool="(unknown)", code="UNKNOWN_TOOL") == 1, after
+    assert not [key for key in after if ("tool", unknown) in key[1]], after
     assert moved("dsh_call_duration_seconds_count", tool="bash") == 2, after
     assert moved("dsh_call_duration_seconds_sum", tool="bash") > 0, after
     assert moved("dsh_call_duration_seconds_bucket", tool="bash", le="+Inf") == 2, after
     for stage in ("gate", "guards", "execute", "filters", "finalize"):
         assert moved("dsh_stage_duration_seconds_count", stage=stage) == 4, (stage, after)
-    assert moved("dsh_admission_wait_seconds_count") == 4, after
+    # Every call is admitted before its tool is resolved: the unknown one too.
+    assert moved("dsh_admission_wait_seconds_count") == 5, after
     assert value(after, "dsh_admission_queued_calls") == 0, after
     # The session is closed; its connection goes when rmcp drops it.
     async with httpx2.AsyncClient(timeout=30) as http:
