@@ -6,8 +6,11 @@ which opens `/metrics` and nothing else, while no MCP token opens `/metrics`.
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
+import shutil
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -125,3 +128,45 @@ async def test_metrics_open_only_to_their_own_token(start_http_server, open_http
     # The MCP token still opens MCP.
     async with open_http_session(server) as session:
         await session.send_ping()
+
+
+async def test_metrics_count_limit_hits_reloads_and_refusals(start_http_server, open_http_session, tmp_path):
+    """A plugin stopped by its CPU budget and one stopped by its memory cap count in
+    `dsh_plugin_limit_hits_total{plugin,limit}`; a plugin file added while serving counts
+    as a reload, a broken version of it as a refusal."""
+    wasm_dir = os.environ.get("DSH_PLUGIN_WASM_DIR")
+    if not wasm_dir:
+        pytest.fail("DSH_PLUGIN_WASM_DIR is not set: run through `cargo test` (tests/e2e/mcp_clients.rs)")
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    shutil.copy(Path(wasm_dir) / "hostile.wasm", plugins / "hostile.wasm")
+    token = secrets.token_hex(32)
+    server = start_http_server(
+        config="[plugins.hostile]\ncpu_ms = 100\nmemory_mb = 16\n",
+        env={"DSH_METRICS_TOKEN": token, "DSH_PLUGINS": str(plugins)},
+    )
+    async with httpx2.AsyncClient(timeout=30) as http:
+        async with open_http_session(server) as session:
+            spun = await session.call_tool("spin", {})
+            assert spun.is_error is True and "PLUGIN_CPU_LIMIT" in str(spun.content), spun
+            grown = await session.call_tool("grow_memory", {})
+            assert grown.is_error is True and "PLUGIN_OUT_OF_MEMORY" in str(grown.content), grown
+        samples = await scrape(http, server, token)
+        assert value(samples, "dsh_plugin_limit_hits_total", plugin="hostile", limit="cpu") == 1, samples
+        assert value(samples, "dsh_plugin_limit_hits_total", plugin="hostile", limit="memory") == 1, samples
+        assert value(samples, "dsh_calls_total", tool="spin", code="PLUGIN_CPU_LIMIT") == 1, samples
+        assert value(samples, "dsh_plugin_reloads_total") == 0, samples
+
+        async def counted(name: str, want: float) -> None:
+            with anyio.fail_after(15):
+                while value(await scrape(http, server, token), name) != want:
+                    await anyio.sleep(0.05)
+
+        echo = (Path(wasm_dir) / "echo.wasm").read_bytes()
+        partial = plugins / "echo.wasm.partial"
+        partial.write_bytes(echo)
+        partial.rename(plugins / "echo.wasm")
+        await counted("dsh_plugin_reloads_total", 1)
+        (plugins / "echo.wasm").write_bytes(echo[: len(echo) // 2])
+        await counted("dsh_plugin_refusals_total", 1)
+        assert value(await scrape(http, server, token), "dsh_plugin_reloads_total") == 1
