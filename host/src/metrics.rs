@@ -143,12 +143,15 @@ pub struct Metrics {
     registry: Mutex<Registry>,
     calls: Family<CallLabels, Counter>,
     call_duration: HistogramFamily<ToolLabels>,
-    stage_duration: HistogramFamily<StageLabels>,
+    /// Each stage's histogram of the family, made at start (a call observes it without
+    /// a lookup), in [`Stage::ALL`] order.
+    stages: [Histogram; 5],
     admission_wait: Histogram,
     limit_hits: Family<LimitLabels, Counter>,
     owners: Gauge,
     reloads: Counter,
     refusals: Counter,
+    spilled: Counter,
 }
 
 impl Default for Metrics {
@@ -159,16 +162,20 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
+        let stage_duration: HistogramFamily<StageLabels> =
+            Family::new_with_constructor(duration_histogram);
         let metrics = Metrics {
             registry: Mutex::new(Registry::default()),
             calls: Family::default(),
             call_duration: Family::new_with_constructor(duration_histogram),
-            stage_duration: Family::new_with_constructor(duration_histogram),
+            stages: Stage::ALL
+                .map(|stage| stage_duration.get_or_create_owned(&StageLabels { stage })),
             admission_wait: duration_histogram(),
             limit_hits: Family::default(),
             owners: Gauge::default(),
             reloads: Counter::default(),
             refusals: Counter::default(),
+            spilled: Counter::default(),
         };
         {
             let mut registry = metrics.registry.lock().unwrap();
@@ -186,7 +193,7 @@ impl Metrics {
                 "dsh_stage_duration_seconds",
                 "Time a call spent in each pipeline stage (gate, guards, execute, filters, \
                  finalize)",
-                metrics.stage_duration.clone(),
+                stage_duration,
             );
             registry.register(
                 "dsh_admission_wait_seconds",
@@ -214,6 +221,12 @@ impl Metrics {
                  version before keeps serving)",
                 metrics.refusals.clone(),
             );
+            registry.register(
+                "dsh_spilled_bytes",
+                "Bytes of call output written to spill files (the full text of a result \
+                 cut to its budget)",
+                metrics.spilled.clone(),
+            );
         }
         metrics
     }
@@ -234,9 +247,12 @@ impl Metrics {
 
     /// Records the time a call spent in `stage`.
     pub fn observe_stage(&self, stage: Stage, elapsed: Duration) {
-        self.stage_duration
-            .get_or_create(&StageLabels { stage })
-            .observe(elapsed.as_secs_f64());
+        self.stages[stage as usize].observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts `bytes` of a call's output written to a spill file.
+    pub fn spilled(&self, bytes: u64) {
+        self.spilled.inc_by(bytes);
     }
 
     /// Records how long a call waited for its admission slot.

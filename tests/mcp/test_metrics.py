@@ -52,10 +52,10 @@ def value(samples: dict[tuple[str, tuple], float], name: str, **labels: str) -> 
 async def test_metrics_count_calls_by_tool_and_code_and_read_live_state(
     start_http_server, open_http_session, text_of
 ):
-    """Counters, histograms and gauges move as calls are made: a `bash` call that works
-    (`code="ok"`), a `read` of a missing file (`code="NOT_FOUND"`), the stages and the
-    admission wait of each call, and the owners, terminals, jobs and containment runs
-    live at the scrape."""
+    """Counters, histograms and gauges move as calls are made: `bash` calls that work
+    (`code="ok"`, one spilling its long output), a `read` of a missing file
+    (`code="NOT_FOUND"`), the stages and the admission wait of each call, and the owners,
+    terminals, jobs and containment runs live at the scrape."""
     token = secrets.token_hex(32)
     server = start_http_server(env={"DSH_METRICS_TOKEN": token})
     async with httpx2.AsyncClient(timeout=30) as http:
@@ -64,6 +64,10 @@ async def test_metrics_count_calls_by_tool_and_code_and_read_live_state(
         async with open_http_session(server) as session:
             ok = await session.call_tool("bash", {"command": "echo counted", "description": "a counted call"})
             assert ok.is_error is False and "counted" in text_of(ok), ok
+            long = await session.call_tool(
+                "bash", {"command": "head -c 300000 /dev/zero | tr '\\0' x", "description": "a long output"}
+            )
+            assert long.is_error is False and "bytes omitted" in text_of(long), long
             missing = await session.call_tool("read", {"path": "no-such-file.txt"})
             assert missing.is_error is True and text_of(missing).startswith("NOT_FOUND"), missing
             unknown = f"no_such_tool_{secrets.token_hex(4)}"
@@ -86,19 +90,21 @@ async def test_metrics_count_calls_by_tool_and_code_and_read_live_state(
     def moved(name: str, **labels: str) -> float:
         return value(after, name, **labels) - value(before, name, **labels)
 
-    assert moved("dsh_calls_total", tool="bash", code="ok") == 2, after
+    assert moved("dsh_calls_total", tool="bash", code="ok") == 3, after
     assert moved("dsh_calls_total", tool="read", code="NOT_FOUND") == 1, after
     assert moved("dsh_calls_total", tool="terminal_open", code="ok") == 1, after
     # A name the client made up is no label: it counts in the one bucket of unknown tools.
     assert moved("dsh_calls_total", tool="(unknown)", code="UNKNOWN_TOOL") == 1, after
     assert not [key for key in after if ("tool", unknown) in key[1]], after
-    assert moved("dsh_call_duration_seconds_count", tool="bash") == 2, after
+    assert moved("dsh_call_duration_seconds_count", tool="bash") == 3, after
     assert moved("dsh_call_duration_seconds_sum", tool="bash") > 0, after
-    assert moved("dsh_call_duration_seconds_bucket", tool="bash", le="+Inf") == 2, after
+    assert moved("dsh_call_duration_seconds_bucket", tool="bash", le="+Inf") == 3, after
+    # The long output's full text went to a spill file.
+    assert moved("dsh_spilled_bytes_total") >= 300_000, after
     for stage in ("gate", "guards", "execute", "filters", "finalize"):
-        assert moved("dsh_stage_duration_seconds_count", stage=stage) == 4, (stage, after)
+        assert moved("dsh_stage_duration_seconds_count", stage=stage) == 5, (stage, after)
     # Every call is admitted before its tool is resolved: the unknown one too.
-    assert moved("dsh_admission_wait_seconds_count") == 5, after
+    assert moved("dsh_admission_wait_seconds_count") == 6, after
     assert value(after, "dsh_admission_queued_calls") == 0, after
     # The session is closed; its connection goes when rmcp drops it.
     async with httpx2.AsyncClient(timeout=30) as http:

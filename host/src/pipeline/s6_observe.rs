@@ -158,6 +158,15 @@ impl Observers {
         let key = metrics_key(&request.tool, code_text.as_deref(), u64::from(attempts));
         self.prometheus
             .observe_call(key, code_text.as_deref(), elapsed);
+        if let Some(path) = &result.full_output_path {
+            // Only a result cut to its budget has one: the stat is off the common path.
+            match std::fs::metadata(path) {
+                Ok(spill) => self.prometheus.spilled(spill.len()),
+                Err(error) => {
+                    tracing::debug!(path = %path.display(), %error, "cannot size a spill file")
+                }
+            }
+        }
         self.metrics.record(
             &request.tool,
             code_text.as_deref(),
