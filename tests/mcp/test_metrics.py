@@ -106,6 +106,11 @@ async def test_metrics_count_calls_by_tool_and_code_and_read_live_state(
     # Every call is admitted before its tool is resolved: the unknown one too.
     assert moved("dsh_admission_wait_seconds_count") == 6, after
     assert value(after, "dsh_admission_queued_calls") == 0, after
+    # Between calls a plugin's next instance is made ahead (the pool's spares).
+    async with httpx2.AsyncClient(timeout=30) as http:
+        with anyio.fail_after(10):
+            while value(await scrape(http, server, token), "dsh_plugin_spare_instances") < 1:
+                await anyio.sleep(0.05)
     # The session is closed; its connection goes when rmcp drops it.
     async with httpx2.AsyncClient(timeout=30) as http:
         with anyio.fail_after(10):

@@ -174,14 +174,23 @@ impl Runtime {
             })
             .map_err(|e| EngineError(e.into()))?;
 
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let spares: Arc<std::sync::atomic::AtomicUsize> = Default::default();
+        let made_ahead = spares.clone();
+        metrics.gauge_fn(
+            "dsh_plugin_spare_instances",
+            "Plugin instances of the pool made ahead of their calls now (at most 64; \
+             the pool's other instances are the calls' own)",
+            move || made_ahead.load(Ordering::Relaxed) as i64,
+        );
         Ok(Runtime {
             cache: cache::ComponentCache::new(&engine, state_dir.as_ref().map(|d| d.join("cache"))),
             state_dir,
             engine,
             linker,
             services,
-            spares: Default::default(),
-            metrics: Default::default(),
+            spares,
+            metrics,
             ticker_stop,
         })
     }
