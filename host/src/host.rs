@@ -107,6 +107,7 @@ impl Host {
         let loading =
             load_in_background(&runtime, &registry, &config, options.plugins_dir.as_deref())?;
         tracing::info!(session = %session.id, events = %session.events.path().display(), "session started");
+        register_live_gauges(&runtime.metrics, &services);
         let pipeline = Arc::new(Pipeline::new(
             runtime,
             registry.clone(),
@@ -137,6 +138,11 @@ impl Host {
         let _ = complete.wait_for(|done| *done).await;
     }
 
+    /// The host's metrics (what `/metrics` serves).
+    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.pipeline.runtime.metrics
+    }
+
     /// Whether the plugin set has loaded whole.
     pub fn is_loaded(&self) -> bool {
         *self.loading.complete.borrow()
@@ -149,6 +155,35 @@ impl Host {
             let _ = retiring.join();
         }
     }
+}
+
+/// The gauges read from the services when `/metrics` is scraped: what they hold now.
+fn register_live_gauges(metrics: &crate::metrics::Metrics, services: &Services) {
+    let terminal = services.terminal.clone();
+    metrics.gauge_fn(
+        "dsh_terminals",
+        "Live terminal sessions, of every owner",
+        move || terminal.live() as i64,
+    );
+    let jobs = services.jobs.clone();
+    metrics.gauge_fn(
+        "dsh_jobs_running",
+        "Background jobs running, of every owner",
+        move || jobs.running() as i64,
+    );
+    let lsp = services.lsp.clone();
+    metrics.gauge_fn(
+        "dsh_language_servers",
+        "Language servers running",
+        move || lsp.server_pids().len() as i64,
+    );
+    let process = services.process.clone();
+    metrics.gauge_fn(
+        "dsh_containment_runs",
+        "Containment runs live (a foreground command, a job, a terminal or a language \
+         server each has one)",
+        move || process.live_runs() as i64,
+    );
 }
 
 /// Says so when a guard or filter that `[pipeline]` names is not serving: until it is,

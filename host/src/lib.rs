@@ -18,6 +18,7 @@ pub mod error;
 pub mod glob;
 pub mod host;
 pub mod mcp;
+pub mod metrics;
 pub mod output;
 pub mod own_files;
 pub mod pipeline;

@@ -37,6 +37,8 @@ enum Command {
     /// needs `Authorization: Bearer TOKEN`, the token taken from DSH_HTTP_TOKEN or
     /// generated and printed at start. Each connection (HTTP session) is its own owner;
     /// what it started is killed a grace period after it goes away ([serve] in dsh.toml).
+    /// The same listener serves Prometheus metrics at /metrics to the token in
+    /// DSH_METRICS_TOKEN (generated and printed when unset), and to no other.
     Serve(cli::serve::Args),
     /// Per-tool metrics: calls, errors by code, retries, latency
     ///

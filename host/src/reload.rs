@@ -96,7 +96,9 @@ async fn reload(pipeline: &Pipeline, path: &Path) {
                 tracing::debug!(plugin = %name, "already serving or refused; nothing to reload");
                 return;
             }
-            load_plugin(runtime, registry, config, &name, source, Arc::from(bytes)).await;
+            let loaded =
+                load_plugin(runtime, registry, config, &name, source, Arc::from(bytes)).await;
+            count(pipeline, loaded);
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             registry.remove(&name);
@@ -105,7 +107,7 @@ async fn reload(pipeline: &Pipeline, path: &Path) {
                 .iter()
                 .find(|(embedded, _)| *embedded == name && embedded::wanted(embedded, config))
             {
-                load_plugin(
+                let loaded = load_plugin(
                     runtime,
                     registry,
                     config,
@@ -114,11 +116,23 @@ async fn reload(pipeline: &Pipeline, path: &Path) {
                     Arc::from(*bytes),
                 )
                 .await;
+                count(pipeline, loaded);
             }
         }
-        Err(error) => registry.record_refusal(
-            &name,
-            Refusal::new(&source, "", format!("cannot read: {error}")),
-        ),
+        Err(error) => {
+            registry.record_refusal(
+                &name,
+                Refusal::new(&source, "", format!("cannot read: {error}")),
+            );
+            count(pipeline, false);
+        }
+    }
+}
+
+/// Counts a version swapped in (`loaded`) or refused in the host's metrics.
+fn count(pipeline: &Pipeline, loaded: bool) {
+    match loaded {
+        true => pipeline.runtime.metrics.plugin_reloaded(),
+        false => pipeline.runtime.metrics.plugin_refused(),
     }
 }

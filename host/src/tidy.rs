@@ -11,8 +11,16 @@ use std::path::{Path, PathBuf};
 /// below it, never one above.
 const LAYERS: &[&[&str]] = &[
     // Foundation: the error vocabulary, a call's context, bounded output, name globs,
-    // private files, dsh's own files.
-    &["error", "call", "output", "glob", "private", "own_files"],
+    // private files, dsh's own files, the metrics registry.
+    &[
+        "error",
+        "call",
+        "output",
+        "glob",
+        "private",
+        "own_files",
+        "metrics",
+    ],
     // The contract's generated bindings.
     &["bindings"],
     // The capabilities: native state, their sections, their bindings.

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use dsh::config_watch::{ConfigStatus, LiveConfig};
 use dsh::control::{Answer, ControlSocket};
 use dsh::host::Host;
-use dsh::mcp::http::{generate_token, serve_http, ServedScope, MCP_PATH};
+use dsh::mcp::http::{generate_token, serve_http, ServedScope, MCP_PATH, METRICS_PATH};
 use dsh::mcp::{serve_stdio, McpServer};
 use dsh::registry::DEFAULT_SCOPE;
 
@@ -112,16 +112,16 @@ fn control_answer(host: &Host, live: Option<Arc<LiveConfig>>) -> Answer {
 }
 
 /// The token in the environment variable `variable`, or a generated one, printed
-/// (naming `scope` when it is not the only one).
-fn token_from(variable: &str, scope: Option<&str>) -> anyhow::Result<String> {
+/// (saying what it opens, `for`, when it is not the only MCP token).
+fn token_from(variable: &str, what: Option<&str>) -> anyhow::Result<String> {
     match std::env::var(variable) {
         Ok(token) if !token.is_empty() => Ok(token),
         _ => {
             let token = generate_token().context("cannot generate a bearer token")?;
-            match scope {
+            match what {
                 None => eprintln!("dsh: bearer token: {token}"),
-                Some(scope) => {
-                    eprintln!("dsh: bearer token for scope {scope} (${variable} unset): {token}")
+                Some(what) => {
+                    eprintln!("dsh: bearer token for {what} (${variable} unset): {token}")
                 }
             }
             Ok(token)
@@ -129,13 +129,27 @@ fn token_from(variable: &str, scope: Option<&str>) -> anyhow::Result<String> {
     }
 }
 
+/// The token of `/metrics`: `$DSH_METRICS_TOKEN`, or a generated one, printed; never
+/// one of the MCP tokens.
+fn metrics_token(scopes: &[ServedScope]) -> anyhow::Result<String> {
+    let token = token_from("DSH_METRICS_TOKEN", Some(METRICS_PATH))?;
+    if let Some(same) = scopes.iter().find(|s| s.token == token) {
+        anyhow::bail!(
+            "$DSH_METRICS_TOKEN is the token of scope {}: the metrics need a token of \
+             their own",
+            same.server.scope
+        );
+    }
+    Ok(token)
+}
+
 /// The scopes served over HTTP: `--scope` to `$DSH_HTTP_TOKEN`, then each of
 /// `[serve] http_scope_tokens` to its own; every scope known, every token different.
 fn served_scopes(server: Arc<McpServer>) -> anyhow::Result<Vec<ServedScope>> {
     let extra = &server.host.config.serve.http_scope_tokens;
-    let main_scope = (!extra.is_empty()).then_some(&*server.scope);
+    let main_scope = (!extra.is_empty()).then(|| format!("scope {}", server.scope));
     let mut scopes = vec![ServedScope {
-        token: token_from("DSH_HTTP_TOKEN", main_scope)?,
+        token: token_from("DSH_HTTP_TOKEN", main_scope.as_deref())?,
         server: server.clone(),
     }];
     for (scope, variable) in extra {
@@ -150,7 +164,7 @@ fn served_scopes(server: Arc<McpServer>) -> anyhow::Result<Vec<ServedScope>> {
             .registry
             .scope(scope)
             .map_err(|e| anyhow::anyhow!("[serve] http_scope_tokens: {}", e.message))?;
-        let token = token_from(variable, Some(scope))?;
+        let token = token_from(variable, Some(&format!("scope {scope}")))?;
         if let Some(same) = scopes.iter().find(|s| s.token == token) {
             anyhow::bail!(
                 "scopes {} and {scope} have the same token: each scope needs its own \
@@ -172,6 +186,7 @@ fn served_scopes(server: Arc<McpServer>) -> anyhow::Result<Vec<ServedScope>> {
 /// Serves streamable HTTP on `addr` until a signal, then gives connections 5 s to end.
 async fn serve_http_until_signal(server: Arc<McpServer>, addr: SocketAddr) -> anyhow::Result<()> {
     let scopes = served_scopes(server)?;
+    let metrics_token = metrics_token(&scopes)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
@@ -180,6 +195,7 @@ async fn serve_http_until_signal(server: Arc<McpServer>, addr: SocketAddr) -> an
         tracing::warn!(%local, "serving MCP beyond loopback; anyone with the token can run tools here");
     }
     eprintln!("dsh: listening on http://{local}{MCP_PATH}");
+    eprintln!("dsh: metrics on http://{local}{METRICS_PATH}");
     if scopes.len() > 1 {
         let names: Vec<&str> = scopes.iter().map(|s| &*s.server.scope).collect();
         eprintln!(
@@ -188,7 +204,12 @@ async fn serve_http_until_signal(server: Arc<McpServer>, addr: SocketAddr) -> an
         );
     }
     let shutdown = CancellationToken::new();
-    let serving = tokio::spawn(serve_http(scopes, listener, shutdown.clone()));
+    let serving = tokio::spawn(serve_http(
+        scopes,
+        metrics_token,
+        listener,
+        shutdown.clone(),
+    ));
     let signal = shutdown_signal().await;
     tracing::info!(signal, "shutting down");
     shutdown.cancel();

@@ -108,6 +108,9 @@ pub struct Runtime {
     pub services: Services,
     /// Instances made ahead of their calls now (see [`plugin`]), at most `MAX_SPARES`.
     pub spares: Arc<std::sync::atomic::AtomicUsize>,
+    /// The host's metrics (one registry per runtime, so per host): the engine counts
+    /// limit hits, the pipeline its calls.
+    pub metrics: Arc<crate::metrics::Metrics>,
     ticker_stop: Arc<AtomicBool>,
 }
 
@@ -171,13 +174,23 @@ impl Runtime {
             })
             .map_err(|e| EngineError(e.into()))?;
 
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let spares: Arc<std::sync::atomic::AtomicUsize> = Default::default();
+        let made_ahead = spares.clone();
+        metrics.gauge_fn(
+            "dsh_plugin_spare_instances",
+            "Plugin instances of the pool made ahead of their calls now (at most 64; \
+             the pool's other instances are the calls' own)",
+            move || made_ahead.load(Ordering::Relaxed) as i64,
+        );
         Ok(Runtime {
             cache: cache::ComponentCache::new(&engine, state_dir.as_ref().map(|d| d.join("cache"))),
             state_dir,
             engine,
             linker,
             services,
-            spares: Default::default(),
+            spares,
+            metrics,
             ticker_stop,
         })
     }

@@ -37,6 +37,7 @@ use crate::config::{
     PluginConfig, DEFAULT_CPU_MS, DEFAULT_GUARD_CPU_MS, DEFAULT_MEMORY_MB, MAX_SPARES,
 };
 use crate::error::{ErrorCode, ToolError};
+use crate::metrics::Limit;
 
 /// Where a plugin came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -448,7 +449,7 @@ impl Plugin {
         .await;
         let specs = match described {
             Ok(specs) => specs,
-            Err(error) => return Err(store.data().classify(error)),
+            Err(error) => return Err(self.failure(runtime, store.data(), error)),
         };
         Ok(specs
             .into_iter()
@@ -624,7 +625,7 @@ impl Plugin {
         .await;
         let result = match outcome {
             Ok(result) => result.into(),
-            Err(error) => CallResult::failed(store.data().classify(error)),
+            Err(error) => CallResult::failed(self.failure(runtime, store.data(), error)),
         };
         self.finish(runtime, store);
         result
@@ -661,7 +662,7 @@ impl Plugin {
             Ok(WitVerdict::Rewrite(args_json)) => Ok(Verdict::Rewrite(args_json)),
             Ok(WitVerdict::Deny(reason)) => Ok(Verdict::Deny(reason)),
             Ok(WitVerdict::Ask(reason)) => Ok(Verdict::Ask(reason)),
-            Err(error) => Err(store.data().classify(error)),
+            Err(error) => Err(self.failure(runtime, store.data(), error)),
         };
         self.finish(runtime, store);
         verdict
@@ -701,10 +702,25 @@ impl Plugin {
         .await;
         let filtered = match outcome {
             Ok(replaced) => Ok(replaced.map(Into::into)),
-            Err(error) => Err(store.data().classify(error)),
+            Err(error) => Err(self.failure(runtime, store.data(), error)),
         };
         self.finish(runtime, store);
         filtered
+    }
+
+    /// A failed guest run as the model sees it; a CPU or memory limit hit is counted in
+    /// the host's metrics.
+    fn failure(&self, runtime: &Runtime, state: &CallState, error: wasmtime::Error) -> ToolError {
+        let error = state.classify(error);
+        let limit = match error.code {
+            ErrorCode::PluginCpuLimit => Some(Limit::Cpu),
+            ErrorCode::PluginOutOfMemory => Some(Limit::Memory),
+            _ => None,
+        };
+        if let Some(limit) = limit {
+            runtime.metrics.limit_hit(&self.name, limit);
+        }
+        error
     }
 
     fn not_a(&self, kind: PluginKind) -> ToolError {

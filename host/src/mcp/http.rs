@@ -8,6 +8,10 @@
 //! for a request that would open a session (503), and the body read, whole, within
 //! `http_body_timeout_ms` (408) and `max_request_bytes` (413). Connections are bounded
 //! in [`connections`], sessions and their idleness in [`sessions`].
+//!
+//! The same listener serves the host's Prometheus metrics at [`METRICS_PATH`], behind
+//! the `Origin` check and a bearer token of its own: the metrics token opens only
+//! `/metrics`, and no MCP token opens it (401 either way).
 
 pub mod connections;
 pub mod sessions;
@@ -30,9 +34,13 @@ use self::connections::ConnectionLimits;
 use self::sessions::{ScopedSessions, Sessions};
 use super::{McpConnection, McpServer, ServeError};
 use crate::config::origin::OriginPolicy;
+use crate::metrics::{Metrics, CONTENT_TYPE as METRICS_CONTENT_TYPE};
 
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";
+
+/// The path the Prometheus metrics are served at.
+pub const METRICS_PATH: &str = "/metrics";
 
 /// The header naming a request's MCP session.
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -52,9 +60,11 @@ type ScopeServices = HashMap<Arc<str>, StreamableHttpService<McpConnection, Scop
 
 /// Serves MCP on `listener` until `shutdown` is cancelled, each scope in `scopes` to the
 /// clients presenting its token (tokens differ; the first scope's server gives the
-/// settings).
+/// settings), and the host's metrics to those presenting `metrics_token` (which differs
+/// from every scope's).
 pub async fn serve_http(
     scopes: Vec<ServedScope>,
+    metrics_token: String,
     listener: tokio::net::TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
@@ -62,6 +72,7 @@ pub async fn serve_http(
         return Ok(());
     };
     let serve = first.server.host.config.serve.clone();
+    let metrics = first.server.host.metrics().clone();
     let sessions = Arc::new(Sessions::new(
         serve.http_max_sessions,
         Duration::from_millis(serve.http_session_idle_ms),
@@ -99,6 +110,8 @@ pub async fn serve_http(
     }
     let admission = Arc::new(Admission {
         tokens,
+        metrics_token: metrics_token.into(),
+        metrics,
         origins: OriginPolicy::new(&serve.http_allowed_origins),
         sessions: sessions.clone(),
         max_body_bytes: serve.max_request_bytes,
@@ -130,6 +143,9 @@ async fn serve_in_scope(
 struct Admission {
     /// Each token and the scope it reaches.
     tokens: Vec<(Arc<str>, Arc<str>)>,
+    /// The token that opens [`METRICS_PATH`], and only it.
+    metrics_token: Arc<str>,
+    metrics: Arc<Metrics>,
     origins: OriginPolicy,
     sessions: Arc<Sessions>,
     max_body_bytes: usize,
@@ -157,6 +173,9 @@ async fn admit(State(admission): State<Arc<Admission>>, request: Request, next: 
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(bearer_token);
+    if request.uri().path() == METRICS_PATH {
+        return serve_metrics(&admission, presented, request.method());
+    }
     let scope = presented.and_then(|presented| {
         // Every token is compared, so timing tells nothing of which one came close.
         admission.tokens.iter().fold(None, |found, (token, scope)| {
@@ -167,14 +186,7 @@ async fn admit(State(admission): State<Arc<Admission>>, request: Request, next: 
         })
     });
     let Some(scope) = scope else {
-        let mut response = refusal(
-            StatusCode::UNAUTHORIZED,
-            "401 Unauthorized: a valid `Authorization: Bearer TOKEN` header is required\n".into(),
-        );
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return response;
+        return unauthorized();
     };
     if request.method() == Method::POST
         && !headers.contains_key(SESSION_HEADER)
@@ -233,6 +245,49 @@ async fn admit(State(admission): State<Arc<Admission>>, request: Request, next: 
     };
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+}
+
+/// Answers a request for [`METRICS_PATH`]: the metrics, to a `GET` with the metrics
+/// token.
+fn serve_metrics(admission: &Admission, presented: Option<&str>, method: &Method) -> Response {
+    let allowed = presented.is_some_and(|presented| {
+        constant_time_eq(presented.as_bytes(), admission.metrics_token.as_bytes())
+    });
+    if !allowed {
+        return unauthorized();
+    }
+    if method != Method::GET {
+        let mut response = refusal(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("405 Method Not Allowed: {METRICS_PATH} answers GET\n"),
+        );
+        response
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET"));
+        return response;
+    }
+    match admission.metrics.encode() {
+        Ok(text) => ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], text).into_response(),
+        Err(error) => {
+            tracing::error!(%error, "cannot serve /metrics");
+            refusal(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("500 Internal Server Error: {error}\n"),
+            )
+        }
+    }
+}
+
+/// 401, asking for a bearer token.
+fn unauthorized() -> Response {
+    let mut response = refusal(
+        StatusCode::UNAUTHORIZED,
+        "401 Unauthorized: a valid `Authorization: Bearer TOKEN` header is required\n".into(),
+    );
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
 }
 
 /// A refusal: plain text, and `Connection: close`, because the request's body may be

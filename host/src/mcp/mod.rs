@@ -75,6 +75,8 @@ pub struct McpConnection {
     shown_partial: Arc<std::sync::atomic::AtomicBool>,
     /// The resource URIs this client subscribed to.
     subscriptions: resources::Subscriptions,
+    /// Counts this connection in `dsh_owners` while it lives.
+    _live: crate::metrics::LiveOwner,
 }
 
 /// How long a first `tools/list` waits, beyond the embedded set, for the plugin
@@ -88,6 +90,7 @@ impl McpConnection {
         let owner = owner.into();
         tracing::info!(owner = %owner, "MCP connection opened");
         McpConnection {
+            _live: server.host.metrics().owner(),
             server,
             owner,
             closed: CancellationToken::new(),

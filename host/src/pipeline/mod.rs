@@ -42,6 +42,7 @@ use crate::call::{CallContext, CallRequest, CallResult};
 use crate::config::Config;
 use crate::engine::Runtime;
 use crate::error::{ErrorCode, ToolError};
+use crate::metrics::Stage;
 use crate::registry::Registry;
 use crate::session::Session;
 
@@ -115,14 +116,27 @@ impl Pipeline {
         session: Arc<Session>,
         config: Arc<Config>,
     ) -> Self {
+        let admission = admission::Admission::new();
+        let load = admission.clone();
+        runtime.metrics.gauge_fn(
+            "dsh_admission_queued_calls",
+            "Calls waiting for an admission slot now ([limits] max_queued_calls bounds them)",
+            move || load.load().1 as i64,
+        );
+        let load = admission.clone();
+        runtime.metrics.gauge_fn(
+            "dsh_admitted_calls",
+            "Calls holding an admission slot now ([limits] max_calls_in_flight bounds them)",
+            move || load.load().0 as i64,
+        );
         Pipeline {
+            observers: s6_observe::Observers::new(session.clone(), runtime.metrics.clone()),
             runtime,
             registry,
-            observers: s6_observe::Observers::new(session.clone()),
             session,
             configured: RwLock::new(Arc::new(Configured::new(config))),
             loads: tokio::sync::Mutex::new(()),
-            admission: admission::Admission::new(),
+            admission,
         }
     }
 
@@ -179,10 +193,14 @@ impl Pipeline {
             max_queued: configured.config.limits.max_queued_calls,
         };
         let admitted = async {
+            let waiting = Instant::now();
             let _slot = match self.admission.admit(&request.owner, limits).await {
                 Ok(slot) => slot,
                 Err(busy) => return Outcome::from(busy),
             };
+            self.runtime
+                .metrics
+                .observe_admission_wait(waiting.elapsed());
             self.run(&configured, &request, call_id.clone()).await
         };
         let outcome = tokio::select! {
@@ -256,12 +274,16 @@ impl Pipeline {
             spill_cap: config.limits.max_spill_bytes,
             notices: request.notices.clone(),
         };
-        if let Err(error) = configured
+        let metrics = &self.runtime.metrics;
+        let stage = Instant::now();
+        let gated = configured
             .gate
-            .check(&tool.spec.name, &context, &request.args)
-        {
+            .check(&tool.spec.name, &context, &request.args);
+        metrics.observe_stage(Stage::Gate, stage.elapsed());
+        if let Err(error) = gated {
             return error.into();
         }
+        let stage = Instant::now();
         let rewritten = match configured
             .guards
             .check(
@@ -275,8 +297,12 @@ impl Pipeline {
             .await
         {
             Ok(rewritten) => rewritten,
-            Err(error) => return error.into(),
+            Err(error) => {
+                metrics.observe_stage(Stage::Guards, stage.elapsed());
+                return error.into();
+            }
         };
+        metrics.observe_stage(Stage::Guards, stage.elapsed());
         // A rewrite passes the gate again: no guard takes a call past a `[gate]` rule.
         if let Some(args) = &rewritten {
             if let Err(error) = configured.gate.check(&tool.spec.name, &context, args) {
@@ -287,6 +313,7 @@ impl Pipeline {
         // The plugin's timeout, capped by the host's.
         let cap = config.limits.call_timeout_ms;
         let timeout = Duration::from_millis(tool.plugin.config.timeout_ms.unwrap_or(cap).min(cap));
+        let stage = Instant::now();
         let executed = s3_execute::execute(
             &self.runtime,
             &tool,
@@ -296,6 +323,8 @@ impl Pipeline {
             config.limits.max_retries,
         )
         .await;
+        metrics.observe_stage(Stage::Execute, stage.elapsed());
+        let stage = Instant::now();
         let result = configured
             .filters
             .apply(
@@ -308,8 +337,12 @@ impl Pipeline {
             )
             .await;
         let result = tool.check_output(result);
+        metrics.observe_stage(Stage::Filters, stage.elapsed());
+        let stage = Instant::now();
+        let result = s5_finalize::finalize(result, &context);
+        metrics.observe_stage(Stage::Finalize, stage.elapsed());
         Outcome {
-            result: s5_finalize::finalize(result, &context),
+            result,
             attempts: executed.attempts,
         }
     }

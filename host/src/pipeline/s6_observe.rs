@@ -1,11 +1,13 @@
 //! Stage 6, result observers: they see every finished call and change nothing. The
 //! session event log gets its `tool/result` event here, and the per-tool metrics (calls,
 //! errors by code, retries, a latency histogram) are counted here. `dsh stats` reads the
-//! metrics from a running server, or rebuilds them from a session's event log.
+//! metrics from a running server, or rebuilds them from a session's event log. The
+//! host's Prometheus metrics ([`crate::metrics`]: `dsh_calls_total`,
+//! `dsh_call_duration_seconds`) are counted here too.
 //!
 //! The metrics table is bounded by the tools the server has: a call naming a tool the
 //! caller cannot see (`UNKNOWN_TOOL`, it never ran) is counted under [`UNKNOWN_TOOL`],
-//! never under the name the client sent.
+//! never under the name the client sent. The Prometheus metrics take the same key.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -112,13 +114,16 @@ impl Metrics {
 pub struct Observers {
     session: Arc<Session>,
     pub metrics: Metrics,
+    /// The host's Prometheus metrics.
+    prometheus: Arc<crate::metrics::Metrics>,
 }
 
 impl Observers {
-    pub fn new(session: Arc<Session>) -> Self {
+    pub fn new(session: Arc<Session>, prometheus: Arc<crate::metrics::Metrics>) -> Self {
         Observers {
             session,
             metrics: Metrics::default(),
+            prometheus,
         }
     }
 
@@ -150,6 +155,18 @@ impl Observers {
             }),
         );
         let code_text = code.map(|c| c.to_string());
+        let key = metrics_key(&request.tool, code_text.as_deref(), u64::from(attempts));
+        self.prometheus
+            .observe_call(key, code_text.as_deref(), elapsed);
+        if let Some(path) = &result.full_output_path {
+            // Only a result cut to its budget has one: the stat is off the common path.
+            match std::fs::metadata(path) {
+                Ok(spill) => self.prometheus.spilled(spill.len()),
+                Err(error) => {
+                    tracing::debug!(path = %path.display(), %error, "cannot size a spill file")
+                }
+            }
+        }
         self.metrics.record(
             &request.tool,
             code_text.as_deref(),

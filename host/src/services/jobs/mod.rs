@@ -718,6 +718,15 @@ impl JobRegistry {
         gone.len()
     }
 
+    /// How many jobs are running, of every owner.
+    pub fn running(&self) -> usize {
+        let table = self.table.lock().unwrap();
+        let running = table.order.values();
+        running
+            .filter(|job| job.state() == JobState::Running)
+            .count()
+    }
+
     /// How many jobs the registry holds, running and finished (for tests and stats).
     pub fn len(&self) -> usize {
         self.table.lock().unwrap().order.len()

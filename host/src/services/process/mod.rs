@@ -345,6 +345,12 @@ impl ProcessService {
         }
     }
 
+    /// Containment runs live now, whoever started them (foreground commands, jobs,
+    /// terminals, language servers).
+    pub fn live_runs(&self) -> usize {
+        self.launch.containment.live_runs()
+    }
+
     /// Kills every live run (host shutdown).
     pub fn kill_all(&self) {
         let runs: Vec<Arc<containment::Run>> = self

@@ -400,6 +400,12 @@ impl TerminalService {
         sessions
     }
 
+    /// Live sessions of every owner (exited ones not counted).
+    pub fn live(&self) -> usize {
+        let table = self.table.lock().unwrap();
+        table.sessions.values().filter(|s| s.alive()).count()
+    }
+
     /// Closes every session of `owner`.
     pub fn close_owner(&self, owner: &str) -> usize {
         let sessions: Vec<Arc<Session>> = self

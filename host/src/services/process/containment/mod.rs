@@ -22,7 +22,7 @@ pub mod cgroup;
 pub mod keeper;
 pub mod marks;
 
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use crate::services::process::{ContainmentMode, ProcessConfig};
@@ -52,6 +52,8 @@ struct Inner {
     /// The keeper process (only under the dsh binary).
     _keeper: Option<keeper::Keeper>,
     description: String,
+    /// Runs made and not yet dropped.
+    live: Arc<AtomicUsize>,
 }
 
 #[derive(Debug)]
@@ -75,6 +77,8 @@ pub struct Run {
     /// The run's process group (its leader's pid), once spawned.
     leader: AtomicI32,
     retired: mpsc::Sender<Retired>,
+    /// The host's count of live runs, this one in it until dropped.
+    live: Arc<AtomicUsize>,
 }
 
 #[derive(Debug)]
@@ -177,6 +181,7 @@ impl Containment {
                 retired: Mutex::new(sender),
                 _keeper: keeper,
                 description,
+                live: Arc::default(),
             }),
         })
     }
@@ -192,11 +197,19 @@ impl Containment {
             Mode::Cgroup(tree) => RunKind::Cgroup(Some(tree.take()?)),
             Mode::Marks(marks) => RunKind::Marked(marks.next_mark()),
         };
+        self.inner.live.fetch_add(1, Ordering::Relaxed);
         Ok(Run {
             kind,
             leader: AtomicI32::new(0),
             retired: self.inner.retired.lock().unwrap().clone(),
+            live: self.inner.live.clone(),
         })
+    }
+
+    /// Runs made and not yet ended (each foreground command, job, terminal and
+    /// language server has one).
+    pub fn live_runs(&self) -> usize {
+        self.inner.live.load(Ordering::Relaxed)
     }
 
     /// Kills every run (host shutdown).
@@ -252,6 +265,7 @@ impl Run {
 
 impl Drop for Run {
     fn drop(&mut self) {
+        self.live.fetch_sub(1, Ordering::Relaxed);
         super::signal_group(self.leader.load(Ordering::Relaxed), libc::SIGKILL);
         let retired = match &mut self.kind {
             RunKind::Cgroup(run) => run.take().map(|run| {
