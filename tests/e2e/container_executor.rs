@@ -436,3 +436,57 @@ fn a_language_server_runs_in_a_container_like_a_command() {
         server.status
     );
 }
+
+#[test]
+fn with_network_loopback_a_container_serves_itself_and_still_reaches_nothing_else() {
+    root_only!();
+    let env = Env::new();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    // A server and its client in one run (a test suite's local server), then the host's
+    // listener by its port, which in the run's namespace is nobody's.
+    let script = [
+        "import socket",
+        "server = socket.socket()",
+        "server.bind(('127.0.0.1', 0))",
+        "server.listen(1)",
+        "client = socket.create_connection(server.getsockname(), timeout=5)",
+        "accepted, _ = server.accept()",
+        "client.sendall(b'ping')",
+        "print('own', accepted.recv(4).decode())",
+        "try:",
+        "    socket.create_connection(('127.0.0.1', PORT), timeout=3)",
+        "    print('host=connected')",
+        "except OSError as error:",
+        "    print('host=' + type(error).__name__)",
+    ]
+    .join("\n")
+    .replace("PORT", &port.to_string());
+    let probe = format!(
+        "/usr/bin/python3 - <<'EOF'\n{script}\nEOF\n\
+         if curl -s -m 3 http://127.0.0.1:{port}/ >/dev/null; then echo curl=connected; else echo curl=failed; fi"
+    );
+    let loopback = format!("{CONTAINER}[process.container]\nnetwork = \"loopback\"\n");
+    let out = bash(&env, &loopback, &probe);
+    assert!(
+        out.content
+            .contains("[sandbox: container fs=workspace net=loopback]"),
+        "{out:?}"
+    );
+    assert!(out.content.contains("own ping"), "{out:?}");
+    assert!(
+        out.content.contains("host=ConnectionRefusedError"),
+        "{out:?}"
+    );
+    assert!(out.content.contains("curl=failed"), "{out:?}");
+    assert!(
+        listener.accept().is_err(),
+        "a container reached the host's listener"
+    );
+    // Without the grant the run cannot even listen on its own loopback.
+    let none = bash(&env, CONTAINER, &probe);
+    assert!(none.content.contains(MARKER), "{none:?}");
+    assert!(!none.content.contains("own ping"), "{none:?}");
+    assert!(none.content.contains("PermissionError"), "{none:?}");
+}
