@@ -6,8 +6,10 @@ Covered: a foreground run (its answer and turns, the tools offered, each step's 
 run through the pipeline as the caller and logged with the subagent's id and the call that
 started it); a background run read through `job_output` with `wait_ms` from cursors; a
 guard denying one step (the denial in the transcript, the loop goes on); a tool outside
-`tools` refused; the depth limit; `max_turns`; a client without sampling getting
-`SAMPLING_UNAVAILABLE`; `job_kill` during a long `bash` step killing its process."""
+`tools` refused; the depth limit; `max_turns` and the timeout; a client without sampling
+getting `SAMPLING_UNAVAILABLE`; `job_kill` during a long `bash` step killing its process;
+over HTTP, foreground and background sampling on the calls' streams, and the owner's
+going away killing a running subagent's step."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ from conftest import write_config
 from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from tool_results import expect_error, show, text
 
 pytestmark = pytest.mark.anyio
@@ -258,3 +262,39 @@ async def test_job_kill_during_a_long_bash_step_kills_its_process(dsh_bin, dsh_e
     assert "killed" in status and "job_kill" in status, status
     assert "[turn 1] killed" in transcript, transcript
     assert len(model.requests) == 1
+
+
+async def test_the_timeout_ends_a_subagent_and_its_step(dsh_bin, dsh_env, dsh_dirs, markers, procs):
+    marker = markers()
+    model = Model(use("bash", {"command": f"sleep {marker}", "description": "long"}), answer("too late"))
+    async with Session(serve(dsh_bin, dsh_env, dsh_dirs), model) as session:
+        request = ("subagent", {"prompt": "wait", "timeout_ms": 1500})
+        result = await session.call_tool(*request)
+        message = expect_error(request, result, "TIMEOUT")
+        assert "did not finish within 1500 ms" in message, message
+        await procs.wait_until_gone(marker, 10)
+
+
+async def test_over_http_a_subagent_samples_on_the_call_s_stream_and_its_owner_going_ends_it(
+    start_http_server, markers, procs
+):
+    server = start_http_server("[serve]\nowner_grace_ms = 200\n")
+    marker = markers()
+    model = Model(
+        use("bash", LS), answer("over http"), use("bash", {"command": f"sleep {marker}", "description": "long"})
+    )
+    async with create_mcp_http_client(headers=server.auth_headers) as http:
+        async with streamable_http_client(server.url, http_client=http) as (read, write):
+            async with ClientSession(
+                read, write, sampling_callback=model, sampling_capabilities=SAMPLING_WITH_TOOLS
+            ) as session:
+                await session.initialize()
+                result = await session.call_tool("subagent", {"prompt": "list"})
+                assert not result.is_error and text(result).startswith("over http"), show(None, result)
+                started = await session.call_tool("subagent", {"prompt": "wait", "run_in_background": True})
+                job = text(started).split()[0]
+                read_ = await session.call_tool("job_output", {"id": job, "wait_ms": 10_000})
+                assert "[turn 1] call bash" in text(read_), text(read_)
+                await procs.wait_until_present(marker, 10)
+    # The session is gone: after the grace period its subagent and its step are killed.
+    await procs.wait_until_gone(marker, 10)
