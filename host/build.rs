@@ -43,6 +43,8 @@ fn main() {
     // the SDK they all use (a workspace dependency, so not in their own manifests), and
     // each crate with its path dependencies.
     watch(&root.join("wit"));
+    // The list of what to build (its change alone must rebuild and re-embed).
+    watch(&manifest_dir.join("src/engine/embedded/set.rs"));
     watch(&plugins.join("sdk/Cargo.toml"));
     watch(&plugins.join("sdk/src"));
     watch(&plugins.join("Cargo.toml"));

@@ -1,8 +1,9 @@
 //! The shapes of one call as it passes through the host: who asked ([`CallContext`]),
 //! what they asked for ([`CallRequest`]), who can approve it when a guard asks
 //! ([`Approver`]), what the plugins tell the caller while it runs ([`Notices`]: progress
-//! and log lines) and what came back ([`CallResult`]: content items and structured
-//! output).
+//! and log lines), who can be asked for a model's answer ([`Sampler`]: the MCP client's
+//! sampling, which subagents use; [`SubagentStep`] marks a call a subagent made) and what
+//! came back ([`CallResult`]: content items and structured output).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -31,6 +32,10 @@ pub struct CallContext {
     pub spill_cap: u64,
     /// Where the plugins' progress reports and log lines for the caller go.
     pub notices: Notices,
+    /// The caller's client, when it can be asked for a model's answer during the call.
+    pub sampler: Option<Arc<dyn Sampler>>,
+    /// Set when a subagent made this call: which one, and its depth.
+    pub subagent: Option<SubagentStep>,
 }
 
 impl CallContext {
@@ -51,6 +56,11 @@ pub struct CallRequest {
     pub approver: Option<Arc<dyn Approver>>,
     /// Where progress and log lines of this call go (nowhere by default).
     pub notices: Notices,
+    /// The caller's client, when it can be asked for a model's answer (none by default).
+    pub sampler: Option<Arc<dyn Sampler>>,
+    /// Set when a subagent makes the call: it then runs under the admission slot of the
+    /// call the subagent runs inside, and its events name the subagent.
+    pub subagent: Option<SubagentStep>,
 }
 
 impl CallRequest {
@@ -68,7 +78,107 @@ impl CallRequest {
             scope: scope.into(),
             approver: None,
             notices: Notices::default(),
+            sampler: None,
+            subagent: None,
         }
+    }
+}
+
+/// What marks a call a subagent made.
+#[derive(Debug, Clone)]
+pub struct SubagentStep {
+    /// The subagent's job id (`subagent-N`).
+    pub job: Arc<str>,
+    /// The id of the call that started the subagent.
+    pub started_by: Arc<str>,
+    /// How many subagents deep the call is (1: a subagent started by a model's call).
+    pub depth: u32,
+}
+
+/// Who says what in a sampling conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SampleRole {
+    User,
+    Assistant,
+}
+
+/// One content block of a sampling message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SampleContent {
+    Text(String),
+    /// The model asks for a tool call (assistant messages only).
+    ToolUse {
+        id: String,
+        name: String,
+        input: serde_json::Value,
+    },
+    /// A tool call's result for the model (user messages only).
+    ToolResult {
+        tool_use_id: String,
+        text: String,
+        is_error: bool,
+    },
+}
+
+/// One message of a sampling conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleMessage {
+    pub role: SampleRole,
+    pub content: Vec<SampleContent>,
+}
+
+/// A tool the model may ask for: its manual.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleTool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: serde_json::Value,
+}
+
+/// One sampling request: the conversation so far and the tools on offer.
+#[derive(Debug, Clone)]
+pub struct SampleRequest {
+    pub system: Option<String>,
+    pub messages: Vec<SampleMessage>,
+    pub tools: Vec<SampleTool>,
+    pub max_tokens: u32,
+}
+
+/// The model's answer to one sampling request.
+#[derive(Debug, Clone)]
+pub struct SampleReply {
+    pub content: Vec<SampleContent>,
+    /// `endTurn`, `toolUse`, `maxTokens`, ... as the client says.
+    pub stop_reason: Option<String>,
+    pub model: String,
+}
+
+/// Why a sampling request got no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SampleError {
+    /// The client cannot be asked (it did not declare sampling with tools).
+    #[error("the client cannot be asked: {0}")]
+    Unavailable(String),
+    /// The client answered with an error (its user refused, its model failed), or
+    /// did not answer in time.
+    #[error("the sampling request failed: {0}")]
+    Failed(String),
+}
+
+/// A boxed sampling future.
+pub type SampleFuture<'a> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<SampleReply, SampleError>> + Send + 'a>,
+>;
+
+/// Asks the caller's client for a model's answer: MCP `sampling/createMessage` with tools.
+pub trait Sampler: Send + Sync + std::fmt::Debug {
+    /// Whether the client declared sampling with tools.
+    fn available(&self) -> bool;
+    fn sample<'a>(&'a self, request: &'a SampleRequest) -> SampleFuture<'a>;
+    /// Who answers a guard's `ask` for the calls the model's answers lead to (the same
+    /// client's elicitation); none: an ask is a denial.
+    fn approver(&self) -> Option<Arc<dyn Approver>> {
+        None
     }
 }
 

@@ -59,6 +59,10 @@ macro_rules! for_each_error_code {
             /// is full, the filesystem is read-only, permission is denied. The message
             /// says which (and, for a commit, that nothing was changed).
             IoError = "IO_ERROR", wit;
+            /// The MCP client cannot be asked for a model's answer: it did not declare
+            /// sampling with tools (`sampling.tools`), or the call has no client to ask
+            /// (`dsh call`). Nothing ran.
+            SamplingUnavailable = "SAMPLING_UNAVAILABLE", wit;
             /// The host is at its concurrency limit and its admission queue is full: the
             /// call never started; the same call may work a little later. Plugins never
             /// see it (it is given before any plugin runs).

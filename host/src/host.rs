@@ -14,6 +14,53 @@ use crate::registry::{Refusal, Registry};
 use crate::services::Services;
 use crate::session::{prepare_state_dir, Session, StateDirError};
 
+/// The pipeline as the subagents see it ([`crate::services::subagent::ToolRunner`]):
+/// weak, since the pipeline holds the services that hold the subagents.
+struct PipelineRunner(std::sync::Weak<Pipeline>);
+
+impl crate::services::subagent::ToolRunner for PipelineRunner {
+    fn tools(&self, scope: &str) -> Vec<crate::call::SampleTool> {
+        let Some(pipeline) = self.0.upgrade() else {
+            return Vec::new();
+        };
+        let Ok(scope) = pipeline.registry.scope(scope) else {
+            return Vec::new();
+        };
+        pipeline
+            .registry
+            .schemas(&scope)
+            .into_iter()
+            .map(|spec| crate::call::SampleTool {
+                name: spec.name,
+                description: spec.description,
+                input_schema: spec.input_schema,
+            })
+            .collect()
+    }
+
+    fn call<'a>(
+        &'a self,
+        request: crate::call::CallRequest,
+        cancel: &'a tokio_util::sync::CancellationToken,
+    ) -> crate::services::subagent::CallFuture<'a> {
+        Box::pin(async move {
+            match self.0.upgrade() {
+                Some(pipeline) => pipeline.call(request, cancel).await,
+                None => crate::call::CallResult::failed(crate::error::ToolError::new(
+                    crate::error::ErrorCode::Cancelled,
+                    "the host is shutting down",
+                )),
+            }
+        })
+    }
+
+    fn event(&self, event: &str, fields: serde_json::Value) {
+        if let Some(pipeline) = self.0.upgrade() {
+            pipeline.session.events.write(event, fields);
+        }
+    }
+}
+
 /// Why a host could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -114,6 +161,9 @@ impl Host {
             Arc::new(session),
             config.clone(),
         ));
+        services
+            .subagent
+            .set_runner(Arc::new(PipelineRunner(Arc::downgrade(&pipeline))));
         Ok(Host {
             config,
             pipeline,

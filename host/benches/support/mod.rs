@@ -92,5 +92,7 @@ pub fn bench_context(scratch: &std::path::Path, tool: &str) -> dsh::call::CallCo
         output_budget: 30_000,
         spill_cap: dsh::output::DEFAULT_SPILL_CAP,
         notices: Default::default(),
+        sampler: None,
+        subagent: None,
     }
 }

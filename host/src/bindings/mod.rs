@@ -11,7 +11,8 @@
 
 pub mod v0_1_0;
 
-// Every tool world (`tool`, `tool-process`, `tool-terminal`, `tool-lsp`, `tool-files`) through
+// Every tool world (`tool`, `tool-process`, `tool-terminal`, `tool-lsp`, `tool-files`,
+// `tool-subagent`) through
 // one binding of their union: the exports are the same, and a component importing a subset
 // links.
 wasmtime::component::bindgen!({
@@ -24,6 +25,7 @@ wasmtime::component::bindgen!({
             import dsh:plugin/terminal@0.2.0;
             import dsh:plugin/lsp@0.2.0;
             import dsh:plugin/files@0.2.0;
+            import dsh:plugin/subagent@0.2.0;
         }
     ",
     world: "tool",

@@ -140,6 +140,9 @@ impl From<HostCode> for old::types::ErrorCode {
             // is a call to do again differently, a refused write the host's trouble.
             HostCode::StaleFile => O::InvalidArguments,
             HostCode::IoError => O::Internal,
+            // Came with 0.2.0's `subagent` interface, which no 0.1.0 plugin imports: a
+            // 0.1.0 filter sees it in a subagent's outcome as a limit of the host's.
+            HostCode::SamplingUnavailable => O::LimitExceeded,
             // Given after the filters: no plugin sees it.
             HostCode::InvalidOutput | HostCode::Internal => O::Internal,
         }

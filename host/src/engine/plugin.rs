@@ -433,6 +433,8 @@ impl Plugin {
             output_budget: 0,
             spill_cap: 0,
             notices: Default::default(),
+            sampler: None,
+            subagent: None,
         };
         let mut store = self.store(runtime, context);
         let guest_cpu = store.data().guest_cpu.clone();

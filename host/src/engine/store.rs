@@ -232,6 +232,8 @@ impl CallState {
             output_budget: 0,
             spill_cap: 0,
             notices: Default::default(),
+            sampler: None,
+            subagent: None,
         };
         CallState {
             warming: true,

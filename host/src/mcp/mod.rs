@@ -27,6 +27,7 @@ pub mod framing;
 pub mod http;
 mod logging;
 mod resources;
+mod sampling;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -537,6 +538,13 @@ impl ServerHandler for McpConnection {
                 timeout: approval_timeout,
             })),
             notices,
+            sampler: Some(Arc::new(sampling::McpSampler::new(
+                context.peer.clone(),
+                context.id.clone(),
+                Duration::from_millis(self.server.host.config.subagent.sampling_timeout_ms),
+                approval_timeout,
+            ))),
+            subagent: None,
         };
         // Cancelled by `notifications/cancelled` for this request, or when the
         // connection's input ends.

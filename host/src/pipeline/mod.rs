@@ -15,7 +15,8 @@
 //! admitted ([`admission`]: it may wait its turn, or get `BUSY`), the tool is resolved in
 //! the caller's scope, the arguments are validated against its schema and its path
 //! arguments normalized ([`paths`]: `src/../x` is `x` from the gate on). The call holds
-//! its admission slot through stage 4. A guard's rewrite (stage 2) replaces the
+//! its admission slot through stage 4 (a subagent's call runs under the slot of the
+//! call it runs inside, see [`crate::call::SubagentStep`]). A guard's rewrite (stage 2) replaces the
 //! arguments for the rest of the call, after the gate has checked them again. After the
 //! filters, a tool's structured output is checked against its output schema
 //! ([`crate::registry::RegisteredTool::check_output`]).
@@ -55,6 +56,12 @@ struct CallEvent<'a> {
     scope: &'a str,
     tool: &'a str,
     args: &'a serde_json::Value,
+    /// The subagent that made the call (`subagent-N`), when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    subagent: Option<&'a str>,
+    /// The call that started that subagent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    started_by: Option<&'a str>,
 }
 
 /// The configured parts of the pipeline, built from one version of `dsh.toml`. A call
@@ -173,6 +180,8 @@ impl Pipeline {
                 scope: &request.scope,
                 tool: &request.tool,
                 args: &request.args,
+                subagent: request.subagent.as_ref().map(|step| &*step.job),
+                started_by: request.subagent.as_ref().map(|step| &*step.started_by),
             },
         ) {
             tracing::error!(%error, call_id = %call_id, tool = %request.tool, "refusing a call: its tool/call event cannot be written");
@@ -194,9 +203,16 @@ impl Pipeline {
         };
         let admitted = async {
             let waiting = Instant::now();
-            let _slot = match self.admission.admit(&request.owner, limits).await {
-                Ok(slot) => slot,
-                Err(busy) => return Outcome::from(busy),
+            // A subagent's call runs under the slot of the call the subagent runs inside
+            // (the `subagent` call, or the `job_output` that waits on it), which waits
+            // for it: queueing it behind that slot could wait for ever when every slot
+            // holds such a parent. A subagent makes one call at a time.
+            let _slot = match &request.subagent {
+                Some(_) => None,
+                None => match self.admission.admit(&request.owner, limits).await {
+                    Ok(slot) => Some(slot),
+                    Err(busy) => return Outcome::from(busy),
+                },
             };
             self.runtime
                 .metrics
@@ -273,6 +289,8 @@ impl Pipeline {
                 .unwrap_or(config.limits.output_budget_bytes),
             spill_cap: config.limits.max_spill_bytes,
             notices: request.notices.clone(),
+            sampler: request.sampler.clone(),
+            subagent: request.subagent.clone(),
         };
         let metrics = &self.runtime.metrics;
         let stage = Instant::now();

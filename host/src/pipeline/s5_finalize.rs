@@ -104,6 +104,8 @@ mod tests {
             output_budget: 100,
             spill_cap: crate::output::DEFAULT_SPILL_CAP,
             notices: Notices::default(),
+            sampler: None,
+            subagent: None,
         }
     }
 

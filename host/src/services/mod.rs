@@ -19,6 +19,7 @@ pub mod lsp;
 pub mod process;
 pub mod progress;
 pub mod resource_changes;
+pub mod subagent;
 pub mod terminal;
 pub mod wit;
 
@@ -46,6 +47,7 @@ macro_rules! for_each_capability {
             progress: progress::ProgressCapability,
             lsp: Arc<lsp::LspService>,
             files: Arc<files::FileService>,
+            subagent: Arc<subagent::SubagentService>,
         }
     };
 }

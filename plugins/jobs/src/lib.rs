@@ -88,7 +88,11 @@ impl Tools for Jobs {
 
 fn state_line(info: &JobInfo) -> String {
     match info.state {
-        JobState::Running => "running".to_string(),
+        JobState::Running => match &info.reason {
+            // What it is doing, when its producer says (a subagent's turn and wait).
+            Some(note) => format!("running ({note})"),
+            None => "running".to_string(),
+        },
         JobState::Exited => format!("exited with code {}", info.exit_code.unwrap_or(-1)),
         JobState::Killed => {
             let mut line = format!("killed by signal {}", info.signal.unwrap_or(0));

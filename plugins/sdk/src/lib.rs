@@ -11,13 +11,14 @@
 //!   (`filter`): the contract's own traits.
 //! - [`export!`] names the world the plugin targets and exports it:
 //!   `export!(tool: T)`, `export!(tool_process: T)`, `export!(tool_terminal: T)`,
-//!   `export!(tool_lsp: T)`, `export!(tool_files: T)`, `export!(guard: T)` or
+//!   `export!(tool_lsp: T)`, `export!(tool_files: T)`, `export!(tool_subagent: T)`,
+//!   `export!(guard: T)` or
 //!   `export!(result_filter: T)`.
 //! - Results: [`text`], [`content`], [`structured`], [`failure`], and `?` on a host
 //!   call (its [`ToolError`] becomes the failed result).
 //!
 //! Each world has its module here ([`tool`], [`tool_process`], [`tool_terminal`],
-//! [`tool_lsp`], [`tool_files`], [`guard`], [`result_filter`]) holding the host
+//! [`tool_lsp`], [`tool_files`], [`tool_subagent`], [`guard`], [`result_filter`]) holding the host
 //! interfaces that world imports (`tool_process::process`, `tool_terminal::terminal`,
 //! `tool_files::files`, ...). The bindings are generated once per world with
 //! wit-bindgen's `pub_export_macro`: the world's exports
@@ -137,6 +138,14 @@ pub mod tool_files {
     pub use crate::tool::{log, progress};
 }
 
+/// The `tool-subagent` world: `tool`'s imports plus `subagent` (the host's loop that
+/// asks the client's model, with the caller's tools).
+pub mod tool_subagent {
+    bindings!(tool world "tool-subagent");
+    pub use self::dsh::plugin::subagent;
+    pub use crate::tool::{log, progress};
+}
+
 /// The `guard` world: imports `log`; exports `check`.
 pub mod guard {
     bindings!("guard");
@@ -150,7 +159,7 @@ pub mod result_filter {
 }
 
 /// Exports `$ty` as the plugin of a world: `tool`, `tool_process`, `tool_terminal`,
-/// `tool_lsp` or `tool_files` for a type implementing [`Tools`], `guard` for a [`Guard`],
+/// `tool_lsp`, `tool_files` or `tool_subagent` for a type implementing [`Tools`], `guard` for a [`Guard`],
 /// `result_filter` for a [`Filter`]. Invoke it once, at the plugin crate's root.
 #[macro_export]
 macro_rules! export {
@@ -168,6 +177,9 @@ macro_rules! export {
     };
     (tool_files: $ty:ident) => {
         $crate::__export_tools!(tool_files, __export_tool_files_impl, $ty);
+    };
+    (tool_subagent: $ty:ident) => {
+        $crate::__export_tools!(tool_subagent, __export_tool_subagent_impl, $ty);
     };
     (guard: $ty:ident) => {
         $crate::__export_guard_impl!($ty with_types_in $crate::guard);

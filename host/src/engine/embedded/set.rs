@@ -60,6 +60,12 @@ pub const EMBEDDED: &[EmbeddedPlugin] = &[
         interfaces: &["files"],
     },
     EmbeddedPlugin {
+        name: "subagent",
+        dir: "subagent",
+        kind: Kind::Tool,
+        interfaces: &["subagent"],
+    },
+    EmbeddedPlugin {
         name: "deny_destructive",
         dir: "guards/deny_destructive",
         kind: Kind::Stage,

@@ -26,6 +26,12 @@
 //! Access is by owner: an id of another owner (retired or not) is `NOT_FOUND`, word for
 //! word the same as an id that never existed.
 //!
+//! A producer that asks its owner's client for a model's answer (a subagent) does so
+//! only through the owner's reads that wait on it: a `job_output` with a wait lends the
+//! job its call's client ([`Job::borrow_client`]) for the wait, and does not return
+//! while a request it lent is out. A running job may carry a note its producer sets
+//! (`waiting for job_output`, its turns), shown with its state.
+//!
 //! A job reports its new output and its end, and the registry the jobs it makes and
 //! retires, to the owner's [`ResourceChanges`] channel (the terminal sessions report to
 //! the same channels).
@@ -45,6 +51,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::Notify;
 
+use crate::call::Sampler;
 use crate::error::{ErrorCode, ToolError};
 use crate::services::resource_changes::{OwnerChanges, ResourceChange, ResourceChanges};
 pub use config::JobsConfig;
@@ -79,6 +86,8 @@ pub struct JobInfo {
     pub command: String,
     pub started_at: SystemTime,
     pub runtime: Duration,
+    /// What a running job is doing, when its producer says.
+    pub note: Option<String>,
 }
 
 /// A read of a job's output.
@@ -155,9 +164,135 @@ pub struct Job {
     pub cancel: tokio_util::sync::CancellationToken,
     tail_bytes: usize,
     max_output_bytes: u64,
+    /// What it is doing, when its producer says (shown while it runs).
+    note: Mutex<Option<String>>,
+    /// The clients the owner's waiting reads lend it (used only by a producer that
+    /// borrows them).
+    lenders: Mutex<Vec<Lender>>,
+    lenders_changed: Notify,
+    next_lender: std::sync::atomic::AtomicU64,
+    borrows_clients: std::sync::atomic::AtomicBool,
+}
+
+/// A client lent to a job by a read waiting on it.
+struct Lender {
+    id: u64,
+    sampler: Arc<dyn Sampler>,
+    /// Lent out: a request of the producer's is on it now.
+    busy: bool,
+}
+
+/// A client a job's producer borrowed from a waiting read: returned when dropped.
+pub struct BorrowedClient {
+    job: Arc<Job>,
+    id: u64,
+    pub sampler: Arc<dyn Sampler>,
+}
+
+impl Drop for BorrowedClient {
+    fn drop(&mut self) {
+        if let Some(lender) = self
+            .job
+            .lenders
+            .lock()
+            .unwrap()
+            .iter_mut()
+            .find(|l| l.id == self.id)
+        {
+            lender.busy = false;
+        }
+        self.job.lenders_changed.notify_waiters();
+    }
+}
+
+/// A read's loan of its client to a job, taken back when dropped.
+struct Loan {
+    job: Arc<Job>,
+    id: u64,
+}
+
+impl Loan {
+    /// Waits until no request of the producer's is on this loan.
+    async fn returned(&self) {
+        loop {
+            let changed = self.job.lenders_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let busy = self
+                .job
+                .lenders
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|l| l.id == self.id && l.busy);
+            if !busy {
+                return;
+            }
+            changed.await;
+        }
+    }
+}
+
+impl Drop for Loan {
+    fn drop(&mut self) {
+        self.job.lenders.lock().unwrap().retain(|l| l.id != self.id);
+        self.job.lenders_changed.notify_waiters();
+    }
 }
 
 impl Job {
+    /// Says what the running job is doing (`None`: nothing to say).
+    pub fn set_note(&self, note: Option<String>) {
+        *self.note.lock().unwrap() = note;
+        self.changes.report(ResourceChange::Listed);
+    }
+
+    /// Marks the job as one whose producer borrows its owner's client: the owner's
+    /// waiting reads lend it theirs.
+    pub fn borrows_clients(&self) {
+        self.borrows_clients
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Waits for a client lent by one of the owner's waiting reads and borrows it; the
+    /// read does not return before it is given back (dropped).
+    pub async fn borrow_client(self: &Arc<Self>) -> BorrowedClient {
+        loop {
+            let changed = self.lenders_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            {
+                let mut lenders = self.lenders.lock().unwrap();
+                if let Some(lender) = lenders.iter_mut().rev().find(|l| !l.busy) {
+                    lender.busy = true;
+                    return BorrowedClient {
+                        job: self.clone(),
+                        id: lender.id,
+                        sampler: lender.sampler.clone(),
+                    };
+                }
+            }
+            changed.await;
+        }
+    }
+
+    /// Lends `sampler` to the job until the loan is dropped.
+    fn lend(self: &Arc<Self>, sampler: Arc<dyn Sampler>) -> Loan {
+        let id = self
+            .next_lender
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.lenders.lock().unwrap().push(Lender {
+            id,
+            sampler,
+            busy: false,
+        });
+        self.lenders_changed.notify_waiters();
+        Loan {
+            job: self.clone(),
+            id,
+        }
+    }
+
     /// How the producer signals what the job runs.
     pub fn set_signaller(&self, signaller: Arc<dyn JobSignal>) {
         *self.signaller.lock().unwrap() = Some(signaller);
@@ -266,6 +401,10 @@ impl Job {
             command: self.command.clone(),
             started_at: self.started_at,
             runtime,
+            note: match status.state {
+                JobState::Running => self.note.lock().unwrap().clone(),
+                _ => None,
+            },
         }
     }
 
@@ -577,6 +716,11 @@ impl JobRegistry {
             cancel: tokio_util::sync::CancellationToken::new(),
             tail_bytes: self.config.tail_bytes.max(1),
             max_output_bytes: self.config.max_output_bytes,
+            note: Mutex::new(None),
+            lenders: Mutex::new(Vec::new()),
+            lenders_changed: Notify::new(),
+            next_lender: std::sync::atomic::AtomicU64::new(0),
+            borrows_clients: std::sync::atomic::AtomicBool::new(false),
         });
         table.sequence += 1;
         let sequence = table.sequence;
@@ -638,13 +782,40 @@ impl JobRegistry {
         max_bytes: u64,
         wait: Duration,
     ) -> Result<OutputRead, ToolError> {
+        self.output_lending(owner, id, since, max_bytes, wait, None)
+            .await
+    }
+
+    /// [`JobRegistry::output`], lending the job `client` while it waits when its
+    /// producer borrows clients; it then returns only once a request on it is answered.
+    pub async fn output_lending(
+        &self,
+        owner: &str,
+        id: &str,
+        since: u64,
+        max_bytes: u64,
+        wait: Duration,
+        client: Option<Arc<dyn Sampler>>,
+    ) -> Result<OutputRead, ToolError> {
         let job = self.get(owner, id)?;
         if !wait.is_zero() {
+            let borrows = job
+                .borrows_clients
+                .load(std::sync::atomic::Ordering::Acquire);
+            let loan = match client {
+                Some(client) if borrows && job.state() == JobState::Running => {
+                    Some(job.lend(client))
+                }
+                _ => None,
+            };
             job.wait_for_news(
                 since,
                 wait.min(Duration::from_millis(self.config.max_wait_ms)),
             )
             .await;
+            if let Some(loan) = loan {
+                loan.returned().await;
+            }
         }
         let (bytes, omitted_bytes, next_cursor) = job.read(since, max_bytes)?;
         let spill_failed = job.spill_failed();

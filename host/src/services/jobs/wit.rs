@@ -1,5 +1,7 @@
 //! The `dsh:plugin/jobs` binding: the caller's owner (from the call context, never from
-//! the plugin) scopes every list, read and kill.
+//! the plugin) scopes every list, read and kill. A read that waits lends the job its
+//! call's client (a background subagent asks the model through it); a running job's
+//! note is its `reason`.
 
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
@@ -20,7 +22,7 @@ const DEFAULT_MAX_BYTES: u64 = 30_000;
 
 fn to_wit(info: JobInfo) -> WitJobInfo {
     let (state, exit_code, signal, reason) = match info.state {
-        JobState::Running => (WitJobState::Running, None, None, None),
+        JobState::Running => (WitJobState::Running, None, None, info.note),
         JobState::Exited { code } => (WitJobState::Exited, Some(code), None, None),
         JobState::Killed { signal, reason } => (WitJobState::Killed, None, Some(signal), reason),
         JobState::Failed { reason } => (WitJobState::Failed, None, None, Some(reason)),
@@ -63,7 +65,7 @@ impl Host for CallCtx<'_> {
         let read = self
             .services
             .jobs
-            .output(
+            .output_lending(
                 &self.call.owner,
                 &request.id,
                 request.since.unwrap_or(0),
@@ -73,6 +75,7 @@ impl Host for CallCtx<'_> {
                     .unwrap_or(DEFAULT_MAX_BYTES)
                     .max(1),
                 Duration::from_millis(request.wait_ms.unwrap_or(0).into()),
+                self.call.sampler.clone(),
             )
             .await;
         *self.host_time += started.elapsed();

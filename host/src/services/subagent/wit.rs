@@ -1,0 +1,48 @@
+//! The `dsh:plugin/subagent` binding: a run or a start for the calling owner, in the
+//! caller's scope, with the caller's client.
+
+use std::time::Instant;
+
+use wasmtime::component::Linker;
+
+use crate::bindings::dsh::plugin::subagent::{
+    self as interface, Host, SubagentAnswer, SubagentRequest,
+};
+use crate::bindings::dsh::plugin::types::ToolError as WitToolError;
+use crate::services::wit::HasCall;
+use crate::services::{CallCtx, CallView};
+
+use super::Task;
+
+/// Adds `dsh:plugin/subagent` to `linker`.
+pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    interface::add_to_linker::<T, HasCall>(linker, T::call_ctx)
+}
+
+fn task(request: SubagentRequest) -> Task {
+    Task {
+        prompt: request.prompt,
+        tools: request.tools,
+        max_turns: request.max_turns,
+        timeout_ms: request.timeout_ms.map(u64::from),
+    }
+}
+
+impl Host for CallCtx<'_> {
+    async fn run(&mut self, request: SubagentRequest) -> Result<SubagentAnswer, WitToolError> {
+        let started = Instant::now();
+        let service = self.services.subagent.clone();
+        let answer = service.run(self.call, task(request)).await;
+        *self.host_time += started.elapsed();
+        let answer = answer?;
+        Ok(SubagentAnswer {
+            id: answer.id,
+            answer: answer.answer,
+            turns: answer.turns,
+        })
+    }
+
+    async fn start(&mut self, request: SubagentRequest) -> Result<String, WitToolError> {
+        Ok(self.services.subagent.start(self.call, task(request))?)
+    }
+}
