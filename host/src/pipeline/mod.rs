@@ -210,13 +210,15 @@ impl Pipeline {
             let _slot = match &request.subagent {
                 Some(_) => None,
                 None => match self.admission.admit(&request.owner, limits).await {
-                    Ok(slot) => Some(slot),
+                    Ok(slot) => {
+                        self.runtime
+                            .metrics
+                            .observe_admission_wait(waiting.elapsed());
+                        Some(slot)
+                    }
                     Err(busy) => return Outcome::from(busy),
                 },
             };
-            self.runtime
-                .metrics
-                .observe_admission_wait(waiting.elapsed());
             self.run(&configured, &request, call_id.clone()).await
         };
         let outcome = tokio::select! {
