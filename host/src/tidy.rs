@@ -318,23 +318,31 @@ fn spawn_violations(source: &str) -> Vec<&'static str> {
         .collect()
 }
 
-#[test]
-fn only_the_launcher_starts_processes() {
+/// The files under `host/src` (but `exempt` ones and this one) whose source `breaks`
+/// a rule, each as `FILE: what breaks it`.
+fn host_files_breaking(exempt: &[&str], breaks: impl Fn(&str) -> Option<String>) -> Vec<String> {
     let src = repository().join("host/src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
-    let broken: Vec<String> = files
+    files
         .iter()
         .filter_map(|path| {
             let relative = path.strip_prefix(&src).ok()?.to_string_lossy().to_string();
-            if SPAWNERS.contains(&relative.as_str()) || relative == "tidy.rs" {
+            if exempt.contains(&relative.as_str()) || relative == "tidy.rs" {
                 return None;
             }
             let source = std::fs::read_to_string(path).ok()?;
-            let named = spawn_violations(&source);
-            (!named.is_empty()).then(|| format!("{relative}: names {named:?}"))
+            breaks(&source).map(|what| format!("{relative}: {what}"))
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn only_the_launcher_starts_processes() {
+    let broken = host_files_breaking(SPAWNERS, |source| {
+        let named = spawn_violations(source);
+        (!named.is_empty()).then(|| format!("names {named:?}"))
+    });
     assert!(
         broken.is_empty(),
         "only the launcher (services/process/launcher.rs) starts processes: go through \
@@ -352,27 +360,15 @@ const EXECUTOR_CHOOSERS: &[&str] = &[
 
 #[test]
 fn the_executor_is_chosen_in_one_place() {
-    let src = repository().join("host/src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let broken: Vec<String> = files
-        .iter()
-        .filter_map(|path| {
-            let relative = path.strip_prefix(&src).ok()?.to_string_lossy().to_string();
-            if EXECUTOR_CHOOSERS.contains(&relative.as_str()) || relative == "tidy.rs" {
-                return None;
-            }
-            let source = std::fs::read_to_string(path).ok()?;
-            source
-                .lines()
-                .any(|line| line.contains("executor_for(") && !line.trim_start().starts_with("//"))
-                .then_some(relative)
-        })
-        .collect();
+    let broken = host_files_breaking(EXECUTOR_CHOOSERS, |source| {
+        code_only(source)
+            .contains("executor_for(")
+            .then(|| "calls `executor_for`".to_string())
+    });
     assert!(
         broken.is_empty(),
         "the executor of a call is chosen in one place, `CallCtx::executor` \
-         (services/mod.rs): use it instead of `executor_for` in {broken:?}"
+         (services/mod.rs): use it instead of `executor_for` in {broken:#?}"
     );
 }
 
