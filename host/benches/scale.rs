@@ -249,6 +249,16 @@ fn keeper_of(dsh: u32) -> Option<u32> {
     })
 }
 
+/// The server, killed and reaped when dropped.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 struct Row {
     owners: usize,
     host_rss_kib: u64,
@@ -371,7 +381,7 @@ fn main() {
         .status()
         .expect("dsh tools");
     assert!(warmed.success());
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
         .arg("--state-dir")
         .arg(scratch.path().join("state"))
         .arg("--config")
@@ -384,7 +394,10 @@ fn main() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("start dsh serve --http");
-    let dsh = child.id();
+    // Killed however the bench ends (a failed call panics): its terminals and jobs go
+    // with it.
+    let child = KilledOnDrop(child);
+    let dsh = child.0.id();
     let deadline = Instant::now() + Duration::from_secs(60);
     while TcpStream::connect(&addr).is_err() {
         assert!(Instant::now() < deadline, "dsh serve --http did not listen");
@@ -435,8 +448,7 @@ fn main() {
         eprintln!("{n} owners ready in {:.1} s", opened.as_secs_f64());
         owners = Arc::try_unwrap(shared).ok().expect("load threads ended");
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
 
     println!(
         "one dsh serve --http, N owners each with a terminal and a ticking job; {CALLS} calls per tool at each N, {CONCURRENCY} at once:"
