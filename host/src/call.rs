@@ -153,28 +153,68 @@ pub struct SampleReply {
     pub model: String,
 }
 
-/// Why a sampling request got no answer.
+/// Why a request to the client (sampling, elicitation) got no answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SampleError {
-    /// The client cannot be asked (it did not declare sampling with tools).
+    /// The client cannot be asked (it did not declare the capability).
     #[error("the client cannot be asked: {0}")]
     Unavailable(String),
-    /// The client answered with an error (its user refused, its model failed), or
-    /// did not answer in time.
-    #[error("the sampling request failed: {0}")]
+    /// The client answered with an error (its user refused, its model failed).
+    #[error("the request failed: {0}")]
     Failed(String),
+    /// The client did not answer in time.
+    #[error("the client did not answer in time: {0}")]
+    TimedOut(String),
+    /// The request is not one the client can be sent (an elicitation schema MCP does
+    /// not allow).
+    #[error("the request is not valid: {0}")]
+    Invalid(String),
 }
+
+/// What the client's user did with an elicitation form.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ElicitReply {
+    /// Submitted it: the answer, a JSON object.
+    Accept(serde_json::Value),
+    Decline,
+    Cancel,
+}
+
+/// A boxed elicitation future.
+pub type ElicitFuture<'a> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<ElicitReply, SampleError>> + Send + 'a>,
+>;
 
 /// A boxed sampling future.
 pub type SampleFuture<'a> = std::pin::Pin<
     Box<dyn std::future::Future<Output = Result<SampleReply, SampleError>> + Send + 'a>,
 >;
 
-/// Asks the caller's client for a model's answer: MCP `sampling/createMessage` with tools.
+/// Asks the caller's client: its model (MCP `sampling/createMessage`, with tools for the
+/// subagents, without for a plugin's `sampling`) or its user (`elicitation/create`, for a
+/// plugin's `elicitation`).
 pub trait Sampler: Send + Sync + std::fmt::Debug {
     /// Whether the client declared sampling with tools.
     fn available(&self) -> bool;
+    /// Whether the client declared sampling (with tools or not).
+    fn can_sample(&self) -> bool {
+        self.available()
+    }
+    /// Asks the model. A request with tools needs [`Sampler::available`], one without
+    /// [`Sampler::can_sample`].
     fn sample<'a>(&'a self, request: &'a SampleRequest) -> SampleFuture<'a>;
+    /// Whether the client declared elicitation in form mode.
+    fn can_elicit(&self) -> bool {
+        false
+    }
+    /// Asks the user to fill in a form for `schema` (a flat object schema).
+    fn elicit<'a>(&'a self, _message: &'a str, _schema: &'a serde_json::Value) -> ElicitFuture<'a> {
+        Box::pin(async {
+            Err(SampleError::Unavailable(
+                "this client cannot be asked for input".into(),
+            ))
+        })
+    }
     /// Who answers a guard's `ask` for the calls the model's answers lead to (the same
     /// client's elicitation); none: an ask is a denial.
     fn approver(&self) -> Option<Arc<dyn Approver>> {

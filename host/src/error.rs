@@ -61,8 +61,13 @@ macro_rules! for_each_error_code {
             IoError = "IO_ERROR", wit;
             /// The MCP client cannot be asked for a model's answer: it did not declare
             /// sampling with tools (`sampling.tools`), or the call has no client to ask
-            /// (`dsh call`). Nothing ran.
+            /// (`dsh call`); for a plugin's plain request, it did not declare sampling.
+            /// Nothing ran.
             SamplingUnavailable = "SAMPLING_UNAVAILABLE", wit;
+            /// The MCP client cannot be asked for its user's input: it did not declare
+            /// elicitation (form mode), or the call has no client to ask. Nothing was
+            /// sent.
+            ElicitationUnavailable = "ELICITATION_UNAVAILABLE", wit;
             /// The host is at its concurrency limit and its admission queue is full: the
             /// call never started; the same call may work a little later. Plugins never
             /// see it (it is given before any plugin runs).

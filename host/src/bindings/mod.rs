@@ -12,7 +12,7 @@
 pub mod v0_1_0;
 
 // Every tool world (`tool`, `tool-process`, `tool-terminal`, `tool-lsp`, `tool-files`,
-// `tool-subagent`) through
+// `tool-subagent`, `tool-client`) through
 // one binding of their union: the exports are the same, and a component importing a subset
 // links.
 wasmtime::component::bindgen!({
@@ -26,6 +26,8 @@ wasmtime::component::bindgen!({
             import dsh:plugin/lsp@0.2.0;
             import dsh:plugin/files@0.2.0;
             import dsh:plugin/subagent@0.2.0;
+            import dsh:plugin/sampling@0.2.0;
+            import dsh:plugin/elicitation@0.2.0;
         }
     ",
     world: "tool",

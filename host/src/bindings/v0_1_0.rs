@@ -143,6 +143,8 @@ impl From<HostCode> for old::types::ErrorCode {
             // Came with 0.2.0's `subagent` interface, which no 0.1.0 plugin imports: a
             // 0.1.0 filter sees it in a subagent's outcome as a limit of the host's.
             HostCode::SamplingUnavailable => O::LimitExceeded,
+            // Came with 0.2.0's `elicitation` interface: the same.
+            HostCode::ElicitationUnavailable => O::LimitExceeded,
             // Given after the filters: no plugin sees it.
             HostCode::InvalidOutput | HostCode::Internal => O::Internal,
         }

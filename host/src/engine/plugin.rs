@@ -78,6 +78,36 @@ pub enum LoadError {
     Grant(#[from] GrantError),
 }
 
+/// The interfaces that ask the caller's client (its model, its user): a tool's only.
+const CLIENT_ASKS: &[&str] = &["sampling", "elicitation"];
+
+/// Refuses a guard or a result filter granted an interface that asks the caller's client:
+/// it runs on every call before (or after) the tool, so it would put a question to the
+/// client's model or user each time, and a guard's decision must not be the client's
+/// model's.
+fn refuse_client_asks(name: &str, kind: PluginKind, granted: &[String]) -> Result<(), LoadError> {
+    if kind == PluginKind::Tool {
+        return Ok(());
+    }
+    let asks: Vec<String> = granted
+        .iter()
+        .filter(|interface| CLIENT_ASKS.contains(&interface.as_str()))
+        .map(|interface| format!("`{interface}`"))
+        .collect();
+    if asks.is_empty() {
+        return Ok(());
+    }
+    let what = match kind {
+        PluginKind::Guard => "a guard",
+        _ => "a result filter",
+    };
+    Err(LoadError::NotGranted(format!(
+        "it is {what} and is granted {}: only a tool plugin may ask the caller's client (its model or its user); {what} runs on every call and decides on its own. Take {} out of [plugins.{name}] interfaces in dsh.toml",
+        asks.join(" and "),
+        if asks.len() == 1 { "it" } else { "them" },
+    )))
+}
+
 /// A tool's manual as a plugin declared it.
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
@@ -381,6 +411,7 @@ impl Plugin {
                 }
             }
         };
+        refuse_client_asks(name, kind_of(&pre), &grants.view.interfaces)?;
         let settings_json = serde_json::to_string(&config.settings).unwrap_or_else(|_| "{}".into());
         let default_cpu_ms = match kind_of(&pre) {
             PluginKind::Tool => DEFAULT_CPU_MS,

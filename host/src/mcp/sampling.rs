@@ -1,12 +1,15 @@
-//! Sampling: the MCP client's model asked for an answer (`sampling/createMessage` with
-//! `tools`, protocol 2025-11-25), for the subagents ([`crate::services::subagent`]).
+//! Asking the MCP client of a call: its model (`sampling/createMessage`, with `tools`
+//! (protocol 2025-11-25) for the subagents ([`crate::services::subagent`]), without for a
+//! plugin's `dsh:plugin/sampling`) and its user (`elicitation/create` in form mode, for a
+//! plugin's `dsh:plugin/elicitation`).
 //!
-//! A client can be asked only when it declared `sampling.tools` in its capabilities.
-//! Each request is marked with the client request it is sent for (a `tools/call` in
-//! flight: the foreground `subagent` call, or a `job_output` waiting on a background
-//! subagent), so over streamable HTTP it goes on that request's response stream, which
-//! the client is reading, not on the standalone GET stream it may never open. A request
-//! given up (the subagent was killed) is cancelled with `notifications/cancelled`.
+//! A client is asked only for what it declared: `sampling.tools` for a request with
+//! tools, `sampling` for one without, `elicitation` (form) for a form. Each request is
+//! marked with the client request it is sent for (a `tools/call` in flight: the call
+//! itself, or a `job_output` waiting on a background subagent), so over streamable HTTP
+//! it goes on that request's response stream, which the client is reading, not on the
+//! standalone GET stream it may never open. A request given up (the subagent was
+//! killed, the call cancelled) is cancelled with `notifications/cancelled`.
 
 #![allow(deprecated)] // sampling: see `logging` (deprecated by rmcp after SEP-2577, current in every version dsh speaks)
 
@@ -15,15 +18,16 @@ use std::time::Duration;
 
 use rmcp::model::{
     CancelledNotificationParam, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
-    RequestId, ServerRequest,
+    ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema, RequestId,
+    ServerRequest,
 };
-use rmcp::service::{OriginatingRequestId, PeerRequestOptions};
-use rmcp::RoleServer;
+use rmcp::service::{ElicitationMode, OriginatingRequestId, PeerRequestOptions};
+use rmcp::{RoleServer, ServiceError};
 use serde_json::{json, Value};
 
 use crate::call::{
-    Approver, SampleContent, SampleError, SampleFuture, SampleReply, SampleRequest, SampleRole,
-    Sampler,
+    Approver, ElicitFuture, ElicitReply, SampleContent, SampleError, SampleFuture, SampleReply,
+    SampleRequest, SampleRole, Sampler,
 };
 
 /// The client of one `tools/call`, as the subagents ask it.
@@ -52,9 +56,14 @@ impl McpSampler {
     }
 
     async fn ask(&self, request: &SampleRequest) -> Result<SampleReply, SampleError> {
-        if !self.available() {
+        if !request.tools.is_empty() && !self.available() {
             return Err(SampleError::Unavailable(
                 "the MCP client did not declare sampling with tools".into(),
+            ));
+        }
+        if !self.can_sample() {
+            return Err(SampleError::Unavailable(
+                "the MCP client did not declare sampling".into(),
             ));
         }
         let params: CreateMessageRequestParams = serde_json::from_value(to_wire(request))
@@ -63,31 +72,81 @@ impl McpSampler {
         message
             .extensions
             .insert(OriginatingRequestId(self.request.clone()));
+        match self
+            .send(ServerRequest::CreateMessageRequest(message), self.timeout)
+            .await?
+        {
+            ClientResult::CreateMessageResult(result) => Ok(from_wire(
+                serde_json::to_value(&result.message).unwrap_or(Value::Null),
+                result.stop_reason.clone(),
+                result.model.clone(),
+            )),
+            _ => Err(SampleError::Failed(
+                "the client answered with something else than a message".into(),
+            )),
+        }
+    }
+
+    async fn ask_user(&self, message: &str, schema: &Value) -> Result<ElicitReply, SampleError> {
+        if !self.can_elicit() {
+            return Err(SampleError::Unavailable(
+                "the MCP client did not declare elicitation (form mode)".into(),
+            ));
+        }
+        let requested_schema: ElicitationSchema = serde_json::from_value(schema.clone())
+            .map_err(|e| SampleError::Invalid(format!("the requested schema: {e}")))?;
+        let mut request = ElicitRequest::new(ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: message.to_string(),
+            requested_schema,
+        });
+        request
+            .extensions
+            .insert(OriginatingRequestId(self.request.clone()));
+        match self
+            .send(ServerRequest::ElicitRequest(request), self.approval_timeout)
+            .await?
+        {
+            ClientResult::ElicitResult(result) => Ok(match result.action {
+                ElicitationAction::Accept => {
+                    ElicitReply::Accept(result.content.unwrap_or_else(|| json!({})))
+                }
+                ElicitationAction::Decline => ElicitReply::Decline,
+                // `cancel`, and any action a later revision adds: the user did not answer.
+                _ => ElicitReply::Cancel,
+            }),
+            _ => Err(SampleError::Failed(
+                "the client answered with something else than an elicitation result".into(),
+            )),
+        }
+    }
+
+    /// Sends `request` and waits at most `timeout` for the answer; dropped before it
+    /// comes, the client is told the request is cancelled.
+    async fn send(
+        &self,
+        request: ServerRequest,
+        timeout: Duration,
+    ) -> Result<ClientResult, SampleError> {
         let mut options = PeerRequestOptions::no_options();
-        options.timeout = Some(self.timeout);
+        options.timeout = Some(timeout);
         let handle = self
             .peer
-            .send_request_with_option(ServerRequest::CreateMessageRequest(message), options)
+            .send_request_with_option(request, options)
             .await
             .map_err(|e| SampleError::Failed(e.to_string()))?;
-        // Dropped before the answer (the subagent was killed): the client is told.
         let mut pending = Pending {
             peer: self.peer.clone(),
             id: Some(handle.id.clone()),
         };
         let answer = handle.await_response().await;
         pending.id = None;
-        match answer {
-            Ok(ClientResult::CreateMessageResult(result)) => Ok(from_wire(
-                serde_json::to_value(&result.message).unwrap_or(Value::Null),
-                result.stop_reason.clone(),
-                result.model.clone(),
-            )),
-            Ok(_) => Err(SampleError::Failed(
-                "the client answered with something else than a message".into(),
-            )),
-            Err(error) => Err(SampleError::Failed(error.to_string())),
-        }
+        answer.map_err(|error| match error {
+            ServiceError::Timeout { timeout } => {
+                SampleError::TimedOut(format!("no answer in {} ms", timeout.as_millis()))
+            }
+            other => SampleError::Failed(other.to_string()),
+        })
     }
 }
 
@@ -106,7 +165,7 @@ impl Drop for Pending {
                 let _ = peer
                     .notify_cancelled(CancelledNotificationParam::new(
                         Some(id),
-                        Some("the subagent was stopped".into()),
+                        Some("dsh stopped waiting for the answer".into()),
                     ))
                     .await;
             });
@@ -119,8 +178,24 @@ impl Sampler for McpSampler {
         self.peer.supports_sampling_tools()
     }
 
+    fn can_sample(&self) -> bool {
+        self.peer
+            .peer_info()
+            .is_some_and(|client| client.capabilities.sampling.is_some())
+    }
+
     fn sample<'a>(&'a self, request: &'a SampleRequest) -> SampleFuture<'a> {
         Box::pin(self.ask(request))
+    }
+
+    fn can_elicit(&self) -> bool {
+        self.peer
+            .supported_elicitation_modes()
+            .contains(&ElicitationMode::Form)
+    }
+
+    fn elicit<'a>(&'a self, message: &'a str, schema: &'a Value) -> ElicitFuture<'a> {
+        Box::pin(self.ask_user(message, schema))
     }
 
     fn approver(&self) -> Option<Arc<dyn Approver>> {
@@ -157,6 +232,12 @@ fn to_wire(request: &SampleRequest) -> Value {
                     }),
                 })
                 .collect();
+            // One block goes as itself, as every protocol revision has it (2025-11-25
+            // also takes a list, which older clients refuse).
+            let content = match <[Value; 1]>::try_from(content) {
+                Ok([one]) => one,
+                Err(many) => Value::Array(many),
+            };
             json!({
                 "role": match message.role {
                     SampleRole::User => "user",
@@ -180,8 +261,10 @@ fn to_wire(request: &SampleRequest) -> Value {
     let mut params = json!({
         "messages": messages,
         "maxTokens": request.max_tokens,
-        "tools": tools,
     });
+    if !tools.is_empty() {
+        params["tools"] = json!(tools);
+    }
     if let Some(system) = &request.system {
         params["systemPrompt"] = json!(system);
     }

@@ -12,6 +12,7 @@
 //! one line there. [`resource_changes`] is no capability: it is how the terminal
 //! sessions and the jobs tell the front end their owner's resources changed.
 
+pub mod elicitation;
 pub mod files;
 pub mod jobs;
 pub mod log;
@@ -19,6 +20,7 @@ pub mod lsp;
 pub mod process;
 pub mod progress;
 pub mod resource_changes;
+pub mod sampling;
 pub mod subagent;
 pub mod terminal;
 pub mod wit;
@@ -48,6 +50,8 @@ macro_rules! for_each_capability {
             lsp: Arc<lsp::LspService>,
             files: Arc<files::FileService>,
             subagent: Arc<subagent::SubagentService>,
+            sampling: sampling::SamplingCapability,
+            elicitation: elicitation::ElicitationCapability,
         }
     };
 }

@@ -12,13 +12,14 @@
 //! - [`export!`] names the world the plugin targets and exports it:
 //!   `export!(tool: T)`, `export!(tool_process: T)`, `export!(tool_terminal: T)`,
 //!   `export!(tool_lsp: T)`, `export!(tool_files: T)`, `export!(tool_subagent: T)`,
-//!   `export!(guard: T)` or
+//!   `export!(tool_client: T)`, `export!(guard: T)` or
 //!   `export!(result_filter: T)`.
 //! - Results: [`text`], [`content`], [`structured`], [`failure`], and `?` on a host
 //!   call (its [`ToolError`] becomes the failed result).
 //!
 //! Each world has its module here ([`tool`], [`tool_process`], [`tool_terminal`],
-//! [`tool_lsp`], [`tool_files`], [`tool_subagent`], [`guard`], [`result_filter`]) holding the host
+//! [`tool_lsp`], [`tool_files`], [`tool_subagent`], [`tool_client`], [`guard`],
+//! [`result_filter`]) holding the host
 //! interfaces that world imports (`tool_process::process`, `tool_terminal::terminal`,
 //! `tool_files::files`, ...). The bindings are generated once per world with
 //! wit-bindgen's `pub_export_macro`: the world's exports
@@ -146,6 +147,14 @@ pub mod tool_subagent {
     pub use crate::tool::{log, progress};
 }
 
+/// The `tool-client` world: `tool`'s imports plus `sampling` (ask the caller's client's
+/// model) and `elicitation` (ask its user to fill in a form); each needs its grant.
+pub mod tool_client {
+    bindings!(tool world "tool-client");
+    pub use self::dsh::plugin::{elicitation, sampling};
+    pub use crate::tool::{log, progress};
+}
+
 /// The `guard` world: imports `log`; exports `check`.
 pub mod guard {
     bindings!("guard");
@@ -159,7 +168,8 @@ pub mod result_filter {
 }
 
 /// Exports `$ty` as the plugin of a world: `tool`, `tool_process`, `tool_terminal`,
-/// `tool_lsp`, `tool_files` or `tool_subagent` for a type implementing [`Tools`], `guard` for a [`Guard`],
+/// `tool_lsp`, `tool_files`, `tool_subagent` or `tool_client` for a type implementing
+/// [`Tools`], `guard` for a [`Guard`],
 /// `result_filter` for a [`Filter`]. Invoke it once, at the plugin crate's root.
 #[macro_export]
 macro_rules! export {
@@ -180,6 +190,9 @@ macro_rules! export {
     };
     (tool_subagent: $ty:ident) => {
         $crate::__export_tools!(tool_subagent, __export_tool_subagent_impl, $ty);
+    };
+    (tool_client: $ty:ident) => {
+        $crate::__export_tools!(tool_client, __export_tool_client_impl, $ty);
     };
     (guard: $ty:ident) => {
         $crate::__export_guard_impl!($ty with_types_in $crate::guard);

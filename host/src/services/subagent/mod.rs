@@ -427,7 +427,9 @@ impl SubagentService {
                         SampleError::Unavailable(why) => {
                             format!("the client's model cannot be asked: {why}")
                         }
-                        SampleError::Failed(why) => {
+                        SampleError::Failed(why)
+                        | SampleError::TimedOut(why)
+                        | SampleError::Invalid(why) => {
                             format!("the client's model did not answer: {why}")
                         }
                     },
