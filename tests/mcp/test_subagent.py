@@ -9,7 +9,8 @@ guard denying one step (the denial in the transcript, the loop goes on); a tool 
 `tools` refused; the depth limit; `max_turns` and the timeout; a client without sampling
 getting `SAMPLING_UNAVAILABLE`; `job_kill` during a long `bash` step killing its process;
 over HTTP, foreground and background sampling on the calls' streams, and the owner's
-going away killing a running subagent's step."""
+going away killing a running subagent's step; a sampling request the client refuses
+ending the subagent with the error in its transcript; `max_running_per_owner`."""
 
 from __future__ import annotations
 
@@ -298,3 +299,36 @@ async def test_over_http_a_subagent_samples_on_the_call_s_stream_and_its_owner_g
                 await procs.wait_until_present(marker, 10)
     # The session is gone: after the grace period its subagent and its step are killed.
     await procs.wait_until_gone(marker, 10)
+
+
+async def test_a_refused_sampling_request_ends_the_subagent_with_the_error_in_its_transcript(dsh_bin, dsh_env, dsh_dirs):
+    model = Model(use("bash", LS), types.ErrorData(code=-1, message="the user refused this request"))
+    async with Session(serve(dsh_bin, dsh_env, dsh_dirs), model) as session:
+        request = ("subagent", {"prompt": "list, then stop"})
+        result = await session.call_tool(*request)
+        message = expect_error(request, result, "SAMPLING_UNAVAILABLE")
+        assert "did not answer" in message and "the user refused this request" in message, message
+        job = next(l.split()[0] for l in text(await session.call_tool("job_list", {})).splitlines() if l.startswith("subagent-"))
+        transcript, _, status = await transcript_of(session, job, wait_ms=1000)
+    assert "[turn 1] call bash" in transcript, transcript
+    assert "the user refused this request" in transcript, transcript
+    assert "exited" not in status or "code 0" not in status, status
+    assert len(model.requests) == 2
+
+
+async def test_an_owner_runs_at_most_max_running_per_owner_subagents(dsh_bin, dsh_env, dsh_dirs):
+    model = Model()
+    params = serve(dsh_bin, dsh_env, dsh_dirs, "[subagent]\nmax_running_per_owner = 1\n")
+    async with Session(params, model) as session:
+        first = await session.call_tool("subagent", {"prompt": "wait", "run_in_background": True})
+        assert not first.is_error, show(None, first)
+        request = ("subagent", {"prompt": "second", "run_in_background": True})
+        message = expect_error(request, await session.call_tool(*request), "LIMIT_EXCEEDED")
+        assert "1" in message, message
+        job = text(first).split()[0]
+        assert not (await session.call_tool("job_kill", {"id": job})).is_error
+        # Its slot is free once it has ended.
+        await transcript_of(session, job, wait_ms=1000)
+        again = await session.call_tool(*request)
+        assert not again.is_error, show(request, again)
+    assert model.requests == []
