@@ -332,3 +332,20 @@ async def test_an_owner_runs_at_most_max_running_per_owner_subagents(dsh_bin, ds
         again = await session.call_tool(*request)
         assert not again.is_error, show(request, again)
     assert model.requests == []
+
+
+async def test_a_transcript_stops_at_max_transcript_bytes_and_the_run_goes_on(dsh_bin, dsh_env, dsh_dirs):
+    seq = {"command": "seq 1 50", "description": "fifty lines"}
+    model = Model(*[use("bash", seq, f"use-{n}") for n in range(1, 6)], answer("five runs seen"))
+    params = serve(dsh_bin, dsh_env, dsh_dirs, "[subagent]\nmax_transcript_bytes = 300\n")
+    async with Session(params, model) as session:
+        result = await session.call_tool("subagent", {"prompt": "count five times"})
+        assert not result.is_error and text(result).startswith("five runs seen"), show(None, result)
+        job = text(result).rsplit("[", 1)[1].split(":")[0]
+        transcript, _, _ = await transcript_of(session, job, wait_ms=1000)
+    cut = "[transcript cut: it passed 300 bytes ([subagent] max_transcript_bytes); the run goes on]\n"
+    assert transcript.endswith(cut) and transcript.count("[transcript cut") == 1, transcript
+    assert len(transcript.encode()) <= 300 + len(cut), len(transcript.encode())
+    # The model still got each result whole.
+    lines = model.tool_results(5)[0].splitlines()
+    assert lines[:50] == [str(n) for n in range(1, 51)], lines
