@@ -98,6 +98,7 @@ async fn start(workdir: &Path, state: &Path) -> Host {
         state_dir: state.to_path_buf(),
         workdir: workdir.to_path_buf(),
         config_file: None,
+        resume: None,
     })
     .await
     .expect("the host starts");

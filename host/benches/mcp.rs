@@ -204,6 +204,7 @@ async fn main() {
         state_dir: scratch.path().join("state-inproc"),
         workdir: scratch.path().to_path_buf(),
         config_file: None,
+        resume: None,
     })
     .await
     .unwrap();

@@ -277,7 +277,7 @@ pub enum LogLevel {
 }
 
 impl LogLevel {
-    const ALL: [LogLevel; 8] = [
+    pub(crate) const ALL: [LogLevel; 8] = [
         LogLevel::Debug,
         LogLevel::Info,
         LogLevel::Notice,

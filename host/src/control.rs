@@ -1,9 +1,10 @@
-//! The control socket: how `dsh plugins` reaches a running `dsh serve`. Each server
-//! listens on `STATE_DIR/run/PID.sock` (0600, in a 0700 directory only its user can
-//! enter) and
-//! answers one request per connection: a line naming what to show, answered with one
-//! JSON document and the connection closed. It only reports; nothing is changed
-//! through it.
+//! The control socket: how `dsh plugins`, `dsh stats` and `dsh upgrade` reach a running
+//! `dsh serve`. Each server listens on `STATE_DIR/run/PID.sock` (0600, in a 0700
+//! directory only its user can enter) and answers one request per connection: a line
+//! naming what to show, answered with one JSON document and the connection closed.
+//! Every request but one only reports: `upgrade [{"binary": PATH}]` asks the server to
+//! execute a new binary ([`crate::upgrade`]), and is refused to a peer that is another
+//! user or a process dsh started (`SO_PEERCRED`, then its ancestry and cgroup).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -57,8 +58,13 @@ fn run_dir(state_dir: &Path) -> PathBuf {
 }
 
 impl ControlSocket {
-    /// Listens on `STATE_DIR/run/PID.sock` (from a tokio context).
-    pub fn listen(state_dir: &Path, answer: Answer) -> Result<ControlSocket, ControlError> {
+    /// Listens on `STATE_DIR/run/PID.sock` (from a tokio context). `upgrades`, when
+    /// given, receives the `upgrade` requests of peers allowed to make them.
+    pub fn listen(
+        state_dir: &Path,
+        answer: Answer,
+        upgrades: Option<tokio::sync::mpsc::Sender<crate::upgrade::UpgradeAsk>>,
+    ) -> Result<ControlSocket, ControlError> {
         let dir = run_dir(state_dir);
         let path = dir.join(format!("{}.sock", std::process::id()));
         let listen_error = |source| ControlError::Listen {
@@ -85,25 +91,83 @@ impl ControlSocket {
                     continue;
                 };
                 let answer = answer.clone();
+                let upgrades = upgrades.clone();
                 tokio::spawn(async move {
+                    let peer = stream.peer_cred().ok();
                     let (read, mut write) = stream.into_split();
                     let mut line = String::new();
                     let mut reader = tokio::io::BufReader::new(read).take(MAX_REQUEST_BYTES);
                     if reader.read_line(&mut line).await.is_err() {
                         return;
                     }
-                    let reply = match answer(line.trim()) {
+                    let request = line.trim();
+                    // An upgrade waits until its answer is written (then the exec).
+                    let mut delivered = None;
+                    let answered = match request.strip_prefix("upgrade") {
+                        Some(rest) if rest.is_empty() || rest.starts_with(' ') => {
+                            upgrade(rest.trim(), peer, upgrades.as_ref()).await.map(
+                                |(value, written)| {
+                                    delivered = Some(written);
+                                    value
+                                },
+                            )
+                        }
+                        _ => answer(request),
+                    };
+                    let reply = match answered {
                         Ok(value) => serde_json::json!({ "ok": value }),
                         Err(message) => serde_json::json!({ "error": message }),
                     };
                     let _ = write.write_all(reply.to_string().as_bytes()).await;
                     let _ = write.write_all(b"\n").await;
+                    let _ = write.flush().await;
+                    if let Some(delivered) = delivered {
+                        let _ = delivered.send(());
+                    }
                 });
             }
         });
         tracing::debug!(socket = %path.display(), "control socket listening");
         Ok(ControlSocket { path, task })
     }
+}
+
+/// Answers an `upgrade` request: the peer is checked, then the server asked.
+async fn upgrade(
+    arguments: &str,
+    peer: Option<tokio::net::unix::UCred>,
+    upgrades: Option<&tokio::sync::mpsc::Sender<crate::upgrade::UpgradeAsk>>,
+) -> Result<(Value, tokio::sync::oneshot::Sender<()>), String> {
+    let upgrades = upgrades.ok_or("this server cannot be upgraded (not `dsh serve`)")?;
+    let peer = peer.ok_or("the asking process cannot be identified")?;
+    crate::upgrade::peer_may_upgrade(peer.pid(), peer.uid())
+        .map_err(|why| format!("upgrade refused: {why}"))?;
+    let binary = match arguments {
+        "" => None,
+        json => {
+            let value: Value = serde_json::from_str(json)
+                .map_err(|e| format!("upgrade takes {{\"binary\": PATH}}: {e}"))?;
+            match value.get("binary") {
+                Some(Value::String(path)) => Some(PathBuf::from(path)),
+                Some(Value::Null) | None => None,
+                Some(other) => return Err(format!("binary must be a path, not {other}")),
+            }
+        }
+    };
+    let (reply, answered) = tokio::sync::oneshot::channel();
+    let (delivered, delivery) = tokio::sync::oneshot::channel();
+    upgrades
+        .send(crate::upgrade::UpgradeAsk {
+            binary,
+            reply,
+            delivered: delivery,
+        })
+        .await
+        .map_err(|_| "the server is shutting down".to_string())?;
+    let said = answered
+        .await
+        .map_err(|_| "the server did not answer the upgrade".to_string())??;
+    Ok((serde_json::json!({ "upgrading": said }), delivered))
 }
 
 impl Drop for ControlSocket {
@@ -150,14 +214,21 @@ pub fn running_servers(state_dir: &Path) -> Vec<RunningServer> {
 
 /// Asks a running server `request` and returns its answer.
 pub fn ask(server: &RunningServer, request: &str) -> Result<Value, ControlError> {
+    ask_within(server, request, ANSWER_TIMEOUT)
+}
+
+/// Asks a running server `request`, waiting at most `timeout` for its answer.
+pub fn ask_within(
+    server: &RunningServer,
+    request: &str,
+    timeout: Duration,
+) -> Result<Value, ControlError> {
     let ask_error = |source| ControlError::Ask {
         path: server.socket.clone(),
         source,
     };
     let mut stream = std::os::unix::net::UnixStream::connect(&server.socket).map_err(ask_error)?;
-    stream
-        .set_read_timeout(Some(ANSWER_TIMEOUT))
-        .map_err(ask_error)?;
+    stream.set_read_timeout(Some(timeout)).map_err(ask_error)?;
     stream
         .write_all(format!("{request}\n").as_bytes())
         .map_err(ask_error)?;
@@ -192,7 +263,7 @@ mod tests {
             "plugins" => Ok(serde_json::json!(["bash"])),
             other => Err(format!("unknown request {other:?}")),
         });
-        let socket = ControlSocket::listen(state.path(), answer).unwrap();
+        let socket = ControlSocket::listen(state.path(), answer, None).unwrap();
         let mode = |path: &Path| crate::private::mode_of(path).unwrap();
         assert_eq!(mode(&run_dir(state.path())), 0o700);
         assert_eq!(mode(&socket.path), 0o600);

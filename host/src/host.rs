@@ -92,6 +92,8 @@ pub struct HostOptions {
     pub workdir: PathBuf,
     /// The configuration file `config` was read from (kept out of confined runs' reach).
     pub config_file: Option<PathBuf>,
+    /// The session to go on with (after an upgrade), instead of a new one.
+    pub resume: Option<crate::session::SessionHandover>,
 }
 
 /// A running host.
@@ -131,11 +133,18 @@ impl Host {
                 .spawn(move || crate::session::retention::retire_sessions(&state_dir, &limits))
                 .ok()
         };
-        let session = Session::open(&options.state_dir, options.workdir).map_err(|source| {
-            StartError::Session {
-                path: options.state_dir.clone(),
-                source,
-            }
+        let session = match &options.resume {
+            Some(resumed) => Session::resume(
+                &options.state_dir,
+                options.workdir,
+                &resumed.id,
+                resumed.next_call,
+            ),
+            None => Session::open(&options.state_dir, options.workdir),
+        }
+        .map_err(|source| StartError::Session {
+            path: options.state_dir.clone(),
+            source,
         })?;
         let places = crate::services::process::HostPlaces {
             workspace: Some(session.workdir.clone()),

@@ -29,3 +29,4 @@ pub mod services;
 pub mod session;
 #[cfg(test)]
 mod tidy;
+pub mod upgrade;

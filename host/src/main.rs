@@ -40,6 +40,17 @@ enum Command {
     /// The same listener serves Prometheus metrics at /metrics to the token in
     /// DSH_METRICS_TOKEN (generated and printed when unset), and to no other.
     Serve(cli::serve::Args),
+    /// Upgrade a running `dsh serve` in place, keeping its terminals
+    ///
+    /// The server stops reading requests (they wait), lets calls in flight finish
+    /// ([serve] upgrade_drain_ms, then CANCELLED), writes its live state to a snapshot,
+    /// has the new binary check it, and executes that binary in its own process (same
+    /// pid): terminals, background commands, their output, the stdio connection and
+    /// the session go on. Refused while a background terminal send, a subagent, a
+    /// language server or an HTTP server's sessions are live (not handed over yet), and
+    /// to any process dsh itself started. SIGUSR2 to the server does the same with the
+    /// installed binary.
+    Upgrade(cli::upgrade::Args),
     /// Per-tool metrics: calls, errors by code, retries, latency
     ///
     /// From the `dsh serve` running on this state directory (its calls so far), or else
@@ -146,6 +157,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Call(args) => cli::call::run(globals, args).await,
         Command::Serve(args) => cli::serve::run(globals, args).await,
         Command::Stats(args) => cli::stats::run(globals, args).await,
+        Command::Upgrade(args) => cli::upgrade::run(globals, args).await,
         Command::Plugins(args) => cli::plugins::run(globals, args).await,
         Command::Plugin(args) => cli::plugin::run(globals, args).await,
     }

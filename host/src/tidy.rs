@@ -34,7 +34,7 @@ const LAYERS: &[&[&str]] = &[
     // Dispatch: the call pipeline.
     &["pipeline"],
     // Assembly: a host, and what keeps it current or lets the CLI ask it.
-    &["host", "reload", "config_watch", "control"],
+    &["host", "reload", "config_watch", "control", "upgrade"],
     // The MCP front end.
     &["mcp"],
 ];

@@ -61,6 +61,7 @@ pub async fn start_host_with(
         state_dir: scratch.join("state"),
         workdir: scratch.to_path_buf(),
         config_file: None,
+        resume: None,
     })
     .await
     .expect("the host starts");

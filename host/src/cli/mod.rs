@@ -11,6 +11,7 @@ pub mod print;
 pub mod serve;
 pub mod stats;
 pub mod tools;
+pub mod upgrade;
 
 use std::path::{Path, PathBuf};
 
@@ -74,6 +75,15 @@ impl Globals {
     /// ([`Host::ready`] and [`Host::loaded`] wait for them): a server answers a client at
     /// once.
     pub async fn start_loading(&self) -> anyhow::Result<Host> {
+        self.start_loading_resuming(None).await
+    }
+
+    /// [`Globals::start_loading`], going on with the session `resume` (an upgrade)
+    /// instead of a new one.
+    pub async fn start_loading_resuming(
+        &self,
+        resume: Option<dsh::session::SessionHandover>,
+    ) -> anyhow::Result<Host> {
         let config_file = self.config_path();
         let config = match &config_file {
             Some(path) => Config::load(path)?,
@@ -91,6 +101,7 @@ impl Globals {
             state_dir: self.state_dir(),
             workdir,
             config_file,
+            resume,
         };
         Ok(Host::start(options).await?)
     }

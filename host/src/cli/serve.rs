@@ -17,6 +17,7 @@ use dsh::host::Host;
 use dsh::mcp::http::{generate_token, serve_http, ServedScope, MCP_PATH, METRICS_PATH};
 use dsh::mcp::{serve_stdio, McpServer};
 use dsh::registry::DEFAULT_SCOPE;
+use dsh::upgrade::Snapshot;
 
 use super::{shutdown_signal, Globals};
 
@@ -37,9 +38,28 @@ pub struct Args {
 }
 
 pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
+    // After an upgrade: the state the binary before handed over (see dsh::upgrade).
+    let inherited = Snapshot::inherited().context("cannot take over from the binary before")?;
+    if dsh::upgrade::checking() {
+        return check_takeover(globals, inherited.as_ref());
+    }
+    // Its shells are tracked before anything could reap them, then its containment is
+    // adopted by the host's.
+    let adopted = inherited.as_ref().map(Snapshot::adopt);
     // Plugins load in the background: `initialize` is answered at once, and what needs
     // the catalog (tools/list, tools/call) waits for it (see the MCP front end).
-    let host = globals.start_loading().await?;
+    let host = globals
+        .start_loading_resuming(inherited.as_ref().map(|s| s.session.clone()))
+        .await?;
+    if let (Some(snapshot), Some(adopted)) = (&inherited, adopted) {
+        snapshot.restore(&host, adopted);
+        tracing::info!(
+            generation = snapshot.generation,
+            from = %snapshot.written_by,
+            terminals = snapshot.terminals.sessions.len(),
+            "took over from the binary before"
+        );
+    }
     host.registry
         .scope(&args.scope)
         .map_err(|e| anyhow::anyhow!(e.message))?;
@@ -69,16 +89,37 @@ pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
         _ => None,
     };
     let host = Arc::new(host);
-    let _control = ControlSocket::listen(&globals.state_dir(), control_answer(&host, live))
-        .inspect_err(|error| tracing::warn!(%error, "`dsh plugins` will not see this server"))
-        .ok();
+    let (upgrade_asks, mut upgrades) = tokio::sync::mpsc::channel(1);
+    let _control = ControlSocket::listen(
+        &globals.state_dir(),
+        control_answer(&host, live),
+        Some(upgrade_asks.clone()),
+    )
+    .inspect_err(|error| tracing::warn!(%error, "`dsh plugins` will not see this server"))
+    .ok();
+    let _sigusr2 = tokio::spawn(upgrade_on_sigusr2(upgrade_asks));
     let server = Arc::new(McpServer {
         host: host.clone(),
         scope: Arc::from(args.scope.as_str()),
     });
+    let stdio_upgrades = match args.http {
+        None => Some(upgrades),
+        Some(_) => {
+            // Only the stdio connection is handed over yet: refuse, saying why.
+            let host = host.clone();
+            tokio::spawn(async move {
+                while let Some(ask) = upgrades.recv().await {
+                    let why = dsh::upgrade::blockers(&host, true).join("; ");
+                    let _ = ask.reply.send(Err(format!("no upgrade now: {why}")));
+                }
+            });
+            None
+        }
+    };
+    let resume = inherited.and_then(|snapshot| snapshot.stdio);
     let outcome = match args.http {
         None => tokio::select! {
-            served = serve_stdio(server) => served.map_err(anyhow::Error::from),
+            served = serve_stdio(server, stdio_upgrades, resume) => served.map_err(anyhow::Error::from),
             signal = shutdown_signal() => {
                 tracing::info!(signal, "shutting down");
                 Ok(())
@@ -91,8 +132,52 @@ pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The new binary's check before an upgrade executes it: it reads the snapshot (done
+/// by now) and the configuration, says so, and exits.
+fn check_takeover(globals: &Globals, snapshot: Option<&Snapshot>) -> anyhow::Result<ExitCode> {
+    let snapshot = snapshot.context("no snapshot to check (DSH_UPGRADE_FD is unset)")?;
+    if let Some(path) = globals.config_path() {
+        dsh::config::Config::load(&path)?;
+    }
+    println!(
+        "dsh {} can take over: snapshot version {} from dsh {}, {} terminal session(s)",
+        env!("CARGO_PKG_VERSION"),
+        snapshot.version,
+        snapshot.written_by,
+        snapshot.terminals.sessions.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGUSR2 asks for an upgrade to the binary installed at this executable's path; the
+/// outcome goes to the log.
+async fn upgrade_on_sigusr2(asks: tokio::sync::mpsc::Sender<dsh::upgrade::UpgradeAsk>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut signals) = signal(SignalKind::user_defined2()) else {
+        return;
+    };
+    while signals.recv().await.is_some() {
+        let (reply, answered) = tokio::sync::oneshot::channel();
+        let (_delivered, delivery) = tokio::sync::oneshot::channel();
+        let ask = dsh::upgrade::UpgradeAsk {
+            binary: None,
+            reply,
+            delivered: delivery,
+        };
+        if asks.send(ask).await.is_err() {
+            return;
+        }
+        match answered.await {
+            Ok(Ok(said)) => tracing::warn!(%said, "SIGUSR2: upgrading"),
+            Ok(Err(why)) => tracing::error!(%why, "SIGUSR2: no upgrade"),
+            Err(_) => {}
+        }
+    }
+}
+
 /// What the control socket answers: `plugins` (the plugins as they are now and the
-/// configuration file's status) and `stats` (the metrics of the calls so far).
+/// configuration file's status), `stats` (the metrics of the calls so far) and `version`
+/// (this binary, and how many upgrades the process has been through).
 fn control_answer(host: &Host, live: Option<Arc<LiveConfig>>) -> Answer {
     let (registry, pipeline) = (host.registry.clone(), host.pipeline.clone());
     let session = host.pipeline.session.id.clone();
@@ -107,7 +192,15 @@ fn control_answer(host: &Host, live: Option<Arc<LiveConfig>>) -> Answer {
             "config": config_status(),
         })),
         "stats" => Ok(json!({ "session": &*session, "tools": pipeline.metrics() })),
-        other => Err(format!("unknown request {other:?} (known: plugins, stats)")),
+        "version" => Ok(json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "pid": std::process::id(),
+            "exe": std::fs::read_link("/proc/self/exe").ok(),
+            "generation": dsh::upgrade::generation(),
+        })),
+        other => Err(format!(
+            "unknown request {other:?} (known: plugins, stats, version, upgrade)"
+        )),
     })
 }
 

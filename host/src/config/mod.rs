@@ -93,6 +93,9 @@
 //!
 //! [serve]
 //! owner_grace_ms = 30000        # a gone connection's resources live this long
+//! upgrade_drain_ms = 10000      # `dsh upgrade`: calls in flight get this long, then
+//!                               # CANCELLED; new requests wait meanwhile
+//! upgrade_check_ms = 10000      # `dsh upgrade`: the new binary's check of the snapshot
 //! max_request_bytes = 4194304   # larger HTTP requests get 413
 //! stdio_max_message_bytes = 16777216 # a longer stdin line gets a JSON-RPC error (-32600,
 //!                               # the request's id when it is seen early); rest discarded
@@ -370,6 +373,12 @@ pub struct ServeConfig {
     pub reload_debounce_ms: u64,
     /// How long an approval asked of an MCP client may go unanswered (then: denied).
     pub approval_timeout_ms: u64,
+    /// At an upgrade (`dsh upgrade`), how long calls in flight may take to finish before
+    /// they are cancelled (answered `CANCELLED`); new requests wait meanwhile.
+    pub upgrade_drain_ms: u64,
+    /// How long the new binary may take to check it can take over (read the snapshot
+    /// and the configuration) before the upgrade is refused.
+    pub upgrade_check_ms: u64,
 }
 
 impl Default for ServeConfig {
@@ -389,6 +398,8 @@ impl Default for ServeConfig {
             http_scope_tokens: BTreeMap::new(),
             reload_debounce_ms: 100,
             approval_timeout_ms: 300_000,
+            upgrade_drain_ms: 10_000,
+            upgrade_check_ms: 10_000,
         }
     }
 }

@@ -74,6 +74,7 @@ const KEYS: &[(&str, &str)] = &[
     ("serve", "http_allowed_origins"),
     ("serve", "http_scope_tokens"),
     ("serve", "reload_debounce_ms"),
+    ("serve", "upgrade_drain_ms"),
     ("state", "max_sessions"),
     ("state", "max_session_age_days"),
     ("scopes", "readonly"),

@@ -44,11 +44,49 @@ pub async fn frame_input<R, W>(
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    let never = tokio_util::sync::CancellationToken::new();
+    frame_input_until(&mut input, &mut to_rmcp, answers, max_message_bytes, &never).await;
+}
+
+/// What [`frame_input_until`] stopped with.
+#[derive(Debug, Default)]
+pub struct Stopped {
+    /// Set when it stopped because it was told to (not at the input's end).
+    pub told: bool,
+    /// The input read and not yet a whole line.
+    pub pending: Vec<u8>,
+}
+
+/// [`frame_input`], which also stops when `stop` is cancelled, between two reads of
+/// `input`: every whole line read by then has gone on, and the rest of the input is
+/// either still unread or in [`Stopped::pending`] (an upgrade hands both to the next
+/// binary). `to_rmcp` is shut down only when the input ended.
+pub async fn frame_input_until<R, W>(
+    input: &mut R,
+    to_rmcp: &mut W,
+    answers: mpsc::Sender<Vec<u8>>,
+    max_message_bytes: usize,
+    stop: &tokio_util::sync::CancellationToken,
+) -> Stopped
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let mut line: Vec<u8> = Vec::new();
     let mut discarding = false;
     let mut chunk = vec![0u8; CHUNK];
     loop {
-        let read = match input.read(&mut chunk).await {
+        let read = tokio::select! {
+            biased;
+            _ = stop.cancelled() => {
+                return Stopped {
+                    told: true,
+                    pending: if discarding { Vec::new() } else { line },
+                };
+            }
+            read = input.read(&mut chunk) => read,
+        };
+        let read = match read {
             Ok(0) | Err(_) => break,
             Ok(read) => read,
         };
@@ -75,7 +113,7 @@ pub async fn frame_input<R, W>(
                 discarding = !ends;
                 if let Some(answer) = answer {
                     if answers.send(answer).await.is_err() {
-                        return;
+                        return Stopped::default();
                     }
                 }
                 continue;
@@ -87,12 +125,12 @@ pub async fn frame_input<R, W>(
             match check_line(&line) {
                 Checked::Pass => {
                     if to_rmcp.write_all(&line).await.is_err() {
-                        return;
+                        return Stopped::default();
                     }
                 }
                 Checked::Refused(Some(answer)) => {
                     if answers.send(answer).await.is_err() {
-                        return;
+                        return Stopped::default();
                     }
                 }
                 Checked::Refused(None) => {}
@@ -108,6 +146,7 @@ pub async fn frame_input<R, W>(
         let _ = to_rmcp.write_all(&line).await;
     }
     let _ = to_rmcp.shutdown().await;
+    Stopped::default()
 }
 
 /// What becomes of one whole line.
@@ -348,12 +387,36 @@ impl<'a> Cursor<'a> {
 /// Owns stdout: copies rmcp's output (`from_rmcp`) to `out` as it comes and writes each
 /// of the framing's answers whole, between two of rmcp's lines, never inside one. Ends
 /// when rmcp's output ends (writing the answers already queued) or `out` fails.
-pub async fn write_output<R, W>(mut from_rmcp: R, mut answers: mpsc::Receiver<Vec<u8>>, mut out: W)
+pub async fn write_output<R, W>(from_rmcp: R, answers: mpsc::Receiver<Vec<u8>>, mut out: W)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    write_output_skipping(from_rmcp, answers, &mut out, false).await;
+}
+
+/// [`write_output`] to `out` borrowed, and when `skip_first_line`, without rmcp's first
+/// line (the answer to the `initialize` a resumed connection replays).
+pub async fn write_output_skipping<R, W>(
+    mut from_rmcp: R,
+    mut answers: mpsc::Receiver<Vec<u8>>,
+    out: &mut W,
+    skip_first_line: bool,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let mut chunk = vec![0u8; CHUNK];
+    if skip_first_line {
+        let mut byte = [0u8; 1];
+        loop {
+            match from_rmcp.read(&mut byte).await {
+                Ok(1) if byte[0] == b'\n' => break,
+                Ok(1) => {}
+                _ => return,
+            }
+        }
+    }
     // Whether rmcp's last write ended inside a line.
     let mut mid_line = false;
     let mut answers_open = true;

@@ -78,6 +78,88 @@ pub struct McpConnection {
     subscriptions: resources::Subscriptions,
     /// Counts this connection in `dsh_owners` while it lives.
     _live: crate::metrics::LiveOwner,
+    /// The connection's calls in flight, which an upgrade drains.
+    calls: Arc<CallsInFlight>,
+    /// Set when the connection is handed to the next binary (an upgrade): its owner's
+    /// resources are kept, not released, when it ends here.
+    kept: Arc<std::sync::atomic::AtomicBool>,
+    /// Handed over by the binary before (an upgrade): the client hears
+    /// `tools/list_changed` once the plugin set has loaded again.
+    resumed: bool,
+}
+
+/// The calls in flight on one connection: counted, and cancelled together when an
+/// upgrade's drain runs out of time.
+#[derive(Debug)]
+pub struct CallsInFlight {
+    count: std::sync::atomic::AtomicUsize,
+    idle: tokio::sync::Notify,
+    /// Cancelled (and replaced) when a drain runs out of time.
+    drain: std::sync::Mutex<CancellationToken>,
+}
+
+impl Default for CallsInFlight {
+    fn default() -> Self {
+        CallsInFlight {
+            count: Default::default(),
+            idle: Default::default(),
+            drain: std::sync::Mutex::new(CancellationToken::new()),
+        }
+    }
+}
+
+/// One call counted in flight until dropped.
+struct CountedCall(Arc<CallsInFlight>);
+
+impl Drop for CountedCall {
+    fn drop(&mut self) {
+        if self
+            .0
+            .count
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel)
+            == 1
+        {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+impl CallsInFlight {
+    /// Counts a call in; returns its count and the token a drain cancels it with.
+    fn enter(self: &Arc<Self>) -> (CountedCall, CancellationToken) {
+        self.count.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        let drain = self.drain.lock().unwrap().clone();
+        (CountedCall(self.clone()), drain)
+    }
+
+    /// How many calls are in flight.
+    pub fn count(&self) -> usize {
+        self.count.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Waits until no call is in flight, at most `deadline`; past it, cancels those left
+    /// (they end `CANCELLED`, their processes killed) and waits for them to end. Returns
+    /// how many were cancelled.
+    pub async fn drain(&self, deadline: Duration) -> usize {
+        if tokio::time::timeout(deadline, self.idle()).await.is_ok() {
+            return 0;
+        }
+        let left = self.count();
+        let token = std::mem::take(&mut *self.drain.lock().unwrap());
+        token.cancel();
+        self.idle().await;
+        left
+    }
+
+    async fn idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.count() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
 }
 
 /// How long a first `tools/list` waits, beyond the embedded set, for the plugin
@@ -98,6 +180,9 @@ impl McpConnection {
             log_threshold: Arc::default(),
             shown_partial: Arc::default(),
             subscriptions: Arc::default(),
+            calls: Arc::default(),
+            kept: Arc::default(),
+            resumed: false,
         }
     }
 }
@@ -105,6 +190,10 @@ impl McpConnection {
 impl Drop for McpConnection {
     fn drop(&mut self) {
         self.closed.cancel();
+        if self.kept.load(std::sync::atomic::Ordering::Acquire) {
+            tracing::info!(owner = %self.owner, "MCP connection handed over; its resources are kept");
+            return;
+        }
         let grace = Duration::from_millis(self.server.host.config.serve.owner_grace_ms);
         tracing::info!(owner = %self.owner, grace_ms = grace.as_millis() as u64, "MCP connection closed");
         if tokio::runtime::Handle::try_current().is_ok() {
@@ -333,6 +422,14 @@ impl ServerHandler for McpConnection {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if self.resumed {
+            // The new binary reloaded the plugins: the client lists the tools again.
+            let (host, peer) = (self.server.host.clone(), context.peer.clone());
+            tokio::spawn(async move {
+                host.loaded().await;
+                let _ = peer.notify_tool_list_changed().await;
+            });
+        }
         tokio::spawn(resources::forward_changes(
             self.server.host.clone(),
             self.owner.clone(),
@@ -546,9 +643,10 @@ impl ServerHandler for McpConnection {
             ))),
             subagent: None,
         };
-        // Cancelled by `notifications/cancelled` for this request, or when the
-        // connection's input ends.
+        // Cancelled by `notifications/cancelled` for this request, when the connection's
+        // input ends, or when an upgrade's drain runs out of time.
         let cancel = self.closed.child_token();
+        let (_counted, drained) = self.calls.enter();
         let running = self.server.host.pipeline.call(call, &cancel);
         tokio::pin!(running);
         let progress_token = context.meta.get_progress_token();
@@ -565,6 +663,7 @@ impl ServerHandler for McpConnection {
                 }
                 result = &mut running => break result,
                 _ = context.ct.cancelled(), if !cancel.is_cancelled() => cancel.cancel(),
+                _ = drained.cancelled(), if !cancel.is_cancelled() => cancel.cancel(),
                 _ = ticks.tick(), if progress_token.is_some() && !track.reported => {
                     let seconds = started.elapsed().as_secs_f64();
                     let token = progress_token.clone().expect("guarded by the branch condition");
@@ -621,47 +720,310 @@ pub enum ServeError {
 /// the lines itself ([`framing`]): rmcp reads the lines it can parse from a pipe the
 /// framing fills, and writes to a pipe whose output one task copies to stdout, with the
 /// framing's answers to refused lines (too long, not JSON) between rmcp's lines.
-pub async fn serve_stdio(server: Arc<McpServer>) -> Result<(), ServeError> {
-    use rmcp::ServiceExt;
-    let max_message_bytes = server.host.config.serve.stdio_max_message_bytes;
-    let connection = McpConnection::new(server, "stdio");
-    // rmcp waits up to 5 s for running handlers after its input ends; cancelling the
-    // connection's calls at EOF makes them finish (CANCELLED) at once instead.
+///
+/// `upgrades` brings requests to upgrade the host ([`crate::upgrade`]): the framing stops
+/// reading stdin (requests sent meanwhile wait in the pipe for the next binary), the
+/// connection's calls are drained, and the connection is handed over; an upgrade that
+/// does not happen leaves the connection as it was. `resume` is a connection handed over
+/// by the binary before: its client's `initialize` is replayed to rmcp (the answer
+/// dropped), then its pending input and stdin are read on.
+pub async fn serve_stdio(
+    server: Arc<McpServer>,
+    mut upgrades: Option<tokio::sync::mpsc::Receiver<crate::upgrade::UpgradeAsk>>,
+    mut resume: Option<crate::upgrade::StdioHandover>,
+) -> Result<(), ServeError> {
+    use tokio::io::AsyncReadExt;
     let (stdin, stdout) = stdio_streams();
     let ended = CancellationToken::new();
     let stdin = CancelOnEof {
         inner: stdin,
-        on_eof: [connection.closed.clone(), ended.clone()],
+        on_eof: [ended.clone()],
+    };
+    let mut input: StdioInput = std::io::Cursor::new(Vec::new()).chain(stdin);
+    let mut stdout = stdout;
+    let calls = Arc::new(CallsInFlight::default());
+    let kept = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    loop {
+        let mut connection = McpConnection::new(server.clone(), "stdio");
+        connection.calls = calls.clone();
+        connection.kept = kept.clone();
+        connection.resumed = resume.is_some();
+        if let Some(level) = resume.as_ref().and_then(|r| r.log_level) {
+            let level = crate::call::LogLevel::ALL
+                .into_iter()
+                .find(|l| *l as u8 == level);
+            connection.log_threshold.set(level);
+        }
+        let skip_first_line = resume.is_some();
+        if let Some(handed) = resume.take() {
+            let (_, stdin) = input.into_inner();
+            input = std::io::Cursor::new(handed.replay()).chain(stdin);
+        }
+        let served = serve_stdio_once(
+            &server,
+            connection,
+            &ended,
+            input,
+            stdout,
+            skip_first_line,
+            upgrades.as_mut(),
+        )
+        .await?;
+        match served {
+            StdioServed::Ended => return Ok(()),
+            StdioServed::Resume {
+                handed,
+                input: back,
+                stdout: out,
+            } => {
+                // The exec failed: this binary takes the connection back.
+                kept.store(false, std::sync::atomic::Ordering::Release);
+                input = back;
+                stdout = out;
+                resume = Some(handed);
+            }
+        }
+    }
+}
+
+/// stdin as the framing reads it: input to replay first (a resumed connection's), then
+/// the pipe.
+type StdioInput = tokio::io::Chain<std::io::Cursor<Vec<u8>>, CancelOnEof<Reader>>;
+
+/// How one incarnation of the stdio connection ended.
+enum StdioServed {
+    /// The client closed stdin (or it failed).
+    Ended,
+    /// An upgrade handed the connection over and its `exec` failed: serve it again.
+    Resume {
+        handed: crate::upgrade::StdioHandover,
+        input: StdioInput,
+        stdout: Writer,
+    },
+}
+
+/// Serves the stdio connection until its input ends or an upgrade hands it over.
+async fn serve_stdio_once(
+    server: &Arc<McpServer>,
+    connection: McpConnection,
+    ended: &CancellationToken,
+    input: StdioInput,
+    stdout: Writer,
+    skip_first_line: bool,
+    mut upgrades: Option<&mut tokio::sync::mpsc::Receiver<crate::upgrade::UpgradeAsk>>,
+) -> Result<StdioServed, ServeError> {
+    use rmcp::ServiceExt;
+    use tokio::io::AsyncReadExt;
+    let max_message_bytes = server.host.config.serve.stdio_max_message_bytes;
+    let (calls, kept) = (connection.calls.clone(), connection.kept.clone());
+    let log_threshold = connection.log_threshold.clone();
+    // rmcp waits up to 5 s for running handlers after its input ends; cancelling the
+    // connection's calls at EOF makes them finish (CANCELLED) at once instead.
+    let eof_closes = {
+        let (ended, closed) = (ended.clone(), connection.closed.clone());
+        tokio::spawn(async move {
+            ended.cancelled().await;
+            closed.cancel();
+        })
     };
     let (rmcp_in, framed) = tokio::io::duplex(STDIO_PIPE_BYTES);
     let (rmcp_out, rmcp_written) = tokio::io::duplex(STDIO_PIPE_BYTES);
     let (answers, answered) = tokio::sync::mpsc::channel(STDIO_ANSWERS_QUEUED);
-    let framing = tokio::spawn(framing::frame_input(
-        stdin,
-        framed,
+    let framing = Framing {
         answers,
         max_message_bytes,
-    ));
-    let writer = tokio::spawn(framing::write_output(rmcp_written, answered, stdout));
-    let served = async {
-        let running = match connection.serve((rmcp_in, rmcp_out)).await {
-            Ok(running) => running,
-            // The input ended before a client said anything: nothing to serve, no error.
-            Err(_) if ended.is_cancelled() => return Ok(()),
-            Err(error) => return Err(ServeError::Initialize(error.to_string())),
+    };
+    let mut reading = framing.start(input, framed);
+    let writer = tokio::spawn(async move {
+        let mut stdout = stdout;
+        framing::write_output_skipping(rmcp_written, answered, &mut stdout, skip_first_line).await;
+        stdout
+    });
+    let running = match connection.serve((rmcp_in, rmcp_out)).await {
+        Ok(running) => running,
+        // The input ended before a client said anything: nothing to serve, no error.
+        Err(_) if ended.is_cancelled() => {
+            reading.task.abort();
+            eof_closes.abort();
+            return Ok(StdioServed::Ended);
+        }
+        Err(error) => return Err(ServeError::Initialize(error.to_string())),
+    };
+    let peer = running.peer().clone();
+    let stop_rmcp = running.cancellation_token();
+    let mut service = tokio::spawn(running.waiting());
+    let (ask, handed, input) = loop {
+        let asked = async {
+            match upgrades.as_mut() {
+                Some(upgrades) => upgrades.recv().await,
+                None => std::future::pending().await,
+            }
         };
-        running
-            .waiting()
-            .await
-            .map_err(|e| ServeError::Join(e.to_string()))?;
-        Ok(())
+        tokio::select! {
+            served = &mut service => {
+                served
+                    .map_err(|e| ServeError::Join(e.to_string()))?
+                    .map_err(|e| ServeError::Join(e.to_string()))?;
+                // rmcp has dropped its end of the output pipe: the writer ends once what
+                // is queued is on stdout (bounded, should a stuck stdout hold it).
+                reading.task.abort();
+                eof_closes.abort();
+                drop(framing);
+                let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+                return Ok(StdioServed::Ended);
+            }
+            Some(ask) = asked => {
+                let stopped = reading.stop().await;
+                let Some((stdin, framed, pending)) = stopped else {
+                    let _ = ask.reply.send(Err("the client closed stdin: the connection is ending".into()));
+                    continue;
+                };
+                match prepare_stdio_handover(server, &ask, &calls, &peer, &log_threshold, &pending).await {
+                    Ok(handed) => break (ask, handed, stdin),
+                    Err(why) => {
+                        let _ = ask.reply.send(Err(why));
+                        reading = framing.start(std::io::Cursor::new(pending).chain(stdin), framed);
+                    }
+                }
+            }
+        }
+    };
+    let (snapshot, binary, handed) = handed;
+    // The connection goes to the next binary: its owner's resources stay, and what rmcp
+    // has written reaches stdout before the exec.
+    kept.store(true, std::sync::atomic::Ordering::Release);
+    let _ = ask
+        .reply
+        .send(Ok(format!("executing {}", binary.display())));
+    let _ = tokio::time::timeout(Duration::from_secs(2), ask.delivered).await;
+    stop_rmcp.cancel();
+    let _ = service.await;
+    eof_closes.abort();
+    drop(framing);
+    let input = std::io::Cursor::new(Vec::new()).chain(input);
+    let stdout = match tokio::time::timeout(Duration::from_secs(5), writer).await {
+        Ok(Ok(stdout)) => stdout,
+        _ => {
+            tracing::error!("the stdio writer did not finish; the upgrade goes on");
+            Box::new(tokio::io::stdout())
+        }
+    };
+    let error = crate::upgrade::exec(&binary, &snapshot);
+    tracing::error!(%error, "the upgrade's exec failed; this binary serves on");
+    crate::upgrade::Snapshot::take_back(&server.host);
+    Ok(StdioServed::Resume {
+        handed,
+        input,
+        stdout,
+    })
+}
+
+/// What the framing of one incarnation needs to start (again).
+struct Framing {
+    answers: tokio::sync::mpsc::Sender<Vec<u8>>,
+    max_message_bytes: usize,
+}
+
+/// The framing reading stdin, stoppable.
+struct Reading {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<(StdioInput, tokio::io::DuplexStream, framing::Stopped)>,
+}
+
+impl Framing {
+    fn start(&self, mut input: StdioInput, mut framed: tokio::io::DuplexStream) -> Reading {
+        let stop = CancellationToken::new();
+        let (answers, max, told) = (self.answers.clone(), self.max_message_bytes, stop.clone());
+        let task = tokio::spawn(async move {
+            let stopped =
+                framing::frame_input_until(&mut input, &mut framed, answers, max, &told).await;
+            (input, framed, stopped)
+        });
+        Reading { stop, task }
     }
-    .await;
-    // rmcp has dropped its end of the output pipe: the writer ends once what is queued
-    // is on stdout (bounded, should a stuck stdout hold it).
-    framing.abort();
-    let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
-    served
+}
+
+impl Reading {
+    /// Stops reading stdin; returns stdin, the pipe to rmcp and the bytes read and not
+    /// yet passed on (a line begun, input to replay not read yet), or `None` when the
+    /// input had ended.
+    async fn stop(&mut self) -> Option<(CancelOnEof<Reader>, tokio::io::DuplexStream, Vec<u8>)> {
+        self.stop.cancel();
+        let (input, framed, stopped) = (&mut self.task).await.ok()?;
+        if !stopped.told {
+            return None;
+        }
+        let (replay, stdin) = input.into_inner();
+        let mut pending = stopped.pending;
+        let position = (replay.position() as usize).min(replay.get_ref().len());
+        pending.extend_from_slice(&replay.get_ref()[position..]);
+        Some((stdin, framed, pending))
+    }
+}
+
+/// Drains the connection's calls and writes the snapshot; the new binary then checks it.
+/// On `Err`, the host is as it was and the reason goes to the asker.
+async fn prepare_stdio_handover(
+    server: &Arc<McpServer>,
+    ask: &crate::upgrade::UpgradeAsk,
+    calls: &CallsInFlight,
+    peer: &rmcp::Peer<RoleServer>,
+    log_threshold: &LogThreshold,
+    pending: &[u8],
+) -> Result<
+    (
+        std::os::fd::OwnedFd,
+        std::path::PathBuf,
+        crate::upgrade::StdioHandover,
+    ),
+    String,
+> {
+    use crate::upgrade::{Snapshot, StdioHandover};
+    use base64::Engine as _;
+    let host = &server.host;
+    let blockers = crate::upgrade::blockers(host, false);
+    if !blockers.is_empty() {
+        return Err(format!("no upgrade now: {}", blockers.join("; ")));
+    }
+    let binary =
+        crate::upgrade::binary_to_execute(ask.binary.as_deref()).map_err(|e| e.to_string())?;
+    let drain = Duration::from_millis(host.config.serve.upgrade_drain_ms);
+    let cancelled = calls.drain(drain).await;
+    if cancelled > 0 {
+        tracing::warn!(
+            cancelled,
+            "calls still running at the upgrade's drain deadline were cancelled"
+        );
+    }
+    let initialize = peer
+        .peer_info()
+        .map(|info| serde_json::to_value(&*info).unwrap_or_default())
+        .ok_or("the client has not initialized the connection")?;
+    let handed = StdioHandover {
+        initialize,
+        log_level: log_threshold.get().map(|level| level as u8),
+        pending_input: base64::engine::general_purpose::STANDARD.encode(pending),
+    };
+    let snapshot = Snapshot::take(host, Some(handed.clone())).await;
+    let written = snapshot.and_then(|snapshot| snapshot.write());
+    let fd = match written {
+        Ok(fd) => fd,
+        Err(error) => {
+            Snapshot::take_back(host);
+            return Err(error.to_string());
+        }
+    };
+    let limit = Duration::from_millis(host.config.serve.upgrade_check_ms);
+    match crate::upgrade::check(&binary, &fd, limit).await {
+        Ok(said) => {
+            tracing::info!(binary = %binary.display(), %said, "the new binary takes over");
+            Ok((fd, binary, handed))
+        }
+        Err(error) => {
+            Snapshot::take_back(host);
+            Err(error.to_string())
+        }
+    }
 }
 
 /// The buffer of each in-process pipe between the stdio framing and rmcp.
@@ -703,7 +1065,7 @@ fn stdio_streams() -> (Reader, Writer) {
 struct CancelOnEof<R> {
     inner: R,
     /// The connection's calls, and the end of input as such.
-    on_eof: [CancellationToken; 2],
+    on_eof: [CancellationToken; 1],
 }
 
 impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for CancelOnEof<R> {

@@ -46,6 +46,15 @@ pub enum StateDirError {
     PlantedSymlink { path: PathBuf, parent: PathBuf },
 }
 
+/// A session a binary before this one in the same process started (an upgrade): its
+/// event log goes on.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct SessionHandover {
+    pub id: String,
+    /// The number the next call gets.
+    pub next_call: u64,
+}
+
 /// One session of the host.
 pub struct Session {
     pub id: Arc<str>,
@@ -78,6 +87,36 @@ impl Session {
             events,
             next_call: AtomicU64::new(1),
         })
+    }
+
+    /// The session `id` a binary before this one in the same process started (an
+    /// upgrade): its event log goes on, its calls numbered from `next_call`.
+    pub fn resume(
+        state_dir: &Path,
+        workdir: PathBuf,
+        id: &str,
+        next_call: u64,
+    ) -> std::io::Result<Session> {
+        if id.is_empty() || id.contains(['/', '.']) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{id:?} is no session id"),
+            ));
+        }
+        let dir = state_dir.join("sessions").join(id);
+        Ok(Session {
+            id: id.into(),
+            workdir,
+            spill_dir: dir.join("spill"),
+            events: EventLog::create(&dir.join("events.jsonl")),
+            dir,
+            next_call: AtomicU64::new(next_call),
+        })
+    }
+
+    /// The number the next call gets.
+    pub fn next_call(&self) -> u64 {
+        self.next_call.load(Ordering::Relaxed)
     }
 
     /// The next call id: `call-N`.

@@ -40,6 +40,7 @@
 
 pub mod capability;
 pub mod config;
+pub mod handover;
 pub mod wit;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -57,7 +58,7 @@ use crate::services::resource_changes::{OwnerChanges, ResourceChange, ResourceCh
 pub use config::JobsConfig;
 
 /// Where a job is in its life.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum JobState {
     Running,
     Exited { code: i32 },

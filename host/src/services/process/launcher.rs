@@ -115,7 +115,9 @@ impl Launch {
             terminal: is_terminal,
             cgroup: placement.cgroup,
             join: &placement.join,
-            die_with_parent: true,
+            // With a keeper, it alone kills what is left when dsh dies: a parent-death
+            // signal fires when the spawning thread ends, and at an upgrade's `exec`.
+            die_with_parent: !self.containment.has_keeper(),
             sandbox: self.child_sandbox(sandbox.as_ref()),
         };
         let child = match command.fd3 {
@@ -155,6 +157,72 @@ pub fn start_uncontained(
         die_with_parent: false,
         sandbox: None,
     })
+}
+
+/// Runs `binary` with `args` (after `argv[0]`) and this process's environment plus
+/// `env`, stdin from `/dev/null`, and waits at most `limit`: the check a new binary
+/// passes before an upgrade executes it (see [`crate::upgrade`]). Returns whether it
+/// exited 0, and what it printed (stdout, then stderr).
+pub fn run_upgrade_check(
+    binary: &Path,
+    args: &[std::ffi::OsString],
+    env: &[(&str, String)],
+    limit: std::time::Duration,
+) -> std::io::Result<(bool, String)> {
+    use std::io::Read;
+    let mut command = std::process::Command::new(binary);
+    command
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = spawn::spawn_tracked(&mut command)?;
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    spawn::untrack_pid(child.id() as i32);
+    let mut said = String::new();
+    if let Some(mut out) = child.stdout.take() {
+        let _ = out.read_to_string(&mut said);
+    }
+    if let Some(mut err) = child.stderr.take() {
+        let _ = err.read_to_string(&mut said);
+    }
+    match status {
+        Some(status) => Ok((status.success(), said)),
+        None => Ok((
+            false,
+            format!("it did not finish within {} ms", limit.as_millis()),
+        )),
+    }
+}
+
+/// Replaces this process's program with `binary` (`execve`), with `args` (`argv[0]`
+/// first) and this process's environment plus `env`: the upgrade's last step. Every
+/// descriptor not marked to stay open across `exec` is closed by the kernel. Returns
+/// only when the `exec` failed.
+pub fn exec_upgrade(
+    binary: &Path,
+    args: &[std::ffi::OsString],
+    env: &[(&str, String)],
+) -> std::io::Error {
+    use std::os::unix::process::CommandExt;
+    let mut command = std::process::Command::new(binary);
+    if let Some((first, rest)) = args.split_first() {
+        command.arg0(first).args(rest);
+    }
+    command.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+    command.exec()
 }
 
 /// A new user namespace with `uid_map` and `gid_map` (setgroups denied), held by its

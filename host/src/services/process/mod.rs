@@ -35,6 +35,7 @@ pub mod config;
 pub mod containment;
 pub mod environment;
 pub mod executor;
+pub mod handover;
 pub mod launcher;
 pub mod seccomp;
 pub(crate) mod spawn;
@@ -129,6 +130,8 @@ pub struct ProcessService {
     config: ProcessConfig,
     live_groups: LiveGroups,
     launch: Arc<Launch>,
+    /// The background jobs' tasks, which an upgrade pauses ([`handover`]).
+    job_tasks: Arc<handover::JobTasks>,
 }
 
 /// `name` looked up on `PATH` (a name with a `/` is taken as a path).
@@ -342,7 +345,13 @@ impl ProcessService {
             live_groups: Arc::default(),
             launch,
             config,
+            job_tasks: Arc::default(),
         }
+    }
+
+    /// The containment every run is made in.
+    pub fn containment(&self) -> &containment::Containment {
+        &self.launch.containment
     }
 
     /// Containment runs live now, whoever started them (foreground commands, jobs,
@@ -445,12 +454,34 @@ impl ProcessService {
         let marker = tree.sandbox.as_ref().map(|s| format!("\n{}\n", s.marker()));
         job.set_signaller(Arc::new(GroupSignal(tree.child.pid())));
         let id = job.id.clone();
+        self.drive_job(job, tree, marker);
+        Ok(id)
+    }
+
+    /// Runs a background job's tree to its end in a task, reporting into `job`; an
+    /// upgrade may pause it first ([`handover`]).
+    fn drive_job(
+        &self,
+        job: Arc<crate::services::jobs::Job>,
+        tree: ProcessTree,
+        marker: Option<String>,
+    ) {
         let service = self.clone();
+        let tasks = self.job_tasks.clone();
+        let pause = tasks.enter();
         tokio::spawn(async move {
             let sink = job.clone();
-            let ended = service
-                .drive(tree, None, |chunk| sink.push_output(chunk))
+            let drove = service
+                .drive_pausable(tree, None, |chunk| sink.push_output(chunk), Some(pause))
                 .await;
+            let ended = match drove {
+                Ok(Drove::Paused(tree)) => {
+                    tasks.paused(handover::PausedJob { job, tree, marker });
+                    return;
+                }
+                Ok(Drove::Ended(ended)) => Ok(ended),
+                Err(error) => Err(error),
+            };
             if let Some(marker) = marker {
                 let _ = job.push_output(marker.as_bytes());
             }
@@ -477,8 +508,8 @@ impl ProcessService {
                 },
             };
             job.finish(state);
+            tasks.left();
         });
-        Ok(id)
     }
 
     /// Starts `bash -c COMMAND` (a long command through [`LONG_COMMAND`]) as the leader
@@ -530,6 +561,7 @@ impl ProcessService {
             output,
             group,
             sandbox,
+            handed_tmp: None,
         })
     }
 
@@ -540,13 +572,29 @@ impl ProcessService {
         &self,
         tree: ProcessTree,
         timeout: Option<Duration>,
-        mut sink: impl FnMut(&[u8]) -> Result<(), String>,
+        sink: impl FnMut(&[u8]) -> Result<(), String>,
     ) -> Result<Ended, ProcessError> {
+        match self.drive_pausable(tree, timeout, sink, None).await? {
+            Drove::Ended(ended) => Ok(ended),
+            Drove::Paused(_) => unreachable!("a drive without a pause token never pauses"),
+        }
+    }
+
+    /// [`Self::drive`], which also stops when `pause` is cancelled while the shell runs,
+    /// between two reads of its output, and gives the tree back whole (an upgrade).
+    async fn drive_pausable(
+        &self,
+        tree: ProcessTree,
+        timeout: Option<Duration>,
+        mut sink: impl FnMut(&[u8]) -> Result<(), String>,
+        pause: Option<tokio_util::sync::CancellationToken>,
+    ) -> Result<Drove, ProcessError> {
         let ProcessTree {
             mut child,
             output: mut pipe_reader,
             group,
             sandbox,
+            handed_tmp,
         } = tree;
         let pgid = child.pid();
         let mut buf = vec![0u8; 64 * 1024];
@@ -562,6 +610,15 @@ impl ProcessService {
 
         while !(eof && status.is_some()) {
             tokio::select! {
+                _ = cancelled(pause.as_ref()), if status.is_none() => {
+                    return Ok(Drove::Paused(ProcessTree {
+                        child,
+                        output: pipe_reader,
+                        group,
+                        sandbox,
+                        handed_tmp,
+                    }));
+                },
                 read = pipe_reader.read(&mut buf), if !eof => match read {
                     Ok(0) => eof = true,
                     Ok(n) => match sink(&buf[..n]) {
@@ -611,12 +668,15 @@ impl ProcessService {
         // private temporary directory goes.
         drop(group);
         drop(sandbox);
+        if let Some(tmp) = handed_tmp {
+            let _ = std::fs::remove_dir_all(tmp);
+        }
         let status = status.expect("loop ends only after the shell exited");
-        Ok(Ended {
+        Ok(Drove::Ended(Ended {
             status,
             timed_out,
             cut_off,
-        })
+        }))
     }
 }
 
@@ -704,6 +764,24 @@ struct ProcessTree {
     group: GroupGuard,
     /// A sandboxed run's confinement (its temporary directory lives as long).
     sandbox: Option<executor::Prepared>,
+    /// A sandboxed run handed over at an upgrade: its temporary directory, removed at
+    /// its end.
+    handed_tmp: Option<PathBuf>,
+}
+
+/// How a drive stopped.
+enum Drove {
+    Ended(Ended),
+    /// Paused by an upgrade: the tree, whole.
+    Paused(ProcessTree),
+}
+
+/// Waits for `token`, or forever without one.
+async fn cancelled(token: Option<&tokio_util::sync::CancellationToken>) {
+    match token {
+        Some(token) => token.cancelled().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// How a tree ended.

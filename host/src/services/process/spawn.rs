@@ -218,6 +218,23 @@ fn untrack(pid: libc::pid_t) {
         .remove(&pid);
 }
 
+/// Spawns `command` (std's spawn) tracked from the moment it exists, so the orphan
+/// reaper leaves its status to the caller's wait; [`untrack_pid`] once it is reaped.
+pub fn spawn_tracked(command: &mut std::process::Command) -> io::Result<std::process::Child> {
+    let _no_reaping = SPAWNING.read().unwrap_or_else(|e| e.into_inner());
+    let child = command.spawn()?;
+    TRACKED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(child.id() as libc::pid_t);
+    Ok(child)
+}
+
+/// Stops tracking a child reaped by its own wait ([`spawn_tracked`]).
+pub fn untrack_pid(pid: libc::pid_t) {
+    untrack(pid);
+}
+
 /// Whether `clone3` with `CLONE_INTO_CGROUP` failed once (an old kernel, a seccomp
 /// filter): then the child joins its cgroup by writing `cgroup.procs`.
 static NO_CLONE3: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -949,6 +966,30 @@ fn open_pidfd(pid: libc::pid_t) -> Option<AsyncFd<OwnedFd>> {
 }
 
 impl Child {
+    /// A child this process spawned under the binary it ran before an upgrade's `exec`
+    /// (still its child: the pid is the same process's), tracked from now on so the
+    /// orphan reaper leaves its status to [`Child::wait`]. Adopt before the orphan
+    /// reaper starts. A child that ended in between is reaped here, its status kept.
+    pub fn adopt(pid: libc::pid_t) -> Child {
+        TRACKED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(pid);
+        Child {
+            pid,
+            exit: None,
+            pidfd: None,
+        }
+    }
+
+    /// Registers the pidfd of an adopted child with the event loop (from a tokio
+    /// context; [`Child::adopt`] may run before there is one).
+    pub fn watch(&mut self) {
+        if self.pidfd.is_none() && self.exit.is_none() {
+            self.pidfd = open_pidfd(self.pid);
+        }
+    }
+
     /// The child's pid, which is also its process group id.
     pub fn pid(&self) -> libc::pid_t {
         self.pid

@@ -21,12 +21,14 @@
 //! - [`waiting`]: when a send is settled (quiet, pattern after the echo of its input,
 //!   timeout, exit), incrementally;
 //! - `views`: the screen, plain and raw views a read returns, and [`text`] the plain
-//!   rendering.
+//!   rendering;
+//! - [`handover`]: the sessions handed to the next binary at an upgrade, and taken back.
 //!
 //! Native only: nothing here knows wasmtime. The WIT binding is in [`wit`].
 
 pub mod capability;
 pub mod config;
+pub mod handover;
 mod pty;
 mod sessions;
 pub mod text;

@@ -262,6 +262,18 @@ pub(super) async fn read_loop(session: Arc<Session>) {
     }
 }
 
+/// The PTY master a session handed over at an upgrade kept open across the `exec`, by
+/// its number: closed on `exec` again and registered with the event loop.
+pub(super) fn adopt_master(fd: i32) -> std::io::Result<AsyncFd<OwnedFd>> {
+    // SAFETY: the descriptor was kept open across the exec for one session alone; its
+    // number comes from the binary that held it, and nothing else here owns it.
+    let master = unsafe { OwnedFd::from_raw_fd(fd) };
+    containment::close_on_exec(&master);
+    // SAFETY: registering our own descriptor, owned by the AsyncFd from here on.
+    unsafe { AsyncFd::register_with_interest(master, tokio::io::Interest::READABLE) }
+        .map_err(|e| e.into())
+}
+
 /// A new PTY pair sized `cols` x `rows`; the master is non-blocking, both close on exec.
 /// The path of a PTY's slave (`/dev/pts/N`), which a sandboxed session may open again.
 fn pty_path(slave: &OwnedFd) -> PathBuf {

@@ -67,20 +67,45 @@ pub struct Session {
     pub(super) output: Mutex<Output>,
     pub(super) changed: Notify,
     /// The owner's resource changes, and this session's id as they name it.
-    changes: OwnerChanges,
-    change_id: Arc<str>,
+    pub(super) changes: OwnerChanges,
+    pub(super) change_id: Arc<str>,
     pub(super) closing: AtomicBool,
     pub(super) sending: AtomicBool,
     pub(super) reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// The session's container: every process it starts, wherever it goes.
     pub(super) run: containment::Run,
     pub(super) scrollback_bytes: usize,
+    /// A sandboxed session's private `TMPDIR` (handed over at an upgrade, so the next
+    /// binary removes it when the shell exits).
+    pub(super) private_tmp: Option<PathBuf>,
 }
 
 /// Marks the session's one active send; released on drop.
 pub(super) struct SendSlot(pub(super) Arc<Session>);
 
 impl Output {
+    /// The output of a session handed over at an upgrade: its scrollback, the count of
+    /// bytes it has seen, and its screen as the `vt100` state that redraws it.
+    pub(super) fn restored(
+        rows: u16,
+        cols: u16,
+        scrollback: &[u8],
+        total: u64,
+        screen: &[u8],
+    ) -> Output {
+        let mut output = Output::new(rows, cols);
+        output.screen.process(screen);
+        output.scrollback.extend(scrollback);
+        output.total = total;
+        output.screen_seen = total;
+        output
+    }
+
+    /// The screen's state as the bytes that redraw it (contents, attributes, cursor).
+    pub(super) fn screen_state(&mut self) -> Vec<u8> {
+        self.screen().state_formatted()
+    }
+
     pub(super) fn new(rows: u16, cols: u16) -> Output {
         Output {
             scrollback: VecDeque::new(),
@@ -346,6 +371,7 @@ impl TerminalService {
             reader: Mutex::new(None),
             run,
             scrollback_bytes: self.config.scrollback_bytes.max(1024),
+            private_tmp: sandbox.as_ref().map(|s| s.tmp().to_path_buf()),
         });
         let reader = tokio::spawn(read_loop(session.clone()));
         *session.reader.lock().unwrap() = Some(reader);

@@ -91,6 +91,31 @@ pub struct Placement {
 }
 
 impl CgroupRun {
+    /// A live run's cgroups, handed over at an upgrade by their paths.
+    pub fn adopt(dir: PathBuf, v1_dirs: Vec<PathBuf>) -> Result<CgroupRun, ContainmentError> {
+        let failed = |what: &Path, e: std::io::Error| {
+            ContainmentError::Cgroup(format!("cannot adopt {}: {e}", what.display()))
+        };
+        let mut v1_procs = Vec::new();
+        for v1_dir in &v1_dirs {
+            v1_procs
+                .push(open_for_write(&v1_dir.join("cgroup.procs")).map_err(|e| failed(v1_dir, e))?);
+        }
+        Ok(CgroupRun {
+            dir_fd: File::open(&dir).map_err(|e| failed(&dir, e))?,
+            v2_procs: open_for_write(&dir.join("cgroup.procs")).map_err(|e| failed(&dir, e))?,
+            kill: open_for_write(&dir.join("cgroup.kill")).map_err(|e| failed(&dir, e))?,
+            v1_procs,
+            v1_dirs,
+            dir,
+        })
+    }
+
+    /// The run's v2 directory and v1 directories.
+    pub fn dirs(&self) -> (PathBuf, Vec<PathBuf>) {
+        (self.dir.clone(), self.v1_dirs.clone())
+    }
+
     pub fn placement(&self) -> Placement {
         Placement {
             cgroup_dir: self.dir_fd.as_raw_fd(),
@@ -240,6 +265,50 @@ impl CgroupTree {
         Ok(tree)
     }
 
+    /// Adopts the node `node` handed over at an upgrade (this process made it, under the
+    /// binary it ran before): its limits are found again, the runs it holds are adopted
+    /// one by one, and the directories of the runs prepared and never used are removed.
+    pub fn adopt(
+        node: PathBuf,
+        v1_nodes: &[PathBuf],
+        next_run: u64,
+        pids_max: u64,
+        memory_max_mb: u64,
+    ) -> Result<CgroupTree, ContainmentError> {
+        let node_kill = open_for_write(&node.join("cgroup.kill")).map_err(|e| {
+            ContainmentError::Cgroup(format!("cannot adopt {}: {e}", node.display()))
+        })?;
+        let limits = Limits::adopt(&node, v1_nodes, pids_max, memory_max_mb);
+        // Prepared runs of the binary before hold no process: remove them.
+        if let Ok(entries) = std::fs::read_dir(&node) {
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                if name.to_str().is_some_and(|n| n.starts_with("run-"))
+                    && is_unpopulated(&entry.path())
+                {
+                    let _ = std::fs::remove_dir(entry.path());
+                    for v1 in &limits.v1 {
+                        let _ = std::fs::remove_dir(v1.node.join(&name));
+                    }
+                }
+            }
+        }
+        let summary = limits.summary();
+        Ok(CgroupTree {
+            node,
+            node_kill,
+            limits,
+            next_run: AtomicU64::new(next_run),
+            pool: Mutex::new(Vec::new()),
+            summary,
+        })
+    }
+
+    /// The number the next run's directory gets.
+    pub fn next_run(&self) -> u64 {
+        self.next_run.load(Ordering::Relaxed)
+    }
+
     /// The node's path (for the keeper and the logs).
     pub fn node(&self) -> &Path {
         &self.node
@@ -339,6 +408,34 @@ impl Drop for CgroupTree {
 }
 
 impl Limits {
+    /// The limits of an adopted node: the v2 controllers it has on, its v1 nodes.
+    fn adopt(node: &Path, v1_nodes: &[PathBuf], pids_max: u64, memory_max_mb: u64) -> Limits {
+        let enabled =
+            std::fs::read_to_string(node.join("cgroup.subtree_control")).unwrap_or_default();
+        let on = |c: &str| enabled.split_whitespace().any(|e| e == c);
+        let v1 = v1_nodes
+            .iter()
+            .filter_map(|path| {
+                let controller = ["pids", "memory"].into_iter().find(|c| {
+                    mounts("cgroup", Some(c))
+                        .iter()
+                        .any(|m| path.starts_with(m))
+                })?;
+                Some(V1Hierarchy {
+                    controller,
+                    node: path.clone(),
+                })
+            })
+            .collect();
+        Limits {
+            pids_max,
+            memory_max_bytes: memory_max_mb.saturating_mul(1 << 20),
+            v2_pids: pids_max > 0 && on("pids"),
+            v2_memory: memory_max_mb > 0 && on("memory"),
+            v1,
+        }
+    }
+
     /// Turns on what the node can give runs; what it cannot, a v1 hierarchy may.
     fn enable(node: &Path, pids_max: u64, memory_max_mb: u64) -> Limits {
         let mut limits = Limits {

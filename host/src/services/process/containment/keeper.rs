@@ -78,6 +78,23 @@ impl Keeper {
         })
     }
 
+    /// The keeper the binary this process ran before started, by its lifeline kept open
+    /// across the upgrade's `exec` and its pid (still this process's child, reaped by
+    /// the orphan reaper should it end).
+    pub fn adopt(lifeline: OwnedFd, pid: i32) -> Keeper {
+        super::close_on_exec(&lifeline);
+        Keeper {
+            _lifeline: lifeline,
+            pid,
+        }
+    }
+
+    /// The lifeline's descriptor number (handed over at an upgrade).
+    pub fn lifeline(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        self._lifeline.as_raw_fd()
+    }
+
     /// The keeper's pid.
     pub fn pid(&self) -> i32 {
         self.pid

@@ -55,6 +55,14 @@ impl Marks {
         }
     }
 
+    /// The marks handed over at an upgrade (the same process, so the same prefix).
+    pub fn adopt(prefix: String) -> Marks {
+        Marks {
+            prefix,
+            reason: "handed over at an upgrade".to_string(),
+        }
+    }
+
     /// `DSH_RUN=PID.`
     pub fn prefix(&self) -> &str {
         &self.prefix

@@ -16,14 +16,26 @@
 //! dsh's end on a pipe and then kills what is left: the cgroup node, or every marked
 //! process. SIGKILL and the OOM killer included.
 //!
+//! At an upgrade (`dsh upgrade`: the same process executes a new binary) the containment
+//! is handed over whole ([`ContainmentHandover`]): the new executable adopts the node,
+//! the marks' numbering and the keeper (its lifeline is kept open across the `exec`), and
+//! each live run by its directory or mark ([`RunHandover`]), so the runs it inherits and
+//! those it starts are killed by the same keeper and never share a name.
+//!
 //! Native only: nothing here knows wasmtime.
+// Unsafe allowed: the process layer (see `tidy.rs`).
+#![allow(unsafe_code)]
 
 pub mod cgroup;
 pub mod keeper;
 pub mod marks;
 
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
 
 use crate::services::process::{ContainmentMode, ProcessConfig};
 
@@ -99,6 +111,47 @@ pub struct SpawnPlacement {
     pub mark: Option<(String, String)>,
 }
 
+/// The containment a host hands the executable that replaces it in the same process.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContainmentHandover {
+    pub mode: HandedMode,
+    /// The next number of [`next_number`] (marks and run names never repeat).
+    pub next_number: u64,
+    /// The keeper's lifeline (a descriptor kept open across the `exec`) and its pid.
+    pub keeper: Option<(i32, i32)>,
+}
+
+/// The mode of a handed-over containment.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum HandedMode {
+    /// dsh's cgroup node, its v1 nodes, and the next run's number.
+    Cgroup {
+        node: PathBuf,
+        v1_nodes: Vec<PathBuf>,
+        next_run: u64,
+    },
+    /// The marks' prefix (`DSH_RUN=PID.`).
+    Marks { prefix: String },
+}
+
+/// One live run, handed over.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunHandover {
+    /// Its v2 cgroup directory and v1 directories, or its mark (`DSH_RUN=PID.N`).
+    pub cgroup: Option<(PathBuf, Vec<PathBuf>)>,
+    pub mark: Option<String>,
+    pub leader: i32,
+}
+
+/// A containment handed over by the executable this process ran before, for the first
+/// [`Containment::start`] to adopt.
+static INHERITED: Mutex<Option<ContainmentHandover>> = Mutex::new(None);
+
+/// Makes the next [`Containment::start`] adopt `handover` instead of making its own.
+pub fn inherit(handover: ContainmentHandover) {
+    *INHERITED.lock().unwrap() = Some(handover);
+}
+
 /// Set when this process supervises everything its hosts start (the `dsh` binary).
 static SUPERVISOR: std::sync::OnceLock<()> = std::sync::OnceLock::new();
 
@@ -115,8 +168,12 @@ fn supervising() -> bool {
 }
 
 impl Containment {
-    /// Chooses the mode by `config`, prepares it, and starts the keeper.
+    /// Chooses the mode by `config`, prepares it, and starts the keeper; or adopts the
+    /// containment handed over by the executable this process ran before ([`inherit`]).
     pub fn start(config: &ProcessConfig) -> Result<Containment, ContainmentError> {
+        if let Some(handover) = INHERITED.lock().unwrap().take() {
+            return Containment::adopt(config, handover);
+        }
         let mode = match config.containment {
             ContainmentMode::Subreaper => {
                 Mode::Marks(marks::Marks::new("[process] containment = \"subreaper\""))
@@ -162,6 +219,57 @@ impl Containment {
         } else {
             None
         };
+        Containment::run(mode, keeper, description)
+    }
+
+    /// Adopts a handed-over containment: its node (or marks), its numbering, its keeper.
+    fn adopt(
+        config: &ProcessConfig,
+        handover: ContainmentHandover,
+    ) -> Result<Containment, ContainmentError> {
+        NUMBERS.fetch_max(handover.next_number, Ordering::Relaxed);
+        let mode = match handover.mode {
+            HandedMode::Cgroup {
+                node,
+                v1_nodes,
+                next_run,
+            } => Mode::Cgroup(Arc::new(cgroup::CgroupTree::adopt(
+                node,
+                &v1_nodes,
+                next_run,
+                config.pids_max,
+                config.memory_max_mb,
+            )?)),
+            HandedMode::Marks { prefix } => Mode::Marks(marks::Marks::adopt(prefix)),
+        };
+        if supervising() {
+            marks::become_subreaper();
+        }
+        let keeper = handover.keeper.map(|(lifeline, pid)| {
+            // SAFETY: the descriptor was kept open across the exec for us alone, its
+            // number written in the handover by the executable that held it.
+            let lifeline = unsafe { OwnedFd::from_raw_fd(lifeline) };
+            keeper::Keeper::adopt(lifeline, pid)
+        });
+        let description = match &mode {
+            Mode::Cgroup(tree) => format!(
+                "cgroup: one cgroup v2 per run under {} (adopted at an upgrade)",
+                tree.node().display()
+            ),
+            Mode::Marks(marks) => format!(
+                "subreaper: runs are followed by the DSH_RUN mark in their environment ({}; adopted at an upgrade)",
+                marks.reason
+            ),
+        };
+        Containment::run(mode, keeper, description)
+    }
+
+    /// Starts the housekeeping thread (and the orphan reaper) for `mode`.
+    fn run(
+        mode: Mode,
+        keeper: Option<keeper::Keeper>,
+        description: String,
+    ) -> Result<Containment, ContainmentError> {
         let (sender, receiver) = mpsc::channel();
         let tree = match &mode {
             Mode::Cgroup(tree) => Some(tree.clone()),
@@ -212,6 +320,68 @@ impl Containment {
         self.inner.live.load(Ordering::Relaxed)
     }
 
+    /// Whether a keeper kills what is left when this process dies (the `dsh` binary): then
+    /// runs need no parent-death signal, which would fire when the thread that spawned
+    /// them ends, and at an upgrade's `exec`.
+    pub fn has_keeper(&self) -> bool {
+        self.inner._keeper.is_some()
+    }
+
+    /// What the executable replacing this one in the process adopts; the keeper's
+    /// lifeline is made to stay open across the `exec`.
+    pub fn hand_over(&self) -> std::io::Result<ContainmentHandover> {
+        let keeper = match &self.inner._keeper {
+            Some(keeper) => {
+                let lifeline = keeper.lifeline();
+                keep_across_exec(lifeline)?;
+                Some((lifeline, keeper.pid()))
+            }
+            None => None,
+        };
+        let mode = match &self.inner.mode {
+            Mode::Cgroup(tree) => HandedMode::Cgroup {
+                node: tree.node().to_path_buf(),
+                v1_nodes: tree.v1_nodes(),
+                next_run: tree.next_run(),
+            },
+            Mode::Marks(marks) => HandedMode::Marks {
+                prefix: marks.prefix().to_string(),
+            },
+        };
+        Ok(ContainmentHandover {
+            mode,
+            next_number: NUMBERS.load(Ordering::Relaxed),
+            keeper,
+        })
+    }
+
+    /// Makes the keeper's lifeline close on `exec` again (an upgrade that did not
+    /// happen).
+    pub fn take_back(&self) {
+        if let Some(keeper) = &self.inner._keeper {
+            close_on_exec(&keeper.lifeline());
+        }
+    }
+
+    /// A run handed over by the executable this process ran before.
+    pub fn adopt_run(&self, handover: &RunHandover) -> Result<Run, ContainmentError> {
+        let kind = match (&handover.cgroup, &handover.mark) {
+            (Some((dir, v1_dirs)), _) => RunKind::Cgroup(Some(cgroup::CgroupRun::adopt(
+                dir.clone(),
+                v1_dirs.clone(),
+            )?)),
+            (None, Some(mark)) => RunKind::Marked(mark.clone().into_bytes()),
+            (None, None) => RunKind::Cgroup(None),
+        };
+        self.inner.live.fetch_add(1, Ordering::Relaxed);
+        Ok(Run {
+            kind,
+            leader: AtomicI32::new(handover.leader),
+            retired: self.inner.retired.lock().unwrap().clone(),
+            live: self.inner.live.clone(),
+        })
+    }
+
     /// Kills every run (host shutdown).
     pub fn kill_all(&self) {
         match &self.inner.mode {
@@ -222,6 +392,20 @@ impl Containment {
 }
 
 impl Run {
+    /// The run as the executable replacing this one adopts it.
+    pub fn hand_over(&self) -> RunHandover {
+        let (cgroup, mark) = match &self.kind {
+            RunKind::Cgroup(Some(run)) => (Some(run.dirs()), None),
+            RunKind::Cgroup(None) => (None, None),
+            RunKind::Marked(mark) => (None, Some(String::from_utf8_lossy(mark).into_owned())),
+        };
+        RunHandover {
+            cgroup,
+            mark,
+            leader: self.leader.load(Ordering::Relaxed),
+        }
+    }
+
     /// Where the run's first process goes.
     pub fn placement(&self) -> SpawnPlacement {
         match &self.kind {
@@ -315,8 +499,40 @@ fn housekeeping(tree: Option<Arc<cgroup::CgroupTree>>, retired: mpsc::Receiver<R
     }
 }
 
-/// A process-wide sequence for run marks and names.
+/// The process-wide sequence of run marks and names (continued across an upgrade).
+static NUMBERS: AtomicU64 = AtomicU64::new(1);
+
+/// The next number of the sequence.
 fn next_number() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    NEXT.fetch_add(1, Ordering::Relaxed)
+    NUMBERS.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Clears `FD_CLOEXEC` on `fd`: it stays open, with its number, across an `exec`.
+pub fn keep_across_exec(fd: i32) -> std::io::Result<()> {
+    // SAFETY: fcntl on a descriptor number; a closed one fails with EBADF.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A descriptor the binary this process ran before kept open across the `exec` for it,
+/// by number: `None` when that number is not open. It closes on `exec` from now on.
+pub fn inherited_fd(fd: i32) -> Option<OwnedFd> {
+    // SAFETY: fcntl on a descriptor number only reads its flags.
+    if fd < 3 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return None;
+    }
+    // SAFETY: the number is open and was handed to this process for this one use; the
+    // caller takes it once.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    close_on_exec(&owned);
+    Some(owned)
+}
+
+/// Sets `FD_CLOEXEC` on `fd` again (an upgrade that was refused).
+pub fn close_on_exec(fd: &impl AsRawFd) {
+    // SAFETY: fcntl on a descriptor we hold.
+    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
 }

@@ -1,0 +1,527 @@
+//! Upgrading the host in place (`dsh upgrade`, or SIGUSR2 to `dsh serve`): the running
+//! process writes what it holds to a [`Snapshot`], checks that the new binary can read
+//! it, and executes that binary in the same process, which rebuilds its state from the
+//! snapshot and the descriptors kept open across the `exec`. The pid stays, so the
+//! keeper, the containment and the client see no change.
+//!
+//! The snapshot is JSON in a sealed memfd (it holds the connection's state and, for the
+//! sessions, their scrollback), passed by descriptor number in `DSH_UPGRADE_FD`; its
+//! `version` says how to read it, and a binary that reads another version refuses it
+//! before anything is lost (the check below runs it first).
+//!
+//! What is handed over: the stdio connection (the client's `initialize` as it was sent,
+//! its log level, the input not yet read), the terminal sessions (PTY masters, shells,
+//! scrollback, screens, containers), the containment (node or marks, keeper), the
+//! session's event log, every job (a running background command's pipe, shell and
+//! container with it). Language servers, subagents, background terminal sends and HTTP
+//! sessions are not handed over yet: while one is live the upgrade is refused, saying
+//! which ([`blockers`]).
+//!
+//! Who may ask: the control socket's peer must be this user and must not be a process
+//! dsh started ([`peer_may_upgrade`]): dsh is a child subreaper, so whatever a run
+//! starts, however it detaches, stays its descendant.
+
+use std::io::{Read, Seek, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::host::Host;
+use crate::services::jobs::handover::JobsHandover;
+use crate::services::process::containment::{self, ContainmentHandover};
+use crate::services::process::handover::JobProcessHandover;
+use crate::services::process::spawn::Child;
+use crate::services::terminal::handover::TerminalsHandover;
+pub use crate::session::SessionHandover;
+
+/// The version of the snapshot this binary writes, and the only one it reads.
+pub const SNAPSHOT_VERSION: u32 = 1;
+
+/// The variable naming the snapshot's descriptor in the new binary's environment.
+pub const SNAPSHOT_FD_VARIABLE: &str = "DSH_UPGRADE_FD";
+
+/// Set (to `1`) when the new binary is only asked to check that it can take over: it
+/// reads the snapshot and the configuration, prints one line and exits.
+pub const CHECK_VARIABLE: &str = "DSH_UPGRADE_CHECK";
+
+/// Everything handed to the next binary.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub version: u32,
+    /// The dsh version that wrote it.
+    pub written_by: String,
+    pub pid: u32,
+    /// How many upgrades this process has been through, this one included.
+    pub generation: u32,
+    /// The session (its event log goes on) and its next call number.
+    pub session: SessionHandover,
+    pub containment: ContainmentHandover,
+    pub terminals: TerminalsHandover,
+    /// Every job (running and finished), and the running background commands' processes.
+    pub jobs: JobsHandover,
+    pub job_processes: Vec<JobProcessHandover>,
+    /// The stdio connection, when serving stdio.
+    pub stdio: Option<StdioHandover>,
+}
+
+/// The stdio MCP connection, handed over between two of its requests.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StdioHandover {
+    /// The params of the client's `initialize`, as it sent them.
+    pub initialize: serde_json::Value,
+    /// The level set with `logging/setLevel` (its number), if any.
+    pub log_level: Option<u8>,
+    /// Input read from stdin and not yet a whole line (base64).
+    pub pending_input: String,
+}
+
+/// Why an upgrade did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum UpgradeError {
+    #[error("no upgrade: {0}")]
+    Blocked(String),
+    #[error("cannot write the snapshot: {0}")]
+    Write(std::io::Error),
+    #[error("the snapshot in descriptor {fd} cannot be read: {why}")]
+    Read { fd: String, why: String },
+    #[error("{binary} refused to take over: {why}")]
+    Refused { binary: PathBuf, why: String },
+    #[error("cannot execute {binary}: {source}")]
+    Exec {
+        binary: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Terminals(#[from] crate::services::terminal::handover::HandoverError),
+}
+
+/// What keeps this host from being upgraded now: the live state that is not handed over
+/// yet (empty when nothing does).
+pub fn blockers(host: &Host, serving_http: bool) -> Vec<String> {
+    let mut blockers = Vec::new();
+    if serving_http {
+        blockers.push("HTTP sessions are not handed over yet (only stdio)".to_string());
+    }
+    let jobs = host.services.jobs.running_not_handed_over();
+    if !jobs.is_empty() {
+        blockers.push(format!(
+            "running {} (background terminal sends and subagents are not handed over yet: wait for them or job_kill them)",
+            jobs.join(", ")
+        ));
+    }
+    let servers = host.services.lsp.server_pids().len();
+    if servers > 0 {
+        blockers.push(format!(
+            "{servers} language server(s) live (not handed over yet)"
+        ));
+    }
+    blockers
+}
+
+impl Snapshot {
+    /// The host's state, its jobs and terminals paused (see
+    /// [`crate::services::terminal::TerminalService::pause_reading`]), and the stdio
+    /// connection's. The descriptors it names are made to stay open across `exec`.
+    /// On `Err`, call [`Snapshot::take_back`].
+    pub async fn take(host: &Host, stdio: Option<StdioHandover>) -> Result<Snapshot, UpgradeError> {
+        host.services
+            .process
+            .pause_jobs(std::time::Duration::from_secs(5))
+            .await
+            .map_err(UpgradeError::Blocked)?;
+        host.services.terminal.pause_reading();
+        let terminals = host.services.terminal.hand_over()?;
+        let job_processes = host
+            .services
+            .process
+            .hand_over_jobs()
+            .map_err(UpgradeError::Write)?;
+        let jobs = host.services.jobs.hand_over();
+        let containment = host
+            .services
+            .process
+            .containment()
+            .hand_over()
+            .map_err(UpgradeError::Write)?;
+        let session = &host.pipeline.session;
+        Ok(Snapshot {
+            version: SNAPSHOT_VERSION,
+            written_by: env!("CARGO_PKG_VERSION").to_string(),
+            pid: std::process::id(),
+            generation: generation() + 1,
+            session: SessionHandover {
+                id: session.id.to_string(),
+                next_call: session.next_call(),
+            },
+            containment,
+            terminals,
+            jobs,
+            job_processes,
+            stdio,
+        })
+    }
+
+    /// Undoes what [`Snapshot::take`] did to the host (an upgrade that did not happen):
+    /// the descriptors close on `exec` again and the terminals are read again.
+    pub fn take_back(host: &Host) {
+        host.services.terminal.take_back();
+        host.services.terminal.resume_reading();
+        host.services.process.resume_jobs();
+        host.services.process.containment().take_back();
+    }
+
+    /// Writes the snapshot to a sealed memfd (only this user's processes that may read
+    /// dsh's memory may read it) that stays open across `exec`.
+    pub fn write(&self) -> Result<OwnedFd, UpgradeError> {
+        use rustix::fs::{MemfdFlags, SealFlags};
+        let fd = rustix::fs::memfd_create(
+            "dsh-upgrade-snapshot",
+            MemfdFlags::ALLOW_SEALING | MemfdFlags::CLOEXEC,
+        )
+        .map_err(|e| UpgradeError::Write(e.into()))?;
+        let mut file = std::fs::File::from(fd);
+        serde_json::to_writer(&mut file, self).map_err(|e| UpgradeError::Write(e.into()))?;
+        file.flush().map_err(UpgradeError::Write)?;
+        file.rewind().map_err(UpgradeError::Write)?;
+        let fd = OwnedFd::from(file);
+        rustix::fs::fcntl_add_seals(
+            &fd,
+            SealFlags::WRITE | SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL,
+        )
+        .map_err(|e| UpgradeError::Write(e.into()))?;
+        containment::keep_across_exec(fd.as_raw_fd()).map_err(UpgradeError::Write)?;
+        Ok(fd)
+    }
+
+    /// Reads a snapshot, refusing one of another version.
+    pub fn read(mut from: impl Read, fd: &str) -> Result<Snapshot, UpgradeError> {
+        let failed = |why: String| UpgradeError::Read {
+            fd: fd.to_string(),
+            why,
+        };
+        let mut text = Vec::new();
+        from.read_to_end(&mut text)
+            .map_err(|e| failed(e.to_string()))?;
+        let value: serde_json::Value =
+            serde_json::from_slice(&text).map_err(|e| failed(format!("not JSON: {e}")))?;
+        match value.get("version").and_then(serde_json::Value::as_u64) {
+            Some(version) if version == u64::from(SNAPSHOT_VERSION) => {}
+            Some(version) => {
+                return Err(failed(format!(
+                    "it is version {version}, written by dsh {}; this dsh ({}) reads version {SNAPSHOT_VERSION}",
+                    value["written_by"].as_str().unwrap_or("?"),
+                    env!("CARGO_PKG_VERSION")
+                )))
+            }
+            None => return Err(failed("it has no version".into())),
+        }
+        serde_json::from_value(value).map_err(|e| failed(e.to_string()))
+    }
+
+    /// The snapshot handed to this process by the binary it ran before, if any (the
+    /// variable is removed, so nothing this process starts sees it).
+    pub fn inherited() -> Result<Option<Snapshot>, UpgradeError> {
+        let Some(value) = std::env::var_os(SNAPSHOT_FD_VARIABLE) else {
+            return Ok(None);
+        };
+        std::env::remove_var(SNAPSHOT_FD_VARIABLE);
+        let text = value.to_string_lossy().into_owned();
+        let fd = text
+            .parse::<i32>()
+            .ok()
+            .and_then(containment::inherited_fd)
+            .ok_or_else(|| UpgradeError::Read {
+                fd: text.clone(),
+                why: "not an open descriptor".into(),
+            })?;
+        let mut file = std::fs::File::from(fd);
+        // The check before the exec read the same open file: from the start again.
+        file.rewind().map_err(|e| UpgradeError::Read {
+            fd: text.clone(),
+            why: e.to_string(),
+        })?;
+        let snapshot = Snapshot::read(file, &text)?;
+        GENERATION.store(snapshot.generation, std::sync::atomic::Ordering::Relaxed);
+        Ok(Some(snapshot))
+    }
+
+    /// Adopts what must be adopted before the host starts: the shells (tracked before
+    /// the orphan reaper could reap them) and the containment (for the host's to take).
+    pub fn adopt(&self) -> AdoptedChildren {
+        containment::inherit(self.containment.clone());
+        AdoptedChildren(
+            self.children()
+                .into_iter()
+                .map(|pid| (pid, Child::adopt(pid)))
+                .collect(),
+        )
+    }
+
+    /// Rebuilds the jobs and the terminal sessions in `host` (from a tokio context).
+    pub fn restore(&self, host: &Host, mut children: AdoptedChildren) {
+        host.services.jobs.restore(self.jobs.clone());
+        host.services.process.restore_jobs(
+            self.job_processes.clone(),
+            &host.services.jobs,
+            &mut children.0,
+        );
+        host.services
+            .terminal
+            .restore(self.terminals.clone(), &mut children.0);
+    }
+
+    /// The pids of the shells to adopt (before the orphan reaper starts).
+    pub fn children(&self) -> Vec<i32> {
+        self.terminals
+            .sessions
+            .iter()
+            .filter(|s| !s.reaped && !s.exited)
+            .map(|s| s.leader)
+            .chain(self.job_processes.iter().map(|p| p.leader))
+            .collect()
+    }
+}
+
+/// The shells of a snapshot, adopted as this process's children (see [`Snapshot::adopt`]);
+/// those no session takes back are killed when this is dropped.
+pub struct AdoptedChildren(std::collections::HashMap<i32, Child>);
+
+/// How many upgrades this process has been through.
+static GENERATION: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// How many upgrades this process has been through (0: none).
+pub fn generation() -> u32 {
+    GENERATION.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A request to upgrade the host (from the control socket or SIGUSR2), answered with what
+/// happened: `Ok` once the new binary has checked the snapshot and is about to be
+/// executed, else why not.
+#[derive(Debug)]
+pub struct UpgradeAsk {
+    /// `--binary`, else the path this process's executable was installed at.
+    pub binary: Option<PathBuf>,
+    pub reply: tokio::sync::oneshot::Sender<Result<String, String>>,
+    /// Closed once the answer has reached the asker (the exec waits for it, a little).
+    pub delivered: tokio::sync::oneshot::Receiver<()>,
+}
+
+impl StdioHandover {
+    /// What a resumed connection's framing reads before stdin: the client's `initialize`
+    /// replayed (its answer is dropped), `notifications/initialized`, then the input
+    /// that was pending.
+    pub fn replay(&self) -> Vec<u8> {
+        use base64::Engine as _;
+        let initialize = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": REPLAYED_INITIALIZE_ID,
+            "method": "initialize",
+            "params": self.initialize,
+        });
+        let mut bytes = initialize.to_string().into_bytes();
+        bytes.extend_from_slice(
+            b"\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
+        );
+        bytes.extend(
+            base64::engine::general_purpose::STANDARD
+                .decode(&self.pending_input)
+                .unwrap_or_default(),
+        );
+        bytes
+    }
+}
+
+/// The id of the replayed `initialize` (its answer is not the client's).
+pub const REPLAYED_INITIALIZE_ID: &str = "dsh-upgrade-replay";
+
+/// Runs `binary` as the check before the exec: the same arguments and environment as
+/// this process, with the snapshot's descriptor and [`CHECK_VARIABLE`]; it must read the
+/// snapshot and the configuration and exit 0 within `limit`.
+pub async fn check(
+    binary: &Path,
+    snapshot: &OwnedFd,
+    limit: std::time::Duration,
+) -> Result<String, UpgradeError> {
+    let env = vec![
+        (SNAPSHOT_FD_VARIABLE, snapshot.as_raw_fd().to_string()),
+        (CHECK_VARIABLE, "1".to_string()),
+    ];
+    let binary_owned = binary.to_path_buf();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let ran = tokio::task::spawn_blocking(move || {
+        crate::services::process::launcher::run_upgrade_check(&binary_owned, &args, &env, limit)
+    })
+    .await
+    .map_err(|e| UpgradeError::Write(std::io::Error::other(e)))?;
+    let refused = |why: String| UpgradeError::Refused {
+        binary: binary.to_path_buf(),
+        why,
+    };
+    match ran {
+        Ok((true, said)) => Ok(said.trim().to_string()),
+        Ok((false, said)) => Err(refused(if said.trim().is_empty() {
+            "it exited with an error and said nothing".into()
+        } else {
+            said.trim().to_string()
+        })),
+        Err(error) => Err(refused(format!("it did not run: {error}"))),
+    }
+}
+
+/// Executes `binary` in this process with the snapshot's descriptor: returns only if the
+/// `exec` failed.
+pub fn exec(binary: &Path, snapshot: &OwnedFd) -> UpgradeError {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let env = [(SNAPSHOT_FD_VARIABLE, snapshot.as_raw_fd().to_string())];
+    let source = crate::services::process::launcher::exec_upgrade(binary, &args, &env);
+    UpgradeError::Exec {
+        binary: binary.to_path_buf(),
+        source,
+    }
+}
+
+/// Whether this process was started only to check it can take over.
+pub fn checking() -> bool {
+    std::env::var_os(CHECK_VARIABLE).is_some_and(|v| v == "1")
+}
+
+/// Whether the control socket's peer (`pid`, `uid`) may ask for an upgrade: this user,
+/// and no process dsh started (a descendant of this process, or one in its cgroup
+/// node), so no command a model ran can make dsh execute a binary of its choosing.
+pub fn peer_may_upgrade(pid: Option<i32>, uid: u32) -> Result<(), String> {
+    let own_uid = crate::session::euid();
+    if uid != own_uid {
+        return Err(format!(
+            "the asking process runs as uid {uid}, not dsh's ({own_uid})"
+        ));
+    }
+    let Some(pid) = pid.filter(|p| *p > 0) else {
+        return Err("the asking process cannot be identified".into());
+    };
+    let own = std::process::id() as i32;
+    let mut at = pid;
+    for _ in 0..4096 {
+        if at == own {
+            return Err(format!(
+                "the asking process ({pid}) was started by this dsh: a command in one of its runs may not upgrade it"
+            ));
+        }
+        if at <= 1 {
+            break;
+        }
+        match parent_of(at) {
+            Some(parent) => at = parent,
+            None => {
+                return Err(format!(
+                    "the asking process ({pid}) is gone or cannot be followed to its ancestors"
+                ))
+            }
+        }
+    }
+    let node = format!("/dsh-{own}");
+    let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    if cgroup
+        .lines()
+        .any(|line| line.contains(&format!("{node}/")) || line.ends_with(&node))
+    {
+        return Err(format!(
+            "the asking process ({pid}) is in this dsh's cgroup: a command in one of its runs may not upgrade it"
+        ));
+    }
+    Ok(())
+}
+
+/// The parent pid of `pid` (from `/proc/PID/stat`).
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    fields.get(1)?.parse().ok()
+}
+
+/// The binary an upgrade executes: `--binary`, else this process's executable as the
+/// path on disk names it now (the new release installed over the old one).
+pub fn binary_to_execute(asked: Option<&Path>) -> Result<PathBuf, UpgradeError> {
+    let path = match asked {
+        Some(path) => path.to_path_buf(),
+        None => {
+            // `/proc/self/exe` names the old file (" (deleted)" once replaced): the path
+            // it was installed at is what a new release is at.
+            let exe = std::fs::read_link("/proc/self/exe").map_err(UpgradeError::Write)?;
+            let text = exe.to_string_lossy();
+            PathBuf::from(text.strip_suffix(" (deleted)").unwrap_or(&text))
+        }
+    };
+    if !path.is_absolute() {
+        return Err(UpgradeError::Blocked(format!(
+            "the binary must be an absolute path, not {}",
+            path.display()
+        )));
+    }
+    if !path.is_file() {
+        return Err(UpgradeError::Blocked(format!(
+            "{} is not a file",
+            path.display()
+        )));
+    }
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A snapshot as this release writes it: the next release must read it (or refuse
+    /// it by its version, never misread it). Kept as a file so a change of the format
+    /// shows up as a change of this file.
+    const VERSION_1: &str = include_str!("../../tests/fixtures/upgrade-snapshot-v1.json");
+
+    #[test]
+    fn a_snapshot_of_this_version_is_read_and_another_version_is_refused() {
+        let snapshot = Snapshot::read(VERSION_1.as_bytes(), "test").unwrap();
+        assert_eq!(snapshot.version, 1);
+        assert_eq!(snapshot.terminals.sessions.len(), 1);
+        assert_eq!(snapshot.terminals.sessions[0].id, "term-1");
+        assert_eq!(snapshot.children(), vec![4242, 4250]);
+        assert_eq!(snapshot.jobs.jobs.len(), 2);
+        assert!(snapshot.stdio.is_some());
+        let newer = VERSION_1.replacen("\"version\": 1", "\"version\": 2", 1);
+        let error = Snapshot::read(newer.as_bytes(), "test")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("version 2") && error.contains("reads version 1"),
+            "{error}"
+        );
+        let error = Snapshot::read(&b"{\"no\":1}"[..], "test")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("no version"), "{error}");
+    }
+
+    #[test]
+    fn a_snapshot_written_is_read_back_from_its_memfd() {
+        let snapshot = Snapshot::read(VERSION_1.as_bytes(), "test").unwrap();
+        let fd = snapshot.write().unwrap();
+        let again = Snapshot::read(std::fs::File::from(fd), "memfd").unwrap();
+        assert_eq!(again.session.id, snapshot.session.id);
+        assert_eq!(
+            again.terminals.sessions[0].scrollback,
+            snapshot.terminals.sessions[0].scrollback
+        );
+    }
+
+    #[test]
+    fn a_descendant_of_this_process_may_not_ask() {
+        let uid = crate::session::euid();
+        // This process itself is "started by this dsh" as far as the walk goes.
+        assert!(peer_may_upgrade(Some(std::process::id() as i32), uid).is_err());
+        assert!(peer_may_upgrade(Some(std::process::id() as i32), uid + 1)
+            .unwrap_err()
+            .contains("uid"));
+        assert!(peer_may_upgrade(None, uid).is_err());
+        // Our parent is not our descendant.
+        let parent = parent_of(std::process::id() as i32).unwrap();
+        assert_eq!(peer_may_upgrade(Some(parent), uid), Ok(()));
+    }
+}

@@ -1,0 +1,275 @@
+"""`dsh upgrade`: the running `dsh serve` executes another binary in its own process and
+hands over its live state. Over stdio, with the official Python SDK as the client: a
+Python REPL keeps its variable, a terminal printing a line every 50 ms loses and repeats
+no line, a `bash` call running through the upgrade returns its result, the pid stays and
+`/proc/PID/exe` names the new binary, and no descriptor is left behind. Then what must
+fail safely: a binary that exits at start, one that cannot read the snapshot (the old
+binary keeps serving, every session intact), SIGKILL of dsh in the middle of an upgrade
+(nothing survives), a command inside a run asking for an upgrade, and what is not handed
+over yet (a background job, an HTTP server) refused by name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from tool_results import call, show, text
+
+pytestmark = pytest.mark.anyio
+
+OPENED_RE = re.compile(r"\Aopened (?P<id>term-\d+) ")
+SETTLED_RE = re.compile(r"(?s)\A(?P<body>.*)\[settled: (?P<how>\w+); cursor: (?P<cursor>\d+)")
+READ_RE = re.compile(r"(?s)\A(?P<body>.*)\[cursor: (?P<cursor>\d+)")
+JOB_STATUS_RE = re.compile(r"(?s)\A(?P<body>.*?)\[(?P<id>[a-z]+-\d+): (?P<state>[^\n]*); next cursor: (?P<cursor>\d+)\]\Z")
+STARTED_RE = re.compile(r"\Astarted background job (?P<id>[a-z]+-\d+)\b")
+
+
+def server_pid(state: Path) -> int:
+    """The pid of the one `dsh serve` on `state` (from its control socket's name)."""
+    sockets = sorted((state / "run").glob("*.sock"))
+    assert len(sockets) == 1, f"expected one server socket, found {sockets}"
+    return int(sockets[0].name.removesuffix(".sock"))
+
+
+def descriptors(pid: int) -> list[str]:
+    """What the process's descriptors point at (dsh is non-dumpable: root reads these),
+    inode numbers left out. The cgroup directories of runs prepared ahead of calls are left
+    out too: a pool refilled on its own schedule (before the upgrade runs had been taken
+    from it; the new binary fills it at start)."""
+    fd_dir = Path(f"/proc/{pid}/fd")
+    targets = (os.readlink(fd_dir / name) for name in os.listdir(fd_dir))
+    return sorted(re.sub(r":\[\d+\]$", "", t) for t in targets if not t.startswith("/sys/fs/cgroup/"))
+
+
+def upgrade(dsh_bin: str, env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    full = {k: os.environ[k] for k in ("HOME", "PATH") if k in os.environ} | env
+    return subprocess.run([dsh_bin, "upgrade", *args], env=full, capture_output=True, text=True, timeout=timeout)
+
+
+def executable(path: Path, text_: str) -> Path:
+    path.write_text(text_)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+async def open_terminal(session: Any) -> str:
+    result = await call(session, "terminal_open", {})
+    match = OPENED_RE.match(text(result))
+    assert result.is_error is False and match, show(("terminal_open", {}), result)
+    return match["id"]
+
+
+async def send(session: Any, term: str, line: str, pattern: str) -> str:
+    args = {"id": term, "input": line, "wait": {"pattern": pattern, "timeout_ms": 10000}}
+    result = await call(session, "terminal_send", args)
+    match = SETTLED_RE.match(text(result))
+    assert result.is_error is False and match and match["how"] == "pattern", show(("terminal_send", args), result)
+    return match["body"]
+
+
+async def read_plain(session: Any, term: str) -> str:
+    args = {"id": term, "since": 0, "view": "plain", "max_bytes": 1000000}
+    result = await call(session, "terminal_read", args)
+    match = READ_RE.match(text(result))
+    assert result.is_error is False and match, show(("terminal_read", args), result)
+    return match["body"]
+
+
+async def start_repl(session: Any) -> str:
+    """A terminal running a Python REPL where `x = 42`."""
+    term = await open_terminal(session)
+    await send(session, term, "python3 -q", r">>> ")
+    await send(session, term, "x = 41 + 1", r">>> ")
+    return term
+
+
+def counted_lines(output: str, marker: str) -> list[int]:
+    return [int(n) for n in re.findall(rf"^{marker}-(\d+)\r?$", output, re.M)]
+
+
+async def job_output(session: Any, job: str, since: int) -> tuple[str, int, str]:
+    """A job's output from `since`: (text, next cursor, state)."""
+    args = {"id": job, "since": since, "max_bytes": 1000000}
+    result = await call(session, "job_output", args)
+    match = JOB_STATUS_RE.match(text(result))
+    assert result.is_error is False and match and match["id"] == job, show(("job_output", args), result)
+    return match["body"], int(match["cursor"]), match["state"]
+
+
+async def test_terminals_a_running_call_and_the_connection_survive_an_upgrade(
+    open_stdio_session, dsh_bin, dsh_env, dsh_dirs, tmp_path
+):
+    next_binary = tmp_path / "next" / "dsh-next"
+    next_binary.parent.mkdir()
+    shutil.copy2(dsh_bin, next_binary)
+    async with open_stdio_session() as session:
+        repl = await start_repl(session)
+        ticker = await open_terminal(session)
+        # A line every 50 ms, numbered: a gap or a repeat shows a lost or doubled byte.
+        await send(
+            session,
+            ticker,
+            "for i in $(seq 1 100000); do echo tick-$i; sleep 0.05; done",
+            r"tick-3\r?\n",
+        )
+        # A background job printing a line every 50 ms, read with cursors across the upgrade.
+        started = await call(
+            session,
+            "bash",
+            {
+                "command": "for i in $(seq 1 100000); do echo job-$i; sleep 0.05; done",
+                "description": "a job across the upgrade",
+                "run_in_background": True,
+            },
+        )
+        job = STARTED_RE.match(text(started))
+        assert started.is_error is False and job, show(None, started)
+        job_text, cursor, _ = await job_output(session, job["id"], 0)
+        pid = server_pid(dsh_dirs.state)
+        before = descriptors(pid)
+        running: dict[str, Any] = {}
+
+        async def long_call() -> None:
+            running["result"] = await call(
+                session, "bash", {"command": "sleep 1; echo slow-call-done", "description": "a call across the upgrade"}
+            )
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(long_call)
+            await anyio.sleep(0.3)
+            done = await anyio.to_thread.run_sync(
+                lambda: upgrade(dsh_bin, dsh_env, "--binary", str(next_binary))
+            )
+        assert done.returncode == 0, f"dsh upgrade failed: {done.stdout}{done.stderr}"
+        assert str(next_binary) in done.stdout, done.stdout
+        assert "slow-call-done" in text(running["result"]), show(None, running["result"])
+        assert running["result"].is_error is False, show(None, running["result"])
+
+        assert server_pid(dsh_dirs.state) == pid
+        assert os.readlink(f"/proc/{pid}/exe") == str(next_binary)
+
+        # The REPL kept its state; the connection goes on without a new initialize.
+        body = await send(session, repl, "print(x * 2)", r"84\r?\n>>> ")
+        assert "84" in body
+        # The ticker printed through the upgrade: every line once, in order.
+        await anyio.sleep(0.3)
+        ticks = counted_lines(await read_plain(session, ticker), "tick")
+        assert len(ticks) > 10, ticks
+        assert ticks == list(range(1, len(ticks) + 1)), f"lines lost or repeated: {ticks}"
+        # The job's output goes on from the cursor read before the upgrade: no gap, no repeat.
+        more, cursor, state = await job_output(session, job["id"], cursor)
+        assert state.startswith("running"), state
+        lines = counted_lines(job_text + more, "job")
+        assert len(lines) > 10 and lines == list(range(1, len(lines) + 1)), f"job lines lost or repeated: {lines}"
+        after = descriptors(pid)
+        assert after == before, f"descriptors before: {before}\nafter: {after}"
+
+        # And again, back to the first binary: the snapshot the new one writes is read too.
+        done = await anyio.to_thread.run_sync(lambda: upgrade(dsh_bin, dsh_env, "--binary", dsh_bin))
+        assert done.returncode == 0, f"the second upgrade failed: {done.stdout}{done.stderr}"
+        assert os.readlink(f"/proc/{pid}/exe") == os.path.realpath(dsh_bin)
+        body = await send(session, repl, "print(x + 1)", r"43\r?\n>>> ")
+        assert "43" in body
+        ticks = counted_lines(await read_plain(session, ticker), "tick")
+        assert ticks == list(range(1, len(ticks) + 1)), f"lines lost or repeated: {ticks}"
+        whole, _, _ = await job_output(session, job["id"], 0)
+        lines = counted_lines(whole, "job")
+        assert lines == list(range(1, len(lines) + 1)), f"job lines lost or repeated: {lines}"
+        killed = await call(session, "job_kill", {"id": job["id"]})
+        assert killed.is_error is False, show(None, killed)
+
+
+async def test_a_binary_that_fails_leaves_the_old_one_serving(open_stdio_session, dsh_bin, dsh_env, dsh_dirs, tmp_path):
+    exits = executable(tmp_path / "exits", "#!/bin/sh\necho 'no such luck' >&2\nexit 3\n")
+    # A binary that cannot read the snapshot: the real dsh, handed a snapshot of a future
+    # version in place of the one it was given.
+    future = tmp_path / "future.json"
+    future.write_text('{"version": 99, "written_by": "99.0.0"}')
+    unreadable = executable(
+        tmp_path / "unreadable",
+        f'#!/bin/sh\nexec 9<"{future}"\nDSH_UPGRADE_FD=9 exec "{dsh_bin}" "$@"\n',
+    )
+    async with open_stdio_session() as session:
+        repl = await start_repl(session)
+        pid = server_pid(dsh_dirs.state)
+        exe = os.readlink(f"/proc/{pid}/exe")
+        before = descriptors(pid)
+        for binary, said in [(exits, "no such luck"), (unreadable, "version 99")]:
+            done = await anyio.to_thread.run_sync(lambda: upgrade(dsh_bin, dsh_env, "--binary", str(binary)))
+            assert done.returncode != 0, done.stdout
+            assert "refused to take over" in done.stderr and said in done.stderr, done.stderr
+            assert os.readlink(f"/proc/{pid}/exe") == exe
+            body = await send(session, repl, "print(x)", r"42\r?\n>>> ")
+            assert "42" in body
+        missing = await anyio.to_thread.run_sync(
+            lambda: upgrade(dsh_bin, dsh_env, "--binary", str(tmp_path / "nothing-here"))
+        )
+        assert missing.returncode != 0 and "is not a file" in missing.stderr, missing.stderr
+        assert len(descriptors(pid)) == len(before), "a refused upgrade left descriptors behind"
+
+
+async def test_sigkill_of_dsh_during_an_upgrade_leaves_nothing(
+    open_stdio_session, dsh_bin, dsh_env, dsh_dirs, tmp_path, markers, procs
+):
+    marker = markers()
+    # The new binary takes its time over the check: dsh is killed meanwhile.
+    slow = executable(tmp_path / "slow", f'#!/bin/sh\nsleep 30\nexec "{dsh_bin}" "$@"\n')
+    async with open_stdio_session() as session:
+        term = await open_terminal(session)
+        await send(session, term, f"(setsid sleep {marker} &) ; sleep {marker} & echo star''ted", r"started")
+        procs.wait_until_present_sync(marker, 5)
+        pid = server_pid(dsh_dirs.state)
+        asking = subprocess.Popen(
+            [dsh_bin, "upgrade", "--binary", str(slow)],
+            env={k: os.environ[k] for k in ("HOME", "PATH") if k in os.environ} | dsh_env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            # Wait until the check runs (the snapshot is written, the terminals paused).
+            deadline = time.monotonic() + 10
+            while not procs.matching(str(slow)):
+                assert time.monotonic() < deadline, "the upgrade's check never started"
+                await anyio.sleep(0.02)
+            os.kill(pid, signal.SIGKILL)
+            await procs.wait_until_gone(marker, 5)
+        finally:
+            asking.kill()
+            asking.wait()
+            for leftover, _ in procs.matching(str(slow)):
+                os.kill(leftover, signal.SIGKILL)
+
+
+async def test_a_command_in_a_run_may_not_upgrade_dsh(open_stdio_session, dsh_bin, dsh_dirs):
+    async with open_stdio_session() as session:
+        command = f'"{dsh_bin}" --state-dir "{dsh_dirs.state}" upgrade --binary "{dsh_bin}" 2>&1; echo "exit=$?"'
+        result = await call(session, "bash", {"command": command, "description": "try to upgrade dsh"})
+        said = text(result)
+        assert "upgrade refused" in said and "started by this dsh" in said, said
+        assert "exit=0" not in said, said
+
+
+async def test_what_is_not_handed_over_yet_is_refused_by_name(
+    open_stdio_session, dsh_bin, dsh_env, dsh_dirs, markers
+):
+    async with open_stdio_session() as session:
+        marker = markers()
+        term = await open_terminal(session)
+        args = {"id": term, "input": f"sleep {marker}", "background": True}
+        sent = await call(session, "terminal_send", args)
+        assert sent.is_error is False, show(("terminal_send", args), sent)
+        done = await anyio.to_thread.run_sync(lambda: upgrade(dsh_bin, dsh_env, "--binary", dsh_bin))
+        assert done.returncode != 0 and "terminal-1" in done.stderr, done.stderr
+        # The connection is served on after the refusal, the send still running.
+        listed = await call(session, "job_list", {})
+        assert "terminal-1" in text(listed) and "running" in text(listed), show(None, listed)
