@@ -54,6 +54,10 @@ pub struct Snapshot {
     pub pid: u32,
     /// How many upgrades this process has been through, this one included.
     pub generation: u32,
+    /// When the binary before stopped reading requests (nanoseconds since the epoch), and
+    /// how long of that its drain took: the next binary measures the pause from them.
+    pub paused_at_ns: u64,
+    pub drain_ns: u64,
     /// The session (its event log goes on) and its next call number.
     pub session: SessionHandover,
     pub containment: ContainmentHandover,
@@ -124,7 +128,12 @@ impl Snapshot {
     /// [`crate::services::terminal::TerminalService::pause_reading`]), and the stdio
     /// connection's. The descriptors it names are made to stay open across `exec`.
     /// On `Err`, call [`Snapshot::take_back`].
-    pub async fn take(host: &Host, stdio: Option<StdioHandover>) -> Result<Snapshot, UpgradeError> {
+    pub async fn take(
+        host: &Host,
+        stdio: Option<StdioHandover>,
+        paused_at: std::time::SystemTime,
+        drain: std::time::Duration,
+    ) -> Result<Snapshot, UpgradeError> {
         host.services
             .process
             .pause_jobs(std::time::Duration::from_secs(5))
@@ -150,6 +159,10 @@ impl Snapshot {
             written_by: env!("CARGO_PKG_VERSION").to_string(),
             pid: std::process::id(),
             generation: generation() + 1,
+            paused_at_ns: paused_at
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+            drain_ns: drain.as_nanos() as u64,
             session: SessionHandover {
                 id: session.id.to_string(),
                 next_call: session.next_call(),
@@ -241,8 +254,15 @@ impl Snapshot {
             fd: text.clone(),
             why: e.to_string(),
         })?;
+        let bytes = file.metadata().map_or(0, |m| m.len());
         let snapshot = Snapshot::read(file, &text)?;
         GENERATION.store(snapshot.generation, std::sync::atomic::Ordering::Relaxed);
+        *LAST_UPGRADE.lock().unwrap() = Some(UpgradeFigures {
+            snapshot_bytes: bytes,
+            paused_at_ns: snapshot.paused_at_ns,
+            drain_ns: snapshot.drain_ns,
+            resumed_after_ms: None,
+        });
         Ok(Some(snapshot))
     }
 
@@ -289,6 +309,41 @@ pub struct AdoptedChildren(std::collections::HashMap<i32, Child>);
 
 /// How many upgrades this process has been through.
 static GENERATION: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// What the last upgrade of this process measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct UpgradeFigures {
+    /// The snapshot's size.
+    pub snapshot_bytes: u64,
+    #[serde(skip)]
+    paused_at_ns: u64,
+    #[serde(skip)]
+    drain_ns: u64,
+    /// From the moment the binary before stopped reading requests to the moment this
+    /// one read them again, the drain taken out: how long requests waited for the
+    /// upgrade itself (`None` until this binary reads again).
+    pub resumed_after_ms: Option<f64>,
+}
+
+static LAST_UPGRADE: std::sync::Mutex<Option<UpgradeFigures>> = std::sync::Mutex::new(None);
+
+/// The figures of the last upgrade, if this process went through one.
+pub fn last_upgrade() -> Option<UpgradeFigures> {
+    LAST_UPGRADE.lock().unwrap().clone()
+}
+
+/// Marks the moment this binary reads requests again after an upgrade.
+pub fn reading_again() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    if let Some(figures) = LAST_UPGRADE.lock().unwrap().as_mut() {
+        if figures.resumed_after_ms.is_none() {
+            let waited = now.saturating_sub(figures.paused_at_ns).saturating_sub(figures.drain_ns);
+            figures.resumed_after_ms = Some(waited as f64 / 1e6);
+        }
+    }
+}
 
 /// How many upgrades this process has been through (0: none).
 pub fn generation() -> u32 {

@@ -197,6 +197,7 @@ fn control_answer(host: &Host, live: Option<Arc<LiveConfig>>) -> Answer {
             "pid": std::process::id(),
             "exe": std::fs::read_link("/proc/self/exe").ok(),
             "generation": dsh::upgrade::generation(),
+            "last_upgrade": dsh::upgrade::last_upgrade(),
         })),
         other => Err(format!(
             "unknown request {other:?} (known: plugins, stats, version, upgrade)"

@@ -756,6 +756,7 @@ pub async fn serve_stdio(
         }
         let skip_first_line = resume.is_some();
         if let Some(handed) = resume.take() {
+            crate::upgrade::reading_again();
             let (_, stdin) = input.into_inner();
             input = std::io::Cursor::new(handed.replay()).chain(stdin);
         }
@@ -988,7 +989,10 @@ async fn prepare_stdio_handover(
     let binary =
         crate::upgrade::binary_to_execute(ask.binary.as_deref()).map_err(|e| e.to_string())?;
     let drain = Duration::from_millis(host.config.serve.upgrade_drain_ms);
+    let paused_at = std::time::SystemTime::now();
+    let draining = Instant::now();
     let cancelled = calls.drain(drain).await;
+    let drained = draining.elapsed();
     if cancelled > 0 {
         tracing::warn!(
             cancelled,
@@ -1004,7 +1008,7 @@ async fn prepare_stdio_handover(
         log_level: log_threshold.get().map(|level| level as u8),
         pending_input: base64::engine::general_purpose::STANDARD.encode(pending),
     };
-    let snapshot = Snapshot::take(host, Some(handed.clone())).await;
+    let snapshot = Snapshot::take(host, Some(handed.clone()), paused_at, drained).await;
     let written = snapshot.and_then(|snapshot| snapshot.write());
     let fd = match written {
         Ok(fd) => fd,
