@@ -38,7 +38,10 @@ impl Stdio2 {
         writeln!(self.stdin, "{line}").unwrap();
         loop {
             let mut answer = String::new();
-            assert!(self.stdout.read_line(&mut answer).unwrap() > 0, "dsh closed stdout");
+            assert!(
+                self.stdout.read_line(&mut answer).unwrap() > 0,
+                "dsh closed stdout"
+            );
             let answer: Value = serde_json::from_str(&answer).unwrap();
             if answer["id"] == json!(id) {
                 return answer;
@@ -50,7 +53,10 @@ impl Stdio2 {
         let answer = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
         let result = &answer["result"];
         assert_ne!(result["isError"], json!(true), "{tool}: {answer}");
-        result["content"][0]["text"].as_str().unwrap_or_default().to_string()
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     }
 }
 
@@ -136,7 +142,12 @@ fn main() {
     );
     println!(
         "{:<10} {:>16} {:>18} {:>14} {:>16} {:>14}",
-        "upgrade", "requests wait ms", "longest call ms", "call p50 ms", "snapshot bytes", "dsh upgrade ms"
+        "upgrade",
+        "requests wait ms",
+        "longest call ms",
+        "call p50 ms",
+        "snapshot bytes",
+        "dsh upgrade ms"
     );
     for (round, binary) in [(1, &next), (2, &dsh)] {
         let mut before = Vec::new();
@@ -176,7 +187,9 @@ fn main() {
         println!(
             "{:<10} {:>16.1} {:>18.1} {:>14.3} {:>16} {:>14.0}",
             round,
-            figures["last_upgrade"]["resumed_after_ms"].as_f64().unwrap_or(f64::NAN),
+            figures["last_upgrade"]["resumed_after_ms"]
+                .as_f64()
+                .unwrap_or(f64::NAN),
             ms(longest),
             ms(percentile(&mut before, 0.5)),
             figures["last_upgrade"]["snapshot_bytes"],

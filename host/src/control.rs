@@ -93,7 +93,8 @@ impl ControlSocket {
                 let answer = answer.clone();
                 let upgrades = upgrades.clone();
                 tokio::spawn(async move {
-                    let peer = stream.peer_cred().ok();
+                    use std::os::fd::AsRawFd;
+                    let peer = crate::services::process::peer::Peer::of(stream.as_raw_fd()).ok();
                     let (read, mut write) = stream.into_split();
                     let mut line = String::new();
                     let mut reader = tokio::io::BufReader::new(read).take(MAX_REQUEST_BYTES);
@@ -135,13 +136,18 @@ impl ControlSocket {
 /// Answers an `upgrade` request: the peer is checked, then the server asked.
 async fn upgrade(
     arguments: &str,
-    peer: Option<tokio::net::unix::UCred>,
+    peer: Option<crate::services::process::peer::Peer>,
     upgrades: Option<&tokio::sync::mpsc::Sender<crate::upgrade::UpgradeAsk>>,
 ) -> Result<(Value, tokio::sync::oneshot::Sender<()>), String> {
     let upgrades = upgrades.ok_or("this server cannot be upgraded (not `dsh serve`)")?;
     let peer = peer.ok_or("the asking process cannot be identified")?;
-    crate::upgrade::peer_may_upgrade(peer.pid(), peer.uid())
+    crate::upgrade::peer_may_upgrade(peer.pid, peer.uid)
         .map_err(|why| format!("upgrade refused: {why}"))?;
+    // The checks above read /proc by pid: they were about the peer only if it still
+    // runs (its pid not yet another process's).
+    if !peer.still_running() {
+        return Err("upgrade refused: the asking process ended before it could be checked".into());
+    }
     let binary = match arguments {
         "" => None,
         json => {

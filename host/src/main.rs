@@ -45,10 +45,10 @@ enum Command {
     /// The server stops reading requests (they wait), lets calls in flight finish
     /// ([serve] upgrade_drain_ms, then CANCELLED), writes its live state to a snapshot,
     /// has the new binary check it, and executes that binary in its own process (same
-    /// pid): terminals, background commands, their output, the stdio connection and
-    /// the session go on. Refused while a background terminal send, a subagent, a
-    /// language server or an HTTP server's sessions are live (not handed over yet), and
-    /// to any process dsh itself started. SIGUSR2 to the server does the same with the
+    /// pid): terminals, background commands, their output, language servers, the stdio
+    /// connection and the session go on. Refused while a background terminal send, a
+    /// subagent or an HTTP server's sessions are live (not handed over yet), and to any
+    /// process dsh itself started. SIGUSR2 to the server does the same with the
     /// installed binary.
     Upgrade(cli::upgrade::Args),
     /// Per-tool metrics: calls, errors by code, retries, latency

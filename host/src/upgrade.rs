@@ -13,9 +13,9 @@
 //! its log level, the input not yet read), the terminal sessions (PTY masters, shells,
 //! scrollback, screens, containers), the containment (node or marks, keeper), the
 //! session's event log, every job (a running background command's pipe, shell and
-//! container with it). Language servers, subagents, background terminal sends and HTTP
-//! sessions are not handed over yet: while one is live the upgrade is refused, saying
-//! which ([`blockers`]).
+//! container with it), the language servers (pipes, open documents, container).
+//! Subagents, background terminal sends and HTTP sessions are not handed over yet: while
+//! one is live the upgrade is refused, saying which ([`blockers`]).
 //!
 //! Who may ask: the control socket's peer must be this user and must not be a process
 //! dsh started ([`peer_may_upgrade`]): dsh is a child subreaper, so whatever a run
@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::host::Host;
 use crate::services::jobs::handover::JobsHandover;
+use crate::services::lsp::handover::SlotHandover;
 use crate::services::process::containment::{self, ContainmentHandover};
 use crate::services::process::handover::JobProcessHandover;
 use crate::services::process::spawn::Child;
@@ -65,6 +66,8 @@ pub struct Snapshot {
     /// Every job (running and finished), and the running background commands' processes.
     pub jobs: JobsHandover,
     pub job_processes: Vec<JobProcessHandover>,
+    /// The running language servers.
+    pub language_servers: Vec<SlotHandover>,
     /// The stdio connection, when serving stdio.
     pub stdio: Option<StdioHandover>,
 }
@@ -114,12 +117,6 @@ pub fn blockers(host: &Host, serving_http: bool) -> Vec<String> {
             jobs.join(", ")
         ));
     }
-    let servers = host.services.lsp.server_pids().len();
-    if servers > 0 {
-        blockers.push(format!(
-            "{servers} language server(s) live (not handed over yet)"
-        ));
-    }
     blockers
 }
 
@@ -140,6 +137,13 @@ impl Snapshot {
             .await
             .map_err(UpgradeError::Blocked)?;
         host.services.terminal.pause_reading();
+        host.services.lsp.pause_all().await;
+        let language_servers = host
+            .services
+            .lsp
+            .hand_over()
+            .await
+            .map_err(UpgradeError::Write)?;
         let terminals = host.services.terminal.hand_over()?;
         let job_processes = host
             .services
@@ -171,16 +175,18 @@ impl Snapshot {
             terminals,
             jobs,
             job_processes,
+            language_servers,
             stdio,
         })
     }
 
     /// Undoes what [`Snapshot::take`] did to the host (an upgrade that did not happen):
     /// the descriptors close on `exec` again and the terminals are read again.
-    pub fn take_back(host: &Host) {
+    pub async fn take_back(host: &Host) {
         host.services.terminal.take_back();
         host.services.terminal.resume_reading();
         host.services.process.resume_jobs();
+        host.services.lsp.resume_all().await;
         host.services.process.containment().take_back();
     }
 
@@ -289,6 +295,9 @@ impl Snapshot {
         host.services
             .terminal
             .restore(self.terminals.clone(), &mut children.0);
+        host.services
+            .lsp
+            .restore(self.language_servers.clone(), &mut children.0);
     }
 
     /// The pids of the shells to adopt (before the orphan reaper starts).
@@ -299,6 +308,7 @@ impl Snapshot {
             .filter(|s| !s.reaped && !s.exited)
             .map(|s| s.leader)
             .chain(self.job_processes.iter().map(|p| p.leader))
+            .chain(self.language_servers.iter().map(|s| s.server.pid))
             .collect()
     }
 }
@@ -339,7 +349,9 @@ pub fn reading_again() {
         .map_or(0, |d| d.as_nanos() as u64);
     if let Some(figures) = LAST_UPGRADE.lock().unwrap().as_mut() {
         if figures.resumed_after_ms.is_none() {
-            let waited = now.saturating_sub(figures.paused_at_ns).saturating_sub(figures.drain_ns);
+            let waited = now
+                .saturating_sub(figures.paused_at_ns)
+                .saturating_sub(figures.drain_ns);
             figures.resumed_after_ms = Some(waited as f64 / 1e6);
         }
     }
@@ -537,7 +549,7 @@ mod tests {
         assert_eq!(snapshot.version, 1);
         assert_eq!(snapshot.terminals.sessions.len(), 1);
         assert_eq!(snapshot.terminals.sessions[0].id, "term-1");
-        assert_eq!(snapshot.children(), vec![4242, 4250]);
+        assert_eq!(snapshot.children(), vec![4242, 4250, 4260]);
         assert_eq!(snapshot.jobs.jobs.len(), 2);
         assert!(snapshot.stdio.is_some());
         let newer = VERSION_1.replacen("\"version\": 1", "\"version\": 2", 1);

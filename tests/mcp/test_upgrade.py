@@ -41,6 +41,19 @@ def server_pid(state: Path) -> int:
     return int(sockets[0].name.removesuffix(".sock"))
 
 
+def server_version(state: Path) -> dict[str, Any]:
+    """The running server's `version` answer on its control socket."""
+    import json
+    import socket
+
+    pid = server_pid(state)
+    with socket.socket(socket.AF_UNIX) as control:
+        control.connect(str(state / "run" / f"{pid}.sock"))
+        control.sendall(b"version\n")
+        answer = control.makefile().readline()
+    return json.loads(answer)["ok"]
+
+
 def descriptors(pid: int) -> list[str]:
     """What the process's descriptors point at (dsh is non-dumpable: root reads these),
     inode numbers left out. The cgroup directories of runs prepared ahead of calls are left
@@ -49,6 +62,34 @@ def descriptors(pid: int) -> list[str]:
     fd_dir = Path(f"/proc/{pid}/fd")
     targets = (os.readlink(fd_dir / name) for name in os.listdir(fd_dir))
     return sorted(re.sub(r":\[\d+\]$", "", t) for t in targets if not t.startswith("/sys/fs/cgroup/"))
+
+
+def descendants_named(pid: int, name: str) -> list[int]:
+    """The pids of `pid`'s descendants whose command starts with `name` (Debian's
+    clangd is `clangd-14`)."""
+    parents: dict[int, int] = {}
+    names: dict[int, str] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        comm_end = stat.rindex(")")
+        names[int(entry.name)] = stat[stat.index("(") + 1 : comm_end]
+        parents[int(entry.name)] = int(stat[comm_end + 2 :].split()[1])
+
+    def descends(p: int) -> bool:
+        for _ in range(64):
+            p = parents.get(p, 0)
+            if p == pid:
+                return True
+            if p <= 1:
+                return False
+        return False
+
+    return sorted(p for p, n in names.items() if n.startswith(name) and descends(p))
 
 
 def upgrade(dsh_bin: str, env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -135,7 +176,14 @@ async def test_terminals_a_running_call_and_the_connection_survive_an_upgrade(
         job = STARTED_RE.match(text(started))
         assert started.is_error is False and job, show(None, started)
         job_text, cursor, _ = await job_output(session, job["id"], 0)
+        # A language server, warmed by a first query.
+        (dsh_dirs.work / "calc.c").write_text("int twice(int x) { return 2 * x; }\nint main(void) { return twice(21); }\n")
+        query = {"op": "hover", "path": "calc.c", "line": 2, "symbol": "twice"}
+        hover = await call(session, "lsp", query)
+        assert hover.is_error is False and "twice" in text(hover), show(("lsp", query), hover)
         pid = server_pid(dsh_dirs.state)
+        clangd = descendants_named(pid, "clangd")
+        assert len(clangd) == 1, clangd
         before = descriptors(pid)
         running: dict[str, Any] = {}
 
@@ -166,6 +214,11 @@ async def test_terminals_a_running_call_and_the_connection_survive_an_upgrade(
         ticks = counted_lines(await read_plain(session, ticker), "tick")
         assert len(ticks) > 10, ticks
         assert ticks == list(range(1, len(ticks) + 1)), f"lines lost or repeated: {ticks}"
+        # The language server answers without a restart: the same process.
+        query = {"op": "definition", "path": "calc.c", "line": 2, "symbol": "twice"}
+        found = await call(session, "lsp", query)
+        assert found.is_error is False and "calc.c:1:" in text(found), show(("lsp", query), found)
+        assert descendants_named(pid, "clangd") == clangd
         # The job's output goes on from the cursor read before the upgrade: no gap, no repeat.
         more, cursor, state = await job_output(session, job["id"], cursor)
         assert state.startswith("running"), state
@@ -257,6 +310,25 @@ async def test_a_command_in_a_run_may_not_upgrade_dsh(open_stdio_session, dsh_bi
         said = text(result)
         assert "upgrade refused" in said and "started by this dsh" in said, said
         assert "exit=0" not in said, said
+        # SIGUSR2 from a run, even from a process that left its session, is refused too.
+        pid = server_pid(dsh_dirs.state)
+        command = f"kill -USR2 {pid}; setsid -f kill -USR2 {pid}; sleep 1; echo sent"
+        result = await call(session, "bash", {"command": command, "description": "signal dsh"})
+        assert "sent" in text(result), show(None, result)
+        assert server_version(dsh_dirs.state)["generation"] == 0
+        # From outside (this test), SIGUSR2 upgrades to the binary at dsh's own path.
+        os.kill(pid, signal.SIGUSR2)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if server_version(dsh_dirs.state)["generation"] == 1:
+                    break
+            except (OSError, ValueError, KeyError, AssertionError):
+                pass  # between the exec and the new binary's socket
+            assert time.monotonic() < deadline, "SIGUSR2 from outside did not upgrade dsh"
+            await anyio.sleep(0.05)
+        result = await call(session, "bash", {"command": "echo still-here", "description": "after"})
+        assert "still-here" in text(result), show(None, result)
 
 
 async def test_what_is_not_handed_over_yet_is_refused_by_name(
@@ -273,3 +345,28 @@ async def test_what_is_not_handed_over_yet_is_refused_by_name(
         # The connection is served on after the refusal, the send still running.
         listed = await call(session, "job_list", {})
         assert "terminal-1" in text(listed) and "running" in text(listed), show(None, listed)
+
+
+@pytest.mark.parametrize("mode", ["cgroup", "subreaper"])
+async def test_after_an_upgrade_the_keeper_still_kills_everything(
+    mode, open_stdio_session, dsh_bin, dsh_env, dsh_dirs, tmp_path, markers, procs
+):
+    next_binary = tmp_path / "dsh-next"
+    shutil.copy2(dsh_bin, next_binary)
+    before, after = markers(), markers()
+    async with open_stdio_session(config=f'[process]\ncontainment = "{mode}"\n') as session:
+        term = await open_terminal(session)
+        await send(session, term, f"setsid -f sleep {before}; sleep {before} & echo star''ted", r"started")
+        procs.wait_until_present_sync(before, 5)
+        pid = server_pid(dsh_dirs.state)
+        done = await anyio.to_thread.run_sync(lambda: upgrade(dsh_bin, dsh_env, "--binary", str(next_binary)))
+        assert done.returncode == 0, f"dsh upgrade failed: {done.stdout}{done.stderr}"
+        # A run started by the new binary, beside those it inherited.
+        job = await call(
+            session, "bash", {"command": f"setsid -f sleep {after}; sleep {after}", "description": "after", "run_in_background": True}
+        )
+        assert job.is_error is False, show(None, job)
+        procs.wait_until_present_sync(after, 5)
+        os.kill(pid, signal.SIGKILL)
+        await procs.wait_until_gone(before, 5)
+        await procs.wait_until_gone(after, 5)

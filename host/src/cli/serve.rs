@@ -97,7 +97,7 @@ pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
     )
     .inspect_err(|error| tracing::warn!(%error, "`dsh plugins` will not see this server"))
     .ok();
-    let _sigusr2 = tokio::spawn(upgrade_on_sigusr2(upgrade_asks));
+    upgrade_on_sigusr2(upgrade_asks)?;
     let server = Arc::new(McpServer {
         host: host.clone(),
         scope: Arc::from(args.scope.as_str()),
@@ -149,30 +149,47 @@ fn check_takeover(globals: &Globals, snapshot: Option<&Snapshot>) -> anyhow::Res
     Ok(ExitCode::SUCCESS)
 }
 
-/// SIGUSR2 asks for an upgrade to the binary installed at this executable's path; the
-/// outcome goes to the log.
-async fn upgrade_on_sigusr2(asks: tokio::sync::mpsc::Sender<dsh::upgrade::UpgradeAsk>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut signals) = signal(SignalKind::user_defined2()) else {
-        return;
-    };
-    while signals.recv().await.is_some() {
-        let (reply, answered) = tokio::sync::oneshot::channel();
-        let (_delivered, delivery) = tokio::sync::oneshot::channel();
-        let ask = dsh::upgrade::UpgradeAsk {
-            binary: None,
-            reply,
-            delivered: delivery,
-        };
-        if asks.send(ask).await.is_err() {
-            return;
-        }
-        match answered.await {
-            Ok(Ok(said)) => tracing::warn!(%said, "SIGUSR2: upgrading"),
-            Ok(Err(why)) => tracing::error!(%why, "SIGUSR2: no upgrade"),
-            Err(_) => {}
-        }
-    }
+/// SIGUSR2 asks for an upgrade to the binary installed at this executable's path, when
+/// its sender may ask (the control socket's rule: this user, not a process dsh started);
+/// the outcome goes to the log.
+fn upgrade_on_sigusr2(
+    asks: tokio::sync::mpsc::Sender<dsh::upgrade::UpgradeAsk>,
+) -> anyhow::Result<()> {
+    use signal_hook::iterator::exfiltrator::WithOrigin;
+    use signal_hook::iterator::SignalsInfo;
+    let mut signals = SignalsInfo::<WithOrigin>::new([signal_hook::consts::SIGUSR2])
+        .context("cannot watch SIGUSR2")?;
+    std::thread::Builder::new()
+        .name("dsh-sigusr2".into())
+        .spawn(move || {
+            for origin in signals.forever() {
+                let (pid, uid) = match &origin.process {
+                    Some(process) => (Some(process.pid), process.uid),
+                    None => (None, u32::MAX),
+                };
+                if let Err(why) = dsh::upgrade::peer_may_upgrade(pid, uid) {
+                    tracing::error!(%why, "SIGUSR2: no upgrade");
+                    continue;
+                }
+                let (reply, answered) = tokio::sync::oneshot::channel();
+                let (_delivered, delivery) = tokio::sync::oneshot::channel();
+                let ask = dsh::upgrade::UpgradeAsk {
+                    binary: None,
+                    reply,
+                    delivered: delivery,
+                };
+                if asks.blocking_send(ask).is_err() {
+                    return;
+                }
+                match answered.blocking_recv() {
+                    Ok(Ok(said)) => tracing::warn!(%said, "SIGUSR2: upgrading"),
+                    Ok(Err(why)) => tracing::error!(%why, "SIGUSR2: no upgrade"),
+                    Err(_) => {}
+                }
+            }
+        })
+        .context("cannot watch SIGUSR2")?;
+    Ok(())
 }
 
 /// What the control socket answers: `plugins` (the plugins as they are now and the

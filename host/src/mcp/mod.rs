@@ -911,7 +911,7 @@ async fn serve_stdio_once(
     };
     let error = crate::upgrade::exec(&binary, &snapshot);
     tracing::error!(%error, "the upgrade's exec failed; this binary serves on");
-    crate::upgrade::Snapshot::take_back(&server.host);
+    crate::upgrade::Snapshot::take_back(&server.host).await;
     Ok(StdioServed::Resume {
         handed,
         input,
@@ -1013,7 +1013,7 @@ async fn prepare_stdio_handover(
     let fd = match written {
         Ok(fd) => fd,
         Err(error) => {
-            Snapshot::take_back(host);
+            Snapshot::take_back(host).await;
             return Err(error.to_string());
         }
     };
@@ -1024,7 +1024,7 @@ async fn prepare_stdio_handover(
             Ok((fd, binary, handed))
         }
         Err(error) => {
-            Snapshot::take_back(host);
+            Snapshot::take_back(host).await;
             Err(error.to_string())
         }
     }

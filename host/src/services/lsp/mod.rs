@@ -22,10 +22,13 @@
 //! Positions are 1-based lines and columns in characters for the caller, converted to
 //! and from the protocol's 0-based UTF-16 positions here.
 //!
+//! At an upgrade the running servers are handed to the next binary ([`handover`]).
+//!
 //! Native only: nothing here knows wasmtime. The WIT binding is in [`wit`].
 
 pub mod capability;
 pub mod config;
+pub mod handover;
 mod server;
 
 pub use server::client_capabilities;

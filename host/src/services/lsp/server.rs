@@ -12,7 +12,7 @@
 //! a handful of client requests.
 
 use std::collections::HashMap;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
@@ -169,12 +169,72 @@ pub struct Server {
     run: containment::Run,
     /// A sandboxed server's confinement (its temporary directory lives as long).
     _sandbox: Option<crate::services::process::executor::Prepared>,
+    /// Its private temporary directory: a sandboxed server's, handed over at an upgrade.
+    private_tmp: Option<PathBuf>,
+    /// The task reading the server's messages, which gives the reader back when paused
+    /// (an upgrade), and the token that pauses it.
+    reading: Mutex<Option<tokio::task::JoinHandle<Option<BufReader<LspReader>>>>>,
+    pause: Mutex<tokio_util::sync::CancellationToken>,
+    /// The reader while paused.
+    paused: Mutex<Option<BufReader<LspReader>>>,
+}
+
+/// What the reader task reads: bytes read already by the binary before an upgrade,
+/// then the server's stdout.
+pub(super) struct LspReader {
+    prefix: std::io::Cursor<Vec<u8>>,
+    pipe: tokio::net::unix::pipe::Receiver,
+}
+
+impl tokio::io::AsyncRead for LspReader {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        let position = this.prefix.position() as usize;
+        let left = &this.prefix.get_ref()[position.min(this.prefix.get_ref().len())..];
+        if !left.is_empty() {
+            let n = left.len().min(buf.remaining());
+            buf.put_slice(&left[..n]);
+            this.prefix.set_position((position + n) as u64);
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut this.pipe).poll_read(cx, buf)
+    }
+}
+
+impl LspReader {
+    fn new(pipe: tokio::net::unix::pipe::Receiver, prefix: Vec<u8>) -> BufReader<LspReader> {
+        BufReader::new(LspReader {
+            prefix: std::io::Cursor::new(prefix),
+            pipe,
+        })
+    }
 }
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server").field("pid", &self.pid).finish()
     }
+}
+
+/// A language server handed over at an upgrade.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ServerHandover {
+    pub pid: i32,
+    /// Its stdin's write end and its stdout's read end, open across the `exec`.
+    pub writer: i32,
+    pub reader: i32,
+    /// What was read of its next message already (base64).
+    pub pending: String,
+    pub next_id: i64,
+    /// Its open documents: path, version, the text it last saw.
+    pub documents: Vec<(PathBuf, i32, String)>,
+    pub settings: Value,
+    pub run: containment::RunHandover,
+    pub private_tmp: Option<PathBuf>,
 }
 
 /// Writes one message with its `Content-Length` header.
@@ -295,7 +355,11 @@ impl Server {
             last_used: Mutex::new(Instant::now()),
             in_flight: AtomicUsize::new(0),
             run,
+            private_tmp: sandbox.as_ref().map(|s| s.tmp().to_path_buf()),
             _sandbox: sandbox,
+            reading: Mutex::new(None),
+            pause: Mutex::new(tokio_util::sync::CancellationToken::new()),
+            paused: Mutex::new(None),
         });
         // The reaper: the server is dead once its process is.
         let watched = shared.clone();
@@ -303,11 +367,7 @@ impl Server {
             let _ = child.wait().await;
             fail_all(&watched);
         });
-        tokio::spawn(read_loop(
-            BufReader::new(from_server),
-            shared,
-            Arc::downgrade(&server),
-        ));
+        server.read_from(LspReader::new(from_server, Vec::new()));
         server.initialize(root, initialization_options).await?;
         tracing::info!(pid, program, root = %root.display(), "language server started");
         Ok(server)
@@ -340,6 +400,163 @@ impl Server {
             .await?;
         }
         Ok(())
+    }
+
+    /// Starts the task reading the server's messages from `reader`.
+    fn read_from(self: &Arc<Self>, reader: BufReader<LspReader>) {
+        let pause = tokio_util::sync::CancellationToken::new();
+        *self.pause.lock().unwrap_or_else(|e| e.into_inner()) = pause.clone();
+        let task = tokio::spawn(read_loop(
+            reader,
+            self.shared.clone(),
+            Arc::downgrade(self),
+            pause,
+        ));
+        *self.reading.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+    }
+
+    /// Stops reading the server's messages between two of them (an upgrade); false when
+    /// its reader had ended (the server is gone).
+    pub(super) async fn pause_reading(&self) -> bool {
+        self.pause
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .cancel();
+        let task = self
+            .reading
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let Some(task) = task else {
+            return self
+                .paused
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some();
+        };
+        match task.await {
+            Ok(Some(reader)) => {
+                *self.paused.lock().unwrap_or_else(|e| e.into_inner()) = Some(reader);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Reads the server's messages again (an upgrade that did not happen); its pipes
+    /// close on `exec` again.
+    pub(super) async fn resume_reading(self: &Arc<Self>) {
+        containment::close_on_exec(&self.writer.lock().await.as_raw_fd());
+        let paused = self.paused.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(reader) = paused {
+            containment::close_on_exec(&reader.get_ref().pipe.as_raw_fd());
+            self.read_from(reader);
+        }
+    }
+
+    /// The paused server as the next binary takes it back; its pipes are made to stay
+    /// open across the `exec`.
+    pub(super) async fn hand_over(&self) -> std::io::Result<ServerHandover> {
+        use base64::Engine as _;
+        let writer = self.writer.lock().await.as_raw_fd();
+        let (reader, pending) = {
+            let paused = self.paused.lock().unwrap_or_else(|e| e.into_inner());
+            let reader = paused.as_ref().ok_or_else(|| {
+                std::io::Error::other("the language server's reader is not paused")
+            })?;
+            let mut pending = reader.buffer().to_vec();
+            let prefix = &reader.get_ref().prefix;
+            let at = (prefix.position() as usize).min(prefix.get_ref().len());
+            pending.extend_from_slice(&prefix.get_ref()[at..]);
+            (reader.get_ref().pipe.as_raw_fd(), pending)
+        };
+        containment::keep_across_exec(writer)?;
+        containment::keep_across_exec(reader)?;
+        let documents = self
+            .documents
+            .lock()
+            .await
+            .iter()
+            .map(|(path, document)| (path.clone(), document.version, document.text.clone()))
+            .collect();
+        Ok(ServerHandover {
+            pid: self.pid,
+            writer,
+            reader,
+            pending: base64::engine::general_purpose::STANDARD.encode(pending),
+            next_id: self.next_id.load(Ordering::Relaxed),
+            documents,
+            settings: self.shared.settings.clone(),
+            run: self.run.hand_over(),
+            private_tmp: self.private_tmp.clone(),
+        })
+    }
+
+    /// A server the binary before handed over (from a tokio context): its process
+    /// (`child`, adopted before the orphan reaper started), pipes and open documents.
+    pub(super) fn restore(
+        launch: &Launch,
+        handed: ServerHandover,
+        child: Option<crate::services::process::spawn::Child>,
+    ) -> Result<Arc<Server>, String> {
+        use base64::Engine as _;
+        // Both taken before either is checked: neither is left open.
+        let (writer, reader) = (
+            containment::inherited_fd(handed.writer),
+            containment::inherited_fd(handed.reader),
+        );
+        let writer = writer.ok_or("its stdin pipe was not open")?;
+        let reader = reader.ok_or("its stdout pipe was not open")?;
+        let writer = tokio::net::unix::pipe::Sender::from_owned_fd(writer)
+            .map_err(|e| format!("its stdin pipe: {e}"))?;
+        let reader = tokio::net::unix::pipe::Receiver::from_owned_fd(reader)
+            .map_err(|e| format!("its stdout pipe: {e}"))?;
+        let mut child = child.ok_or("its process was not adopted")?;
+        child.watch();
+        let run = launch
+            .containment
+            .adopt_run(&handed.run)
+            .map_err(|e| e.to_string())?;
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(HashMap::new()),
+            alive: AtomicBool::new(true),
+            settings: handed.settings,
+            progress: Mutex::new(Progress::default()),
+            progress_changed: tokio::sync::Notify::new(),
+        });
+        let documents = handed
+            .documents
+            .into_iter()
+            .map(|(path, version, text)| (path, OpenDocument { version, text }))
+            .collect();
+        let server = Arc::new(Server {
+            pid: handed.pid,
+            writer: tokio::sync::Mutex::new(writer),
+            shared: shared.clone(),
+            next_id: AtomicI64::new(handed.next_id),
+            documents: tokio::sync::Mutex::new(documents),
+            last_used: Mutex::new(Instant::now()),
+            in_flight: AtomicUsize::new(0),
+            run,
+            _sandbox: None,
+            private_tmp: handed.private_tmp.clone(),
+            reading: Mutex::new(None),
+            pause: Mutex::new(tokio_util::sync::CancellationToken::new()),
+            paused: Mutex::new(None),
+        });
+        let private_tmp = handed.private_tmp;
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+            fail_all(&shared);
+            if let Some(tmp) = private_tmp {
+                let _ = std::fs::remove_dir_all(tmp);
+            }
+        });
+        let pending = base64::engine::general_purpose::STANDARD
+            .decode(&handed.pending)
+            .unwrap_or_default();
+        server.read_from(LspReader::new(reader, pending));
+        Ok(server)
     }
 
     /// The server's process id.
@@ -528,12 +745,23 @@ fn fail_all(shared: &Shared) {
 /// requests, the server's requests are answered (`window/workDoneProgress/create` with
 /// `null`: a token needs nothing kept before its `begin`), its `$/progress` reports are
 /// tracked, other notifications are dropped.
-async fn read_loop<R: AsyncBufRead + Unpin>(
-    mut reader: R,
+async fn read_loop(
+    mut reader: BufReader<LspReader>,
     shared: Arc<Shared>,
     server: std::sync::Weak<Server>,
-) {
+    pause: tokio_util::sync::CancellationToken,
+) -> Option<BufReader<LspReader>> {
     loop {
+        // Paused only between two messages: the reader goes back whole, what it holds
+        // of the next one in its buffer.
+        let ended = tokio::select! {
+            biased;
+            _ = pause.cancelled() => return Some(reader),
+            filled = reader.fill_buf() => filled.map_or(true, |bytes| bytes.is_empty()),
+        };
+        if ended {
+            break;
+        }
         let message = match read_message(&mut reader).await {
             Ok(Some(message)) => message,
             Ok(None) => break,
@@ -611,6 +839,7 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
         }
     }
     fail_all(&shared);
+    None
 }
 
 /// The client capabilities dsh declares in `initialize`: what the four queries need

@@ -180,7 +180,9 @@ impl ProcessConfig {
 }
 
 /// What runs a command, weakest first (see [`ProcessConfig::executor_for`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ExecutorKind {
     /// As the host's user, with its rights (contained and killed whole, not confined).

@@ -149,9 +149,10 @@ impl ProcessService {
         children: &mut HashMap<i32, Child>,
     ) {
         for process in handed {
+            // The pipe first: owned (closed on drop) whatever happens next.
+            let pipe = containment::inherited_fd(process.pipe);
             let Some(job) = jobs.running_job(&process.job) else {
                 tracing::warn!(job = %process.job, "a handed-over process has no job; it is killed");
-                drop(containment::inherited_fd(process.pipe));
                 continue;
             };
             let failed = |why: String| {
@@ -164,7 +165,7 @@ impl ProcessService {
                 continue;
             };
             child.watch();
-            let Some(pipe) = containment::inherited_fd(process.pipe) else {
+            let Some(pipe) = pipe else {
                 failed("its output pipe was not open".into());
                 continue;
             };

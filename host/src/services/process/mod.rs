@@ -37,6 +37,7 @@ pub mod environment;
 pub mod executor;
 pub mod handover;
 pub mod launcher;
+pub mod peer;
 pub mod seccomp;
 pub(crate) mod spawn;
 pub mod wit;
@@ -476,7 +477,11 @@ impl ProcessService {
                 .await;
             let ended = match drove {
                 Ok(Drove::Paused(tree)) => {
-                    tasks.paused(handover::PausedJob { job, tree, marker });
+                    tasks.paused(handover::PausedJob {
+                        job,
+                        tree: *tree,
+                        marker,
+                    });
                     return;
                 }
                 Ok(Drove::Ended(ended)) => Ok(ended),
@@ -611,13 +616,13 @@ impl ProcessService {
         while !(eof && status.is_some()) {
             tokio::select! {
                 _ = cancelled(pause.as_ref()), if status.is_none() => {
-                    return Ok(Drove::Paused(ProcessTree {
+                    return Ok(Drove::Paused(Box::new(ProcessTree {
                         child,
                         output: pipe_reader,
                         group,
                         sandbox,
                         handed_tmp,
-                    }));
+                    })));
                 },
                 read = pipe_reader.read(&mut buf), if !eof => match read {
                     Ok(0) => eof = true,
@@ -773,7 +778,7 @@ struct ProcessTree {
 enum Drove {
     Ended(Ended),
     /// Paused by an upgrade: the tree, whole.
-    Paused(ProcessTree),
+    Paused(Box<ProcessTree>),
 }
 
 /// Waits for `token`, or forever without one.

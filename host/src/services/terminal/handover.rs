@@ -161,6 +161,14 @@ impl TerminalService {
         let mut table = self.table.lock().unwrap();
         table.next = table.next.max(handover.next);
         for handed in handover.sessions {
+            // The master first: owned (closed on drop) whatever happens next.
+            let master = match adopt_master(handed.master) {
+                Ok(master) => master,
+                Err(error) => {
+                    tracing::warn!(id = %handed.id, %error, "cannot watch a handed-over PTY; the session is dropped");
+                    continue;
+                }
+            };
             let child = if handed.reaped {
                 None
             } else {
@@ -170,13 +178,6 @@ impl TerminalService {
                 Ok(run) => run,
                 Err(error) => {
                     tracing::warn!(id = %handed.id, %error, "cannot adopt a terminal session's container; its shell is killed");
-                    continue;
-                }
-            };
-            let master = match adopt_master(handed.master) {
-                Ok(master) => master,
-                Err(error) => {
-                    tracing::warn!(id = %handed.id, %error, "cannot watch a handed-over PTY; the session is dropped");
                     continue;
                 }
             };
