@@ -46,8 +46,8 @@ enum Command {
     /// ([serve] upgrade_drain_ms, then CANCELLED), writes its live state to a snapshot,
     /// has the new binary check it, and executes that binary in its own process (same
     /// pid): terminals, background commands, their output, language servers, the stdio
-    /// connection and the session go on. Refused while a background terminal send, a
-    /// subagent or an HTTP server's sessions are live (not handed over yet), and to any
+    /// connection or the HTTP listener and sessions, and the session go on. Refused while
+    /// a background terminal send or a subagent runs (not handed over yet), and to any
     /// process dsh itself started. SIGUSR2 to the server does the same with the
     /// installed binary.
     Upgrade(cli::upgrade::Args),

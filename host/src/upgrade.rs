@@ -10,12 +10,13 @@
 //! before anything is lost (the check below runs it first).
 //!
 //! What is handed over: the stdio connection (the client's `initialize` as it was sent,
-//! its log level, the input not yet read), the terminal sessions (PTY masters, shells,
+//! its log level, the input not yet read) or the HTTP server (its listener, tokens and
+//! sessions, taken back as their clients return), the terminal sessions (PTY masters, shells,
 //! scrollback, screens, containers), the containment (node or marks, keeper), the
 //! session's event log, every job (a running background command's pipe, shell and
 //! container with it), the language servers (pipes, open documents, container).
-//! Subagents, background terminal sends and HTTP sessions are not handed over yet: while
-//! one is live the upgrade is refused, saying which ([`blockers`]).
+//! Subagents and background terminal sends are not handed over yet: while one runs the
+//! upgrade is refused, saying which ([`blockers`]).
 //!
 //! Who may ask: the control socket's peer must be this user and must not be a process
 //! dsh started ([`peer_may_upgrade`]): dsh is a child subreaper, so whatever a run
@@ -70,6 +71,9 @@ pub struct Snapshot {
     pub language_servers: Vec<SlotHandover>,
     /// The stdio connection, when serving stdio.
     pub stdio: Option<StdioHandover>,
+    /// The HTTP server, when serving HTTP.
+    #[serde(default)]
+    pub http: Option<HttpHandover>,
 }
 
 /// The stdio MCP connection, handed over between two of its requests.
@@ -81,6 +85,30 @@ pub struct StdioHandover {
     pub log_level: Option<u8>,
     /// Input read from stdin and not yet a whole line (base64).
     pub pending_input: String,
+}
+
+/// The HTTP server, handed over: its listener (never closed, so no connection is
+/// refused), its tokens (generated ones too: clients keep theirs), its sessions.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HttpHandover {
+    /// The listening socket, open across the `exec`.
+    pub listener: i32,
+    /// Each served scope and its token.
+    pub tokens: Vec<(String, String)>,
+    pub metrics_token: String,
+    pub sessions: Vec<HttpSessionHandover>,
+    /// The number the next owner (`http-N`) gets.
+    pub next_owner: u64,
+}
+
+/// One HTTP session, handed over.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HttpSessionHandover {
+    pub id: String,
+    pub scope: String,
+    pub owner: String,
+    /// The params of its client's `initialize`.
+    pub initialize: serde_json::Value,
 }
 
 /// Why an upgrade did not happen.
@@ -105,11 +133,8 @@ pub enum UpgradeError {
 
 /// What keeps this host from being upgraded now: the live state that is not handed over
 /// yet (empty when nothing does).
-pub fn blockers(host: &Host, serving_http: bool) -> Vec<String> {
+pub fn blockers(host: &Host) -> Vec<String> {
     let mut blockers = Vec::new();
-    if serving_http {
-        blockers.push("HTTP sessions are not handed over yet (only stdio)".to_string());
-    }
     let jobs = host.services.jobs.running_not_handed_over();
     if !jobs.is_empty() {
         blockers.push(format!(
@@ -128,6 +153,7 @@ impl Snapshot {
     pub async fn take(
         host: &Host,
         stdio: Option<StdioHandover>,
+        http: Option<HttpHandover>,
         paused_at: std::time::SystemTime,
         drain: std::time::Duration,
     ) -> Result<Snapshot, UpgradeError> {
@@ -151,12 +177,7 @@ impl Snapshot {
             .hand_over_jobs()
             .map_err(UpgradeError::Write)?;
         let jobs = host.services.jobs.hand_over();
-        let containment = host
-            .services
-            .process
-            .containment()
-            .hand_over()
-            .map_err(UpgradeError::Write)?;
+        let containment = host.services.process.containment().hand_over();
         let session = &host.pipeline.session;
         Ok(Snapshot {
             version: SNAPSHOT_VERSION,
@@ -177,6 +198,7 @@ impl Snapshot {
             job_processes,
             language_servers,
             stdio,
+            http,
         })
     }
 
@@ -298,6 +320,20 @@ impl Snapshot {
         host.services
             .lsp
             .restore(self.language_servers.clone(), &mut children.0);
+    }
+
+    /// Every descriptor the snapshot names, which the `exec` keeps open: the keeper's
+    /// pipe, the PTY masters, the jobs' output pipes, the language servers' pipes, the
+    /// HTTP listener.
+    pub fn descriptors(&self) -> Vec<i32> {
+        let mut fds: Vec<i32> = self.containment.keeper.iter().map(|(fd, _)| *fd).collect();
+        fds.extend(self.terminals.sessions.iter().map(|s| s.master));
+        fds.extend(self.job_processes.iter().map(|p| p.pipe));
+        for slot in &self.language_servers {
+            fds.extend([slot.server.writer, slot.server.reader]);
+        }
+        fds.extend(self.http.iter().map(|h| h.listener));
+        fds
     }
 
     /// The pids of the shells to adopt (before the orphan reaper starts).
@@ -436,12 +472,24 @@ pub async fn check(
     }
 }
 
-/// Executes `binary` in this process with the snapshot's descriptor: returns only if the
-/// `exec` failed.
-pub fn exec(binary: &Path, snapshot: &OwnedFd) -> UpgradeError {
+/// Executes `binary` in this process with the snapshot's descriptor, `descriptors`
+/// (those the snapshot names) kept open across the `exec`: returns only if the `exec`
+/// failed, the descriptors closing on `exec` again. They are kept open only now, after
+/// the check: the check's process, which inherits what is open, holds none of them (one
+/// holding the keeper's pipe would keep the keeper from seeing dsh die).
+pub fn exec(binary: &Path, snapshot: &OwnedFd, descriptors: &[i32]) -> UpgradeError {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let env = [(SNAPSHOT_FD_VARIABLE, snapshot.as_raw_fd().to_string())];
-    let source = crate::services::process::launcher::exec_upgrade(binary, &args, &env);
+    let kept = descriptors
+        .iter()
+        .try_for_each(|fd| containment::keep_across_exec(*fd));
+    let source = match kept {
+        Ok(()) => crate::services::process::launcher::exec_upgrade(binary, &args, &env),
+        Err(error) => error,
+    };
+    for fd in descriptors {
+        containment::close_on_exec(fd);
+    }
     UpgradeError::Exec {
         binary: binary.to_path_buf(),
         source,

@@ -370,3 +370,50 @@ async def test_after_an_upgrade_the_keeper_still_kills_everything(
         os.kill(pid, signal.SIGKILL)
         await procs.wait_until_gone(before, 5)
         await procs.wait_until_gone(after, 5)
+
+
+async def test_over_http_sessions_their_terminals_and_the_listener_survive_an_upgrade(
+    start_http_server, open_http_session, dsh_bin, dsh_env, dsh_dirs, tmp_path
+):
+    import socket
+    import threading
+
+    next_binary = tmp_path / "dsh-next"
+    shutil.copy2(dsh_bin, next_binary)
+    server = start_http_server()
+    pid = server_pid(dsh_dirs.state)
+    async with open_http_session(server) as first, open_http_session(server) as second:
+        mine = await start_repl(first)
+        theirs = await open_terminal(second)
+        await send(second, theirs, "y=7; echo set-$y", r"set-7")
+        # Knocks at the listener all through the upgrade: it is never closed.
+        refused: list[str] = []
+        stop = threading.Event()
+
+        def knock() -> None:
+            while not stop.is_set():
+                try:
+                    socket.create_connection(("127.0.0.1", server.port), timeout=2).close()
+                except OSError as error:
+                    refused.append(repr(error))
+                time.sleep(0.002)
+
+        knocking = threading.Thread(target=knock)
+        knocking.start()
+        try:
+            done = await anyio.to_thread.run_sync(lambda: upgrade(dsh_bin, dsh_env, "--binary", str(next_binary)))
+        finally:
+            stop.set()
+            knocking.join()
+        assert done.returncode == 0, f"dsh upgrade failed: {done.stdout}{done.stderr}\n{server.stderr()}"
+        assert refused == [], refused
+        assert server_pid(dsh_dirs.state) == pid
+        assert os.readlink(f"/proc/{pid}/exe") == str(next_binary)
+        # Each client goes on in its session (the same id, the same token), with its own
+        # terminal and not the other's.
+        body = await send(first, mine, "print(x * 2)", r"84\r?\n>>> ")
+        assert "84" in body
+        body = await send(second, theirs, "echo again-$y", r"again-7")
+        assert "again-7" in body
+        foreign = await call(second, "terminal_read", {"id": mine})
+        assert foreign.is_error is True and "NOT_FOUND" in text(foreign), show(None, foreign)

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use dsh::config_watch::{ConfigStatus, LiveConfig};
 use dsh::control::{Answer, ControlSocket};
 use dsh::host::Host;
-use dsh::mcp::http::{generate_token, serve_http, ServedScope, MCP_PATH, METRICS_PATH};
+use dsh::mcp::http::{generate_token, serve_http, HttpResume, ServedScope, MCP_PATH, METRICS_PATH};
 use dsh::mcp::{serve_stdio, McpServer};
 use dsh::registry::DEFAULT_SCOPE;
 use dsh::upgrade::Snapshot;
@@ -89,7 +89,7 @@ pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
         _ => None,
     };
     let host = Arc::new(host);
-    let (upgrade_asks, mut upgrades) = tokio::sync::mpsc::channel(1);
+    let (upgrade_asks, upgrades) = tokio::sync::mpsc::channel(1);
     let _control = ControlSocket::listen(
         &globals.state_dir(),
         control_answer(&host, live),
@@ -102,30 +102,19 @@ pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
         host: host.clone(),
         scope: Arc::from(args.scope.as_str()),
     });
-    let stdio_upgrades = match args.http {
-        None => Some(upgrades),
-        Some(_) => {
-            // Only the stdio connection is handed over yet: refuse, saying why.
-            let host = host.clone();
-            tokio::spawn(async move {
-                while let Some(ask) = upgrades.recv().await {
-                    let why = dsh::upgrade::blockers(&host, true).join("; ");
-                    let _ = ask.reply.send(Err(format!("no upgrade now: {why}")));
-                }
-            });
-            None
-        }
+    let (stdio, http) = match inherited {
+        Some(snapshot) => (snapshot.stdio, snapshot.http),
+        None => (None, None),
     };
-    let resume = inherited.and_then(|snapshot| snapshot.stdio);
     let outcome = match args.http {
         None => tokio::select! {
-            served = serve_stdio(server, stdio_upgrades, resume) => served.map_err(anyhow::Error::from),
+            served = serve_stdio(server, Some(upgrades), stdio) => served.map_err(anyhow::Error::from),
             signal = shutdown_signal() => {
                 tracing::info!(signal, "shutting down");
                 Ok(())
             }
         },
-        Some(addr) => serve_http_until_signal(server, addr).await,
+        Some(addr) => serve_http_until_signal(server, addr, upgrades, http).await,
     };
     host.shutdown();
     outcome?;
@@ -295,12 +284,31 @@ fn served_scopes(server: Arc<McpServer>) -> anyhow::Result<Vec<ServedScope>> {
 }
 
 /// Serves streamable HTTP on `addr` until a signal, then gives connections 5 s to end.
-async fn serve_http_until_signal(server: Arc<McpServer>, addr: SocketAddr) -> anyhow::Result<()> {
-    let scopes = served_scopes(server)?;
-    let metrics_token = metrics_token(&scopes)?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
+/// After an upgrade, the listener and the tokens are the ones handed over (`resume`).
+async fn serve_http_until_signal(
+    server: Arc<McpServer>,
+    addr: SocketAddr,
+    upgrades: tokio::sync::mpsc::Receiver<dsh::upgrade::UpgradeAsk>,
+    resume: Option<dsh::upgrade::HttpHandover>,
+) -> anyhow::Result<()> {
+    let (scopes, metrics_token, listener, resumed) = match resume {
+        Some(handed) => {
+            let (scopes, listener) = taken_over(server, &handed)?;
+            let resumed = HttpResume {
+                sessions: handed.sessions,
+                next_owner: handed.next_owner,
+            };
+            (scopes, handed.metrics_token, listener, resumed)
+        }
+        None => {
+            let scopes = served_scopes(server)?;
+            let metrics_token = metrics_token(&scopes)?;
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?;
+            (scopes, metrics_token, listener, HttpResume::default())
+        }
+    };
     let local = listener.local_addr()?;
     if !local.ip().is_loopback() {
         tracing::warn!(%local, "serving MCP beyond loopback; anyone with the token can run tools here");
@@ -320,6 +328,8 @@ async fn serve_http_until_signal(server: Arc<McpServer>, addr: SocketAddr) -> an
         metrics_token,
         listener,
         shutdown.clone(),
+        Some(upgrades),
+        resumed,
     ));
     let signal = shutdown_signal().await;
     tracing::info!(signal, "shutting down");
@@ -329,4 +339,33 @@ async fn serve_http_until_signal(server: Arc<McpServer>, addr: SocketAddr) -> an
         Ok(Err(join)) => Err(anyhow::anyhow!("the HTTP server task failed: {join}")),
         Err(_) => Ok(()),
     }
+}
+
+/// The scopes and the listener handed over by the binary before: every token as it was
+/// (generated ones too: clients keep theirs), each scope known to this binary's
+/// configuration.
+fn taken_over(
+    server: Arc<McpServer>,
+    handed: &dsh::upgrade::HttpHandover,
+) -> anyhow::Result<(Vec<ServedScope>, tokio::net::TcpListener)> {
+    let mut scopes = Vec::new();
+    for (scope, token) in &handed.tokens {
+        server
+            .host
+            .registry
+            .scope(scope)
+            .map_err(|e| anyhow::anyhow!("a scope handed over: {}", e.message))?;
+        scopes.push(ServedScope {
+            server: Arc::new(McpServer {
+                host: server.host.clone(),
+                scope: Arc::from(scope.as_str()),
+            }),
+            token: token.clone(),
+        });
+    }
+    let fd = dsh::services::process::containment::inherited_fd(handed.listener)
+        .context("the listener handed over is not open")?;
+    let listener = std::net::TcpListener::from(fd);
+    listener.set_nonblocking(true)?;
+    Ok((scopes, tokio::net::TcpListener::from_std(listener)?))
 }

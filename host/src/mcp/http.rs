@@ -13,6 +13,7 @@
 //! the `Origin` check and a bearer token of its own: the metrics token opens only
 //! `/metrics`, and no MCP token opens it (401 either way).
 
+pub mod book;
 pub mod connections;
 pub mod sessions;
 
@@ -58,19 +59,38 @@ struct AdmittedScope(Arc<str>);
 /// Each served scope's MCP service.
 type ScopeServices = HashMap<Arc<str>, StreamableHttpService<McpConnection, ScopedSessions>>;
 
+/// What an HTTP server resumes after an upgrade: the sessions handed over and the next
+/// owner's number.
+#[derive(Debug, Default)]
+pub struct HttpResume {
+    pub sessions: Vec<crate::upgrade::HttpSessionHandover>,
+    pub next_owner: u64,
+}
+
 /// Serves MCP on `listener` until `shutdown` is cancelled, each scope in `scopes` to the
 /// clients presenting its token (tokens differ; the first scope's server gives the
 /// settings), and the host's metrics to those presenting `metrics_token` (which differs
 /// from every scope's).
+///
+/// `upgrades` brings requests to upgrade the host ([`crate::upgrade`]): no connection is
+/// accepted any more (the listener stays open: new ones wait in its queue for the next
+/// binary), open connections finish the requests they serve and close, the calls in
+/// flight are drained, and the sessions are handed over with the listener and the
+/// tokens; clients come back on new connections with their session ids. An upgrade that
+/// does not happen goes back to accepting. `resume` holds what the binary before handed
+/// over.
 pub async fn serve_http(
     scopes: Vec<ServedScope>,
     metrics_token: String,
     listener: tokio::net::TcpListener,
     shutdown: CancellationToken,
+    mut upgrades: Option<tokio::sync::mpsc::Receiver<crate::upgrade::UpgradeAsk>>,
+    resume: HttpResume,
 ) -> Result<(), ServeError> {
     let Some(first) = scopes.first() else {
         return Ok(());
     };
+    let host_server = first.server.clone();
     let serve = first.server.host.config.serve.clone();
     let metrics = first.server.host.metrics().clone();
     let sessions = Arc::new(Sessions::new(
@@ -88,43 +108,152 @@ pub async fn serve_http(
             "http_max_connections lowered to half the file descriptor limit"
         );
     }
-    let mut config = StreamableHttpServerConfig::default();
-    config.max_request_body_bytes = serve.max_request_bytes;
-    config.cancellation_token = shutdown.child_token();
+    let book = Arc::new(book::SessionBook::default());
+    expire_handed_sessions(&host_server, &book, resume.sessions);
+    let calls = Arc::new(super::CallsInFlight::default());
+    let kept = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // Owners are numbered across scopes: `http-N` names one client whatever its scope.
-    let opened = Arc::new(AtomicU64::new(0));
-    let mut services = ScopeServices::new();
-    let mut tokens = Vec::new();
-    for ServedScope { server, token } in scopes {
-        let (opened, scope) = (opened.clone(), server.scope.clone());
-        let service = StreamableHttpService::new(
-            move || {
-                let n = opened.fetch_add(1, Ordering::Relaxed) + 1;
-                Ok(McpConnection::new(server.clone(), format!("http-{n}")))
-            },
-            Arc::new(sessions.scoped(scope.clone())),
-            config.clone(),
-        );
-        services.insert(scope.clone(), service);
-        tokens.push((Arc::<str>::from(token), scope));
+    let opened = Arc::new(AtomicU64::new(resume.next_owner));
+    let tokens_served: Vec<(String, String)> = scopes
+        .iter()
+        .map(|s| (s.server.scope.to_string(), s.token.clone()))
+        .collect();
+    let reaper = tokio::spawn(sessions.clone().reap_until(shutdown.clone()));
+    let mut listener = listener;
+    loop {
+        // The MCP services live until shutdown or an upgrade hands their sessions over.
+        let sessions_end = shutdown.child_token();
+        let mut config = StreamableHttpServerConfig::default();
+        config.max_request_body_bytes = serve.max_request_bytes;
+        config.cancellation_token = sessions_end.clone();
+        let mut services = ScopeServices::new();
+        let mut tokens = Vec::new();
+        for ServedScope { server, token } in &scopes {
+            let (opened, scope, server) = (opened.clone(), server.scope.clone(), server.clone());
+            let (calls, kept, owners) = (calls.clone(), kept.clone(), book.clone());
+            let mut config = config.clone();
+            config.session_store = Some(Arc::new(book.store(scope.clone())));
+            let service = StreamableHttpService::new(
+                move || {
+                    let n = opened.fetch_add(1, Ordering::Relaxed) + 1;
+                    Ok(McpConnection::for_http(
+                        server.clone(),
+                        format!("http-{n}"),
+                        calls.clone(),
+                        kept.clone(),
+                        owners.clone(),
+                    ))
+                },
+                Arc::new(sessions.scoped(scope.clone())),
+                config,
+            );
+            services.insert(scope.clone(), service);
+            tokens.push((Arc::<str>::from(token.as_str()), scope));
+        }
+        let admission = Arc::new(Admission {
+            tokens,
+            metrics_token: metrics_token.as_str().into(),
+            metrics: metrics.clone(),
+            origins: OriginPolicy::new(&serve.http_allowed_origins),
+            sessions: sessions.clone(),
+            max_body_bytes: serve.max_request_bytes,
+            body_timeout: Duration::from_millis(serve.http_body_timeout_ms),
+        });
+        let router = axum::Router::new()
+            .route(MCP_PATH, axum::routing::any(serve_in_scope))
+            .with_state(Arc::new(services))
+            .layer(axum::middleware::from_fn_with_state(admission, admit));
+        let stop = CancellationToken::new();
+        let serving = connections::serve(listener, router, limits, shutdown.clone(), stop.clone());
+        tokio::pin!(serving);
+        let asked = async {
+            match upgrades.as_mut() {
+                Some(upgrades) => upgrades.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        let ask = tokio::select! {
+            _ = &mut serving => break,
+            Some(ask) = asked => ask,
+        };
+        stop.cancel();
+        let connections::Served::Stopped {
+            listener: back,
+            connections: mut open,
+        } = serving.await
+        else {
+            break;
+        };
+        listener = back;
+        let listener_fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
+        let handover = || {
+            let handed = crate::upgrade::HttpHandover {
+                listener: listener_fd,
+                tokens: tokens_served.clone(),
+                metrics_token: metrics_token.clone(),
+                sessions: book.live(),
+                next_owner: opened.load(Ordering::Relaxed),
+            };
+            (None, Some(handed))
+        };
+        let prepared = super::prepare_handover(&host_server, &ask, &calls, handover).await;
+        let (snapshot, binary, descriptors) = match prepared {
+            Ok(prepared) => prepared,
+            Err(why) => {
+                let _ = ask.reply.send(Err(why));
+                // Back to accepting; the connections that were closing finish meanwhile.
+                tokio::spawn(async move { while open.join_next().await.is_some() {} });
+                continue;
+            }
+        };
+        // The sessions go to the next binary: their owners' resources stay; their
+        // response streams end and their connections close once written.
+        kept.store(true, Ordering::Release);
+        let handed_sessions = book.live();
+        let _ = ask
+            .reply
+            .send(Ok(format!("executing {}", binary.display())));
+        let _ = tokio::time::timeout(Duration::from_secs(2), ask.delivered).await;
+        sessions_end.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(2), async {
+            while open.join_next().await.is_some() {}
+        })
+        .await;
+        let error = crate::upgrade::exec(&binary, &snapshot, &descriptors);
+        tracing::error!(%error, "the upgrade's exec failed; this binary serves on, its sessions to be taken back");
+        crate::upgrade::Snapshot::take_back(&host_server.host).await;
+        kept.store(false, Ordering::Release);
+        book.hand_in(handed_sessions);
     }
-    let admission = Arc::new(Admission {
-        tokens,
-        metrics_token: metrics_token.into(),
-        metrics,
-        origins: OriginPolicy::new(&serve.http_allowed_origins),
-        sessions: sessions.clone(),
-        max_body_bytes: serve.max_request_bytes,
-        body_timeout: Duration::from_millis(serve.http_body_timeout_ms),
-    });
-    let router = axum::Router::new()
-        .route(MCP_PATH, axum::routing::any(serve_in_scope))
-        .with_state(Arc::new(services))
-        .layer(axum::middleware::from_fn_with_state(admission, admit));
-    let reaper = tokio::spawn(sessions.reap_until(shutdown.clone()));
-    connections::serve(listener, router, limits, shutdown).await;
     reaper.abort();
     Ok(())
+}
+
+/// Sessions handed over by the binary before are restorable for as long as an idle
+/// session lives (`[serve] http_session_idle_ms`); one its client did not bring back by
+/// then is forgotten and its owner released after the grace period.
+fn expire_handed_sessions(
+    server: &Arc<McpServer>,
+    book: &Arc<book::SessionBook>,
+    sessions: Vec<crate::upgrade::HttpSessionHandover>,
+) {
+    if sessions.is_empty() {
+        return;
+    }
+    let ids: Vec<String> = sessions.iter().map(|s| s.id.clone()).collect();
+    book.hand_in(sessions);
+    let (book, host) = (book.clone(), server.host.clone());
+    let idle = Duration::from_millis(host.config.serve.http_session_idle_ms);
+    let grace = Duration::from_millis(host.config.serve.owner_grace_ms);
+    tokio::spawn(async move {
+        tokio::time::sleep(idle).await;
+        for id in ids {
+            if let Some(owner) = book.expire(&id) {
+                tracing::info!(session = %id, owner = %owner, "a handed-over HTTP session was not taken back; its owner is released");
+                host.services.release_owner_after(owner, grace);
+            }
+        }
+    });
 }
 
 /// Hands an admitted request to its scope's MCP service.

@@ -65,7 +65,9 @@ pub struct McpServer {
 /// One MCP connection: one owner.
 pub struct McpConnection {
     server: Arc<McpServer>,
-    owner: Arc<str>,
+    /// Set once at start; an HTTP session restored after an upgrade takes back the owner
+    /// it had (its `initialize` replayed).
+    owner: std::sync::RwLock<Arc<str>>,
     /// Cancelled when the connection ends: stops its list-changed forwarder.
     closed: CancellationToken,
     /// The lowest level of plugin log lines this client wants (`logging/setLevel`);
@@ -86,6 +88,9 @@ pub struct McpConnection {
     /// Handed over by the binary before (an upgrade): the client hears
     /// `tools/list_changed` once the plugin set has loaded again.
     resumed: bool,
+    /// An HTTP session's: the book of sessions, and this one's id once initialized.
+    book: Option<Arc<http::book::SessionBook>>,
+    session_id: std::sync::OnceLock<String>,
 }
 
 /// The calls in flight on one connection: counted, and cancelled together when an
@@ -175,7 +180,7 @@ impl McpConnection {
         McpConnection {
             _live: server.host.metrics().owner(),
             server,
-            owner,
+            owner: std::sync::RwLock::new(owner),
             closed: CancellationToken::new(),
             log_threshold: Arc::default(),
             shown_partial: Arc::default(),
@@ -183,26 +188,50 @@ impl McpConnection {
             calls: Arc::default(),
             kept: Arc::default(),
             resumed: false,
+            book: None,
+            session_id: std::sync::OnceLock::new(),
         }
+    }
+
+    /// An HTTP session's connection: its calls counted with every HTTP call (an upgrade
+    /// drains them), kept with the others at an upgrade, booked in `book`.
+    pub fn for_http(
+        server: Arc<McpServer>,
+        owner: impl Into<Arc<str>>,
+        calls: Arc<CallsInFlight>,
+        kept: Arc<std::sync::atomic::AtomicBool>,
+        book: Arc<http::book::SessionBook>,
+    ) -> Self {
+        let mut connection = McpConnection::new(server, owner);
+        connection.calls = calls;
+        connection.kept = kept;
+        connection.book = Some(book);
+        connection
+    }
+
+    /// The connection's owner.
+    fn owner(&self) -> Arc<str> {
+        self.owner.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 
 impl Drop for McpConnection {
     fn drop(&mut self) {
         self.closed.cancel();
+        if let (Some(book), Some(id)) = (&self.book, self.session_id.get()) {
+            book.closed(id);
+        }
         if self.kept.load(std::sync::atomic::Ordering::Acquire) {
-            tracing::info!(owner = %self.owner, "MCP connection handed over; its resources are kept");
+            tracing::info!(owner = %self.owner(), "MCP connection handed over; its resources are kept");
             return;
         }
         let grace = Duration::from_millis(self.server.host.config.serve.owner_grace_ms);
-        tracing::info!(owner = %self.owner, grace_ms = grace.as_millis() as u64, "MCP connection closed");
+        let owner = self.owner();
+        tracing::info!(owner = %owner, grace_ms = grace.as_millis() as u64, "MCP connection closed");
         if tokio::runtime::Handle::try_current().is_ok() {
-            self.server
-                .host
-                .services
-                .release_owner_after(self.owner.clone(), grace);
+            self.server.host.services.release_owner_after(owner, grace);
         } else {
-            self.server.host.services.release_owner(&self.owner);
+            self.server.host.services.release_owner(&owner);
         }
     }
 }
@@ -421,6 +450,36 @@ impl ServerHandler for McpConnection {
         ])
     }
 
+    /// `initialize`: rmcp's negotiation; an HTTP session's connection also books its
+    /// session (and one restored after an upgrade takes back the owner it had).
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, ErrorData> {
+        if let Some(book) = &self.book {
+            let restored = context
+                .extensions
+                .get::<rmcp::transport::streamable_http_server::SessionRestoreMarker>()
+                .and_then(|marker| book.restored_owner(marker.id.as_ref()));
+            if let Some(owner) = restored {
+                tracing::info!(owner = %owner, "HTTP session taken back after an upgrade");
+                *self.owner.write().unwrap_or_else(|e| e.into_inner()) = owner;
+            }
+            if let Some(http::book::SessionIdOf(id)) = context.extensions.get() {
+                let _ = self.session_id.set(id.clone());
+                book.opened(crate::upgrade::HttpSessionHandover {
+                    id: id.clone(),
+                    scope: self.server.scope.to_string(),
+                    owner: self.owner().to_string(),
+                    initialize: serde_json::to_value(&request).unwrap_or_default(),
+                });
+            }
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         if self.resumed {
             // The new binary reloaded the plugins: the client lists the tools again.
@@ -432,13 +491,13 @@ impl ServerHandler for McpConnection {
         }
         tokio::spawn(resources::forward_changes(
             self.server.host.clone(),
-            self.owner.clone(),
+            self.owner(),
             context.peer.clone(),
             self.subscriptions.clone(),
             self.closed.clone(),
         ));
         let mut changes = self.server.host.registry.subscribe();
-        let (peer, closed, owner) = (context.peer, self.closed.clone(), self.owner.clone());
+        let (peer, closed, owner) = (context.peer, self.closed.clone(), self.owner());
         let host = self.server.host.clone();
         let shown_partial = self.shown_partial.clone();
         tokio::spawn(async move {
@@ -519,7 +578,7 @@ impl ServerHandler for McpConnection {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        Ok(resources::list(&self.server.host, &self.owner))
+        Ok(resources::list(&self.server.host, &self.owner()))
     }
 
     /// `resources/templates/list`: `terminal://{id}/screen` and `job://{id}/output`.
@@ -537,7 +596,7 @@ impl ServerHandler for McpConnection {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        resources::read(&self.server.host, &self.owner, &request.uri)
+        resources::read(&self.server.host, &self.owner(), &request.uri)
             .await
             .map(Into::into)
     }
@@ -552,7 +611,7 @@ impl ServerHandler for McpConnection {
     ) -> Result<(), ErrorData> {
         resources::subscribe(
             &self.server.host,
-            &self.owner,
+            &self.owner(),
             &self.subscriptions,
             &request.uri,
         )
@@ -575,7 +634,7 @@ impl ServerHandler for McpConnection {
         request: rmcp::model::CompleteRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CompleteResult, ErrorData> {
-        resources::complete(&self.server.host, &self.owner, &request)
+        resources::complete(&self.server.host, &self.owner(), &request)
     }
 
     /// `logging/setLevel`: from now on, this connection's calls send plugin log lines at
@@ -587,7 +646,7 @@ impl ServerHandler for McpConnection {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let level = logging::host_level(request.level);
-        tracing::debug!(owner = %self.owner, ?level, "logging/setLevel");
+        tracing::debug!(owner = %self.owner(), ?level, "logging/setLevel");
         self.log_threshold.set(Some(level));
         Ok(())
     }
@@ -628,7 +687,7 @@ impl ServerHandler for McpConnection {
                 .arguments
                 .map(serde_json::Value::Object)
                 .unwrap_or_else(|| json!({})),
-            owner: self.owner.clone(),
+            owner: self.owner(),
             scope: self.server.scope.clone(),
             approver: Some(Arc::new(ElicitationApprover {
                 peer: context.peer.clone(),
@@ -889,7 +948,7 @@ async fn serve_stdio_once(
             }
         }
     };
-    let (snapshot, binary, handed) = handed;
+    let (snapshot, binary, handed, descriptors) = handed;
     // The connection goes to the next binary: its owner's resources stay, and what rmcp
     // has written reaches stdout before the exec.
     kept.store(true, std::sync::atomic::Ordering::Release);
@@ -909,7 +968,7 @@ async fn serve_stdio_once(
             Box::new(tokio::io::stdout())
         }
     };
-    let error = crate::upgrade::exec(&binary, &snapshot);
+    let error = crate::upgrade::exec(&binary, &snapshot, &descriptors);
     tracing::error!(%error, "the upgrade's exec failed; this binary serves on");
     crate::upgrade::Snapshot::take_back(&server.host).await;
     Ok(StdioServed::Resume {
@@ -962,8 +1021,8 @@ impl Reading {
     }
 }
 
-/// Drains the connection's calls and writes the snapshot; the new binary then checks it.
-/// On `Err`, the host is as it was and the reason goes to the asker.
+/// The stdio connection's part of an upgrade: what its client sent in `initialize`, its
+/// log level and the input read and not yet passed on; then [`prepare_handover`].
 async fn prepare_stdio_handover(
     server: &Arc<McpServer>,
     ask: &crate::upgrade::UpgradeAsk,
@@ -976,13 +1035,43 @@ async fn prepare_stdio_handover(
         std::os::fd::OwnedFd,
         std::path::PathBuf,
         crate::upgrade::StdioHandover,
+        Vec<i32>,
     ),
     String,
 > {
-    use crate::upgrade::{Snapshot, StdioHandover};
     use base64::Engine as _;
+    let initialize = peer
+        .peer_info()
+        .map(|info| serde_json::to_value(&*info).unwrap_or_default())
+        .ok_or("the client has not initialized the connection")?;
+    let handed = crate::upgrade::StdioHandover {
+        initialize,
+        log_level: log_threshold.get().map(|level| level as u8),
+        pending_input: base64::engine::general_purpose::STANDARD.encode(pending),
+    };
+    let stdio = handed.clone();
+    let (fd, binary, descriptors) =
+        prepare_handover(server, ask, calls, move || (Some(stdio), None)).await?;
+    Ok((fd, binary, handed, descriptors))
+}
+
+/// What every upgrade does before its `exec`: refuses while something not handed over
+/// is live, drains the calls in flight (`[serve] upgrade_drain_ms`, then cancels them),
+/// writes the snapshot with the connections' part (`connections`, asked once the calls
+/// are drained), and has the new binary check it. On `Err`, the host is as it was and
+/// the reason goes to the asker.
+pub(crate) async fn prepare_handover(
+    server: &Arc<McpServer>,
+    ask: &crate::upgrade::UpgradeAsk,
+    calls: &CallsInFlight,
+    connections: impl FnOnce() -> (
+        Option<crate::upgrade::StdioHandover>,
+        Option<crate::upgrade::HttpHandover>,
+    ),
+) -> Result<(std::os::fd::OwnedFd, std::path::PathBuf, Vec<i32>), String> {
+    use crate::upgrade::Snapshot;
     let host = &server.host;
-    let blockers = crate::upgrade::blockers(host, false);
+    let blockers = crate::upgrade::blockers(host);
     if !blockers.is_empty() {
         return Err(format!("no upgrade now: {}", blockers.join("; ")));
     }
@@ -999,19 +1088,11 @@ async fn prepare_stdio_handover(
             "calls still running at the upgrade's drain deadline were cancelled"
         );
     }
-    let initialize = peer
-        .peer_info()
-        .map(|info| serde_json::to_value(&*info).unwrap_or_default())
-        .ok_or("the client has not initialized the connection")?;
-    let handed = StdioHandover {
-        initialize,
-        log_level: log_threshold.get().map(|level| level as u8),
-        pending_input: base64::engine::general_purpose::STANDARD.encode(pending),
-    };
-    let snapshot = Snapshot::take(host, Some(handed.clone()), paused_at, drained).await;
-    let written = snapshot.and_then(|snapshot| snapshot.write());
-    let fd = match written {
-        Ok(fd) => fd,
+    let (stdio, http) = connections();
+    let snapshot = Snapshot::take(host, stdio, http, paused_at, drained).await;
+    let written = snapshot.and_then(|snapshot| Ok((snapshot.write()?, snapshot.descriptors())));
+    let (fd, descriptors) = match written {
+        Ok(written) => written,
         Err(error) => {
             Snapshot::take_back(host).await;
             return Err(error.to_string());
@@ -1021,7 +1102,7 @@ async fn prepare_stdio_handover(
     match crate::upgrade::check(&binary, &fd, limit).await {
         Ok(said) => {
             tracing::info!(binary = %binary.display(), %said, "the new binary takes over");
-            Ok((fd, binary, handed))
+            Ok((fd, binary, descriptors))
         }
         Err(error) => {
             Snapshot::take_back(host).await;

@@ -96,14 +96,31 @@ impl Table {
     }
 }
 
+/// How [`serve`] stopped.
+pub enum Served {
+    /// At `shutdown`: the listener is closed and every connection has ended.
+    Shutdown,
+    /// At `stop` (an upgrade): no connection is accepted any more, but the listener is
+    /// open (new connections wait in its queue); the open connections finish the
+    /// requests they are serving and close.
+    Stopped {
+        listener: TcpListener,
+        connections: JoinSet<()>,
+    },
+}
+
 /// Accepts connections on `listener` and serves `router` on each until `shutdown`;
-/// then lets open connections finish their requests (bounded by the caller).
+/// then lets open connections finish their requests (bounded by the caller). At `stop`,
+/// gives the listener back instead (see [`Served::Stopped`]).
 pub async fn serve(
     listener: TcpListener,
     router: axum::Router,
     limits: ConnectionLimits,
     shutdown: CancellationToken,
-) {
+    stop: CancellationToken,
+) -> Served {
+    // Connections end gracefully at either.
+    let graceful = shutdown.child_token();
     let table = Arc::new(Table::default());
     let refusing = Arc::new(AtomicUsize::new(0));
     let mut tasks = JoinSet::new();
@@ -112,6 +129,10 @@ pub async fn serve(
     loop {
         let accepted = tokio::select! {
             _ = shutdown.cancelled() => break,
+            _ = stop.cancelled() => {
+                graceful.cancel();
+                return Served::Stopped { listener, connections: tasks };
+            }
             Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
             accepted = listener.accept() => accepted,
         };
@@ -140,9 +161,9 @@ pub async fn serve(
         let id = next_id;
         match table.admit(id, limits.max) {
             Some((requested, close)) => {
-                let (table, router, shutdown) = (table.clone(), router.clone(), shutdown.clone());
+                let (table, router, graceful) = (table.clone(), router.clone(), graceful.clone());
                 tasks.spawn(async move {
-                    serve_connection(stream, router, requested, close, shutdown, limits).await;
+                    serve_connection(stream, router, requested, close, graceful, limits).await;
                     table.remove(id);
                 });
             }
@@ -162,6 +183,7 @@ pub async fn serve(
     }
     drop(listener);
     while tasks.join_next().await.is_some() {}
+    Served::Shutdown
 }
 
 /// Serves one connection until it ends, is closed to make room, or (after

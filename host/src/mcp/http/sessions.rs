@@ -25,7 +25,7 @@ use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError,
 };
 use rmcp::transport::streamable_http_server::session::ServerSseMessage;
-use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
+use rmcp::transport::streamable_http_server::{RestoreOutcome, SessionId, SessionManager};
 use tokio_util::sync::CancellationToken;
 
 /// Why a session operation failed.
@@ -255,11 +255,40 @@ impl SessionManager for ScopedSessions {
     async fn initialize_session(
         &self,
         id: &SessionId,
-        message: ClientJsonRpcMessage,
+        mut message: ClientJsonRpcMessage,
     ) -> Result<ServerJsonRpcMessage, Self::Error> {
         self.own(id)?;
         self.sessions.table.touch(id);
+        // The connection answering it books its session by this id.
+        message.insert_extension(super::book::SessionIdOf(id.to_string()));
         Ok(self.sessions.local.initialize_session(id, message).await?)
+    }
+
+    /// A session handed over at an upgrade, its client back (rmcp found it in this
+    /// scope's store): made again with its id, counted like a new one.
+    async fn restore_session(
+        &self,
+        id: SessionId,
+    ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        let Sessions { local, table } = &*self.sessions;
+        {
+            let sessions = table.lock();
+            if sessions.len() + table.creating.load(Ordering::Relaxed) >= table.max {
+                return Err(SessionsError::Full(table.max));
+            }
+        }
+        let outcome = local.restore_session(id.clone()).await?;
+        if matches!(outcome, RestoreOutcome::Restored(_)) {
+            table.lock().insert(
+                id,
+                Activity {
+                    scope: self.scope.clone(),
+                    streams: 0,
+                    last: Instant::now(),
+                },
+            );
+        }
+        Ok(outcome)
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {

@@ -454,8 +454,7 @@ impl Server {
         }
     }
 
-    /// The paused server as the next binary takes it back; its pipes are made to stay
-    /// open across the `exec`.
+    /// The paused server as the next binary takes it back (its pipes named by number).
     pub(super) async fn hand_over(&self) -> std::io::Result<ServerHandover> {
         use base64::Engine as _;
         let writer = self.writer.lock().await.as_raw_fd();
@@ -470,8 +469,6 @@ impl Server {
             pending.extend_from_slice(&prefix.get_ref()[at..]);
             (reader.get_ref().pipe.as_raw_fd(), pending)
         };
-        containment::keep_across_exec(writer)?;
-        containment::keep_across_exec(reader)?;
         let documents = self
             .documents
             .lock()

@@ -115,14 +115,13 @@ impl ProcessService {
         }
     }
 
-    /// The paused jobs' processes as the next binary takes them back; their pipes are
-    /// made to stay open across the `exec`.
+    /// The paused jobs' processes as the next binary takes them back (their pipes named
+    /// by number).
     pub fn hand_over_jobs(&self) -> std::io::Result<Vec<JobProcessHandover>> {
         let paused = self.job_tasks.paused.lock().unwrap();
         let mut handed = Vec::with_capacity(paused.len());
         for PausedJob { job, tree, marker } in paused.iter() {
             let pipe = tree.output.as_raw_fd();
-            containment::keep_across_exec(pipe)?;
             handed.push(JobProcessHandover {
                 job: job.id.clone(),
                 pipe,

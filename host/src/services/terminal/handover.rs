@@ -92,16 +92,13 @@ impl TerminalService {
     }
 
     /// Every session as the next binary takes it back (call [`Self::pause_reading`]
-    /// first). Their PTY masters are made to stay open across the `exec`.
+    /// first). Their PTY masters are named by number (see
+    /// [`crate::upgrade::Snapshot::descriptors`]).
     pub fn hand_over(&self) -> Result<TerminalsHandover, HandoverError> {
         let table = self.table.lock().unwrap();
         let mut sessions = Vec::new();
         for session in table.sessions.values() {
             let master = session.master.get_ref().as_raw_fd();
-            containment::keep_across_exec(master).map_err(|e| HandoverError::Session {
-                id: session.id.clone(),
-                message: format!("cannot keep its PTY open: {e}"),
-            })?;
             let (scrollback, total, screen, exited, exit_code) = {
                 let mut output = session.output.lock().unwrap();
                 let screen = output.screen_state();

@@ -327,17 +327,14 @@ impl Containment {
         self.inner._keeper.is_some()
     }
 
-    /// What the executable replacing this one in the process adopts; the keeper's
-    /// lifeline is made to stay open across the `exec`.
-    pub fn hand_over(&self) -> std::io::Result<ContainmentHandover> {
-        let keeper = match &self.inner._keeper {
-            Some(keeper) => {
-                let lifeline = keeper.lifeline();
-                keep_across_exec(lifeline)?;
-                Some((lifeline, keeper.pid()))
-            }
-            None => None,
-        };
+    /// What the executable replacing this one in the process adopts (the keeper's
+    /// lifeline named by number).
+    pub fn hand_over(&self) -> ContainmentHandover {
+        let keeper = self
+            .inner
+            ._keeper
+            .as_ref()
+            .map(|keeper| (keeper.lifeline(), keeper.pid()));
         let mode = match &self.inner.mode {
             Mode::Cgroup(tree) => HandedMode::Cgroup {
                 node: tree.node().to_path_buf(),
@@ -348,11 +345,11 @@ impl Containment {
                 prefix: marks.prefix().to_string(),
             },
         };
-        Ok(ContainmentHandover {
+        ContainmentHandover {
             mode,
             next_number: NUMBERS.load(Ordering::Relaxed),
             keeper,
-        })
+        }
     }
 
     /// Makes the keeper's lifeline close on `exec` again (an upgrade that did not
