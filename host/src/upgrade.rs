@@ -26,6 +26,8 @@ use std::io::{Read, Seek, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::host::Host;
@@ -74,6 +76,9 @@ pub struct Snapshot {
     /// The HTTP server, when serving HTTP.
     #[serde(default)]
     pub http: Option<HttpHandover>,
+    /// Owners gone before the upgrade, and the milliseconds left of their grace period.
+    #[serde(default)]
+    pub pending_releases: Vec<(String, u64)>,
 }
 
 /// The stdio MCP connection, handed over between two of its requests.
@@ -199,6 +204,7 @@ impl Snapshot {
             language_servers,
             stdio,
             http,
+            pending_releases: host.services.pending_releases(),
         })
     }
 
@@ -320,6 +326,12 @@ impl Snapshot {
         host.services
             .lsp
             .restore(self.language_servers.clone(), &mut children.0);
+        for (owner, left_ms) in &self.pending_releases {
+            host.services.release_owner_after(
+                Arc::from(owner.as_str()),
+                std::time::Duration::from_millis(*left_ms),
+            );
+        }
     }
 
     /// Every descriptor the snapshot names, which the `exec` keeps open: the keeper's

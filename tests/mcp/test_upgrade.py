@@ -400,11 +400,24 @@ async def test_over_http_sessions_their_terminals_and_the_listener_survive_an_up
 
         knocking = threading.Thread(target=knock)
         knocking.start()
+        running: dict[str, Any] = {}
+
+        async def long_call() -> None:
+            running["result"] = await call(
+                first, "bash", {"command": "sleep 1; echo slow-call-done", "description": "a call across the upgrade"}
+            )
+
         try:
-            done = await anyio.to_thread.run_sync(lambda: upgrade(dsh_bin, dsh_env, "--binary", str(next_binary)))
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(long_call)
+                await anyio.sleep(0.3)
+                done = await anyio.to_thread.run_sync(
+                    lambda: upgrade(dsh_bin, dsh_env, "--binary", str(next_binary))
+                )
         finally:
             stop.set()
             knocking.join()
+        assert "slow-call-done" in text(running["result"]), show(None, running["result"])
         assert done.returncode == 0, f"dsh upgrade failed: {done.stdout}{done.stderr}\n{server.stderr()}"
         assert refused == [], refused
         assert server_pid(dsh_dirs.state) == pid
@@ -417,3 +430,20 @@ async def test_over_http_sessions_their_terminals_and_the_listener_survive_an_up
         assert "again-7" in body
         foreign = await call(second, "terminal_read", {"id": mine})
         assert foreign.is_error is True and "NOT_FOUND" in text(foreign), show(None, foreign)
+
+
+async def test_an_owners_grace_period_runs_on_across_an_upgrade(
+    start_http_server, open_http_session, dsh_bin, dsh_env, dsh_dirs, markers, procs
+):
+    server = start_http_server(config="[serve]\nowner_grace_ms = 2500\n")
+    marker = markers()
+    async with open_http_session(server) as leaving:
+        term = await open_terminal(leaving)
+        await send(leaving, term, f"sleep {marker} & echo star''ted", r"started")
+    # The client closed its session (DELETE): its grace period runs.
+    procs.wait_until_present_sync(marker, 5)
+    done = await anyio.to_thread.run_sync(lambda: upgrade(dsh_bin, dsh_env, "--binary", dsh_bin))
+    assert done.returncode == 0, f"dsh upgrade failed: {done.stdout}{done.stderr}"
+    assert procs.matching(marker), "released before its grace period ended"
+    # The new binary releases the owner when the grace period the old one started ends.
+    await procs.wait_until_gone(marker, 8)

@@ -25,6 +25,7 @@ pub mod subagent;
 pub mod terminal;
 pub mod wit;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -143,6 +144,8 @@ macro_rules! define_services {
         #[derive(Debug, Clone)]
         pub struct Services {
             $(pub $name: $ty,)*
+            /// Owners gone whose resources are released at the end of their grace period.
+            releases: Arc<Releases>,
         }
 
         /// Every capability's `dsh.toml` section.
@@ -183,6 +186,7 @@ macro_rules! define_services {
                 let foundation = Foundation::new(config, spill_dir, places)?;
                 Ok(Services {
                     $($name: <$ty as Capability>::start(&config.$name, &foundation)?,)*
+                    releases: Arc::default(),
                 })
             }
 
@@ -224,13 +228,57 @@ impl Foundation {
     }
 }
 
+/// The owners whose grace period runs, each with its end and the number of its timer.
+#[derive(Debug, Default)]
+struct Releases {
+    pending: std::sync::Mutex<HashMap<Arc<str>, (std::time::Instant, u64)>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
 impl Services {
     /// Releases everything `owner` holds after `grace` (from a tokio context).
     pub fn release_owner_after(&self, owner: Arc<str>, grace: Duration) {
+        let timer = self
+            .releases
+            .next
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.releases
+            .pending
+            .lock()
+            .unwrap()
+            .insert(owner.clone(), (std::time::Instant::now() + grace, timer));
         let services = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(grace).await;
-            services.release_owner(&owner);
+            let mine = {
+                let mut pending = services.releases.pending.lock().unwrap();
+                let mine = pending.get(&owner).is_some_and(|(_, t)| *t == timer);
+                if mine {
+                    pending.remove(&owner);
+                }
+                mine
+            };
+            if mine {
+                services.release_owner(&owner);
+            }
         });
+    }
+
+    /// The owners whose grace period runs, with how long it has left (an upgrade hands
+    /// them over, so the next binary releases them on time).
+    pub fn pending_releases(&self) -> Vec<(String, u64)> {
+        let now = std::time::Instant::now();
+        self.releases
+            .pending
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(owner, (at, _))| {
+                (
+                    owner.to_string(),
+                    at.saturating_duration_since(now).as_millis() as u64,
+                )
+            })
+            .collect()
     }
 }
