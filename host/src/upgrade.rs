@@ -79,6 +79,10 @@ pub struct Snapshot {
     /// Owners gone before the upgrade, and the milliseconds left of their grace period.
     #[serde(default)]
     pub pending_releases: Vec<(String, u64)>,
+    /// The plugins serving in the binary before: the new one must load each of them
+    /// (its check), or the upgrade would take tools away.
+    #[serde(default)]
+    pub serving_plugins: Vec<String>,
 }
 
 /// The stdio MCP connection, handed over between two of its requests.
@@ -205,6 +209,13 @@ impl Snapshot {
             stdio,
             http,
             pending_releases: host.services.pending_releases(),
+            serving_plugins: host
+                .registry
+                .plugins()
+                .into_iter()
+                .filter(|p| p.status == crate::registry::PluginState::Serving)
+                .map(|p| p.name)
+                .collect(),
         })
     }
 

@@ -447,3 +447,26 @@ async def test_an_owners_grace_period_runs_on_across_an_upgrade(
     assert procs.matching(marker), "released before its grace period ended"
     # The new binary releases the owner when the grace period the old one started ends.
     await procs.wait_until_gone(marker, 8)
+
+
+async def test_a_binary_that_would_not_load_a_serving_plugin_is_refused(
+    open_stdio_session, dsh_bin, dsh_env, dsh_dirs, tmp_path
+):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    shutil.copy(Path(os.environ["DSH_PLUGIN_WASM_DIR"]) / "echo.wasm", plugins / "echo.wasm")
+    dsh_env["DSH_PLUGINS"] = str(plugins)
+    # The new binary, as it would start, finds no plugin directory: `echo` would go.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    without = executable(tmp_path / "without-plugins", f'#!/bin/sh\nDSH_PLUGINS="{empty}" exec "{dsh_bin}" "$@"\n')
+    async with open_stdio_session() as session:
+        echoed = await call(session, "echo", {"text": "before"})
+        assert echoed.is_error is False, show(None, echoed)
+        pid = server_pid(dsh_dirs.state)
+        done = await anyio.to_thread.run_sync(lambda: upgrade(dsh_bin, dsh_env, "--binary", str(without)))
+        assert done.returncode != 0, done.stdout
+        assert "would not load" in done.stderr and "echo" in done.stderr, done.stderr
+        assert os.readlink(f"/proc/{pid}/exe") == os.path.realpath(dsh_bin)
+        echoed = await call(session, "echo", {"text": "after"})
+        assert echoed.is_error is False and "after" in text(echoed), show(None, echoed)

@@ -41,7 +41,7 @@ pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
     // After an upgrade: the state the binary before handed over (see dsh::upgrade).
     let inherited = Snapshot::inherited().context("cannot take over from the binary before")?;
     if dsh::upgrade::checking() {
-        return check_takeover(globals, inherited.as_ref());
+        return check_takeover(globals, inherited.as_ref()).await;
     }
     // Its shells are tracked before anything could reap them, then its containment is
     // adopted by the host's.
@@ -122,18 +122,44 @@ pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// The new binary's check before an upgrade executes it: it reads the snapshot (done
-/// by now) and the configuration, says so, and exits.
-fn check_takeover(globals: &Globals, snapshot: Option<&Snapshot>) -> anyhow::Result<ExitCode> {
+/// by now) and the configuration, loads the plugin set as it will serve it (every plugin
+/// serving in the binary before must load), says so, and exits.
+async fn check_takeover(
+    globals: &Globals,
+    snapshot: Option<&Snapshot>,
+) -> anyhow::Result<ExitCode> {
     let snapshot = snapshot.context("no snapshot to check (DSH_UPGRADE_FD is unset)")?;
-    if let Some(path) = globals.config_path() {
-        dsh::config::Config::load(&path)?;
+    let host = globals.start().await?;
+    let plugins = host.registry.plugins();
+    let serving = |name: &str| {
+        plugins
+            .iter()
+            .any(|p| p.name == name && p.status == dsh::registry::PluginState::Serving)
+    };
+    let lost: Vec<String> = snapshot
+        .serving_plugins
+        .iter()
+        .filter(|name| !serving(name))
+        .map(|name| {
+            let why = plugins
+                .iter()
+                .find(|p| p.name == **name)
+                .and_then(|p| p.reason.clone())
+                .unwrap_or_else(|| "not found".into());
+            format!("{name} ({why})")
+        })
+        .collect();
+    host.shutdown();
+    if !lost.is_empty() {
+        anyhow::bail!("plugins serving now would not load: {}", lost.join("; "));
     }
     println!(
-        "dsh {} can take over: snapshot version {} from dsh {}, {} terminal session(s)",
+        "dsh {} can take over: snapshot version {} from dsh {}, {} terminal session(s), {} plugin(s)",
         env!("CARGO_PKG_VERSION"),
         snapshot.version,
         snapshot.written_by,
-        snapshot.terminals.sessions.len()
+        snapshot.terminals.sessions.len(),
+        snapshot.serving_plugins.len()
     );
     Ok(ExitCode::SUCCESS)
 }
