@@ -79,10 +79,6 @@ pub struct Snapshot {
     /// Owners gone before the upgrade, and the milliseconds left of their grace period.
     #[serde(default)]
     pub pending_releases: Vec<(String, u64)>,
-    /// The plugins serving in the binary before: the new one must load each of them
-    /// (its check), or the upgrade would take tools away.
-    #[serde(default)]
-    pub serving_plugins: Vec<String>,
 }
 
 /// The stdio MCP connection, handed over between two of its requests.
@@ -209,13 +205,6 @@ impl Snapshot {
             stdio,
             http,
             pending_releases: host.services.pending_releases(),
-            serving_plugins: host
-                .registry
-                .plugins()
-                .into_iter()
-                .filter(|p| p.status == crate::registry::PluginState::Serving)
-                .map(|p| p.name)
-                .collect(),
         })
     }
 
@@ -461,18 +450,26 @@ impl StdioHandover {
 /// The id of the replayed `initialize` (its answer is not the client's).
 pub const REPLAYED_INITIALIZE_ID: &str = "dsh-upgrade-replay";
 
-/// Runs `binary` as the check before the exec: the same arguments and environment as
-/// this process, with the snapshot's descriptor and [`CHECK_VARIABLE`]; it must read the
-/// snapshot and the configuration and exit 0 within `limit`.
-pub async fn check(
+/// What the new binary is asked to check (the value of [`CHECK_VARIABLE`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckMode {
+    /// Before the server stops serving: the configuration parses and every plugin named
+    /// in [`PLUGINS_VARIABLE`] (those serving now) loads. The slow part, out of the pause.
+    Plugins,
+    /// After the snapshot is written: it reads it (its version, its whole content).
+    Snapshot,
+}
+
+/// The plugins the [`CheckMode::Plugins`] check must load, comma-separated.
+pub const PLUGINS_VARIABLE: &str = "DSH_UPGRADE_PLUGINS";
+
+/// Runs `binary` with this process's arguments and environment plus `env`, for at most
+/// `limit`: it must exit 0; what it printed is the answer, or the reason it refused.
+async fn run_check(
     binary: &Path,
-    snapshot: &OwnedFd,
+    env: Vec<(&'static str, String)>,
     limit: std::time::Duration,
 ) -> Result<String, UpgradeError> {
-    let env = vec![
-        (SNAPSHOT_FD_VARIABLE, snapshot.as_raw_fd().to_string()),
-        (CHECK_VARIABLE, "1".to_string()),
-    ];
     let binary_owned = binary.to_path_buf();
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let ran = tokio::task::spawn_blocking(move || {
@@ -493,6 +490,43 @@ pub async fn check(
         })),
         Err(error) => Err(refused(format!("it did not run: {error}"))),
     }
+}
+
+/// The check made while the server still serves: `binary` parses the configuration and
+/// loads the plugin set, each of `serving` among what it loads.
+pub async fn check_plugins(
+    binary: &Path,
+    serving: &[String],
+    limit: std::time::Duration,
+) -> Result<String, UpgradeError> {
+    let env = vec![
+        (CHECK_VARIABLE, "plugins".to_string()),
+        (PLUGINS_VARIABLE, serving.join(",")),
+    ];
+    run_check(binary, env, limit).await
+}
+
+/// The check made once the snapshot is written: `binary` reads it from `snapshot`.
+pub async fn check(
+    binary: &Path,
+    snapshot: &OwnedFd,
+    limit: std::time::Duration,
+) -> Result<String, UpgradeError> {
+    let env = vec![
+        (SNAPSHOT_FD_VARIABLE, snapshot.as_raw_fd().to_string()),
+        (CHECK_VARIABLE, "snapshot".to_string()),
+    ];
+    run_check(binary, env, limit).await
+}
+
+/// The plugins serving in `host` now, by name.
+pub fn serving_plugins(host: &Host) -> Vec<String> {
+    host.registry
+        .plugins()
+        .into_iter()
+        .filter(|p| p.status == crate::registry::PluginState::Serving)
+        .map(|p| p.name)
+        .collect()
 }
 
 /// Executes `binary` in this process with the snapshot's descriptor, `descriptors`
@@ -519,9 +553,14 @@ pub fn exec(binary: &Path, snapshot: &OwnedFd, descriptors: &[i32]) -> UpgradeEr
     }
 }
 
-/// Whether this process was started only to check it can take over.
-pub fn checking() -> bool {
-    std::env::var_os(CHECK_VARIABLE).is_some_and(|v| v == "1")
+/// What this process was started to check, if it was started only to check it can take
+/// over.
+pub fn checking() -> Option<CheckMode> {
+    match std::env::var_os(CHECK_VARIABLE)?.to_str()? {
+        "plugins" => Some(CheckMode::Plugins),
+        "snapshot" => Some(CheckMode::Snapshot),
+        _ => None,
+    }
 }
 
 /// Whether the control socket's peer (`pid`, `uid`) may ask for an upgrade: this user,

@@ -250,7 +250,8 @@ async def test_a_binary_that_fails_leaves_the_old_one_serving(open_stdio_session
     future.write_text('{"version": 99, "written_by": "99.0.0"}')
     unreadable = executable(
         tmp_path / "unreadable",
-        f'#!/bin/sh\nexec 9<"{future}"\nDSH_UPGRADE_FD=9 exec "{dsh_bin}" "$@"\n',
+        f'#!/bin/sh\n[ "$DSH_UPGRADE_CHECK" = snapshot ] && exec 9<"{future}" && export DSH_UPGRADE_FD=9\n'
+        f'exec "{dsh_bin}" "$@"\n',
     )
     async with open_stdio_session() as session:
         repl = await start_repl(session)
@@ -274,9 +275,13 @@ async def test_a_binary_that_fails_leaves_the_old_one_serving(open_stdio_session
 async def test_sigkill_of_dsh_during_an_upgrade_leaves_nothing(
     open_stdio_session, dsh_bin, dsh_env, dsh_dirs, tmp_path, markers, procs
 ):
-    marker = markers()
-    # The new binary takes its time over the check: dsh is killed meanwhile.
-    slow = executable(tmp_path / "slow", f'#!/bin/sh\nsleep 30\nexec "{dsh_bin}" "$@"\n')
+    marker, pause = markers(), markers("30")
+    # The new binary takes its time over its read of the snapshot (the terminals paused,
+    # the descriptors written down): dsh is killed meanwhile.
+    slow = executable(
+        tmp_path / "slow",
+        f'#!/bin/sh\n[ "$DSH_UPGRADE_CHECK" = snapshot ] && sleep {pause}\nexec "{dsh_bin}" "$@"\n',
+    )
     async with open_stdio_session() as session:
         term = await open_terminal(session)
         await send(session, term, f"(setsid sleep {marker} &) ; sleep {marker} & echo star''ted", r"started")
@@ -289,9 +294,9 @@ async def test_sigkill_of_dsh_during_an_upgrade_leaves_nothing(
             stderr=subprocess.DEVNULL,
         )
         try:
-            # Wait until the check runs (the snapshot is written, the terminals paused).
+            # Wait until the snapshot's check runs (its `sleep`).
             deadline = time.monotonic() + 10
-            while not procs.matching(str(slow)):
+            while not procs.matching(pause):
                 assert time.monotonic() < deadline, "the upgrade's check never started"
                 await anyio.sleep(0.02)
             os.kill(pid, signal.SIGKILL)
@@ -299,8 +304,11 @@ async def test_sigkill_of_dsh_during_an_upgrade_leaves_nothing(
         finally:
             asking.kill()
             asking.wait()
-            for leftover, _ in procs.matching(str(slow)):
-                os.kill(leftover, signal.SIGKILL)
+            for leftover, _ in procs.matching(str(slow)) + procs.matching(pause):
+                try:
+                    os.kill(leftover, signal.SIGKILL)
+                except OSError:
+                    pass
 
 
 async def test_a_command_in_a_run_may_not_upgrade_dsh(open_stdio_session, dsh_bin, dsh_dirs):

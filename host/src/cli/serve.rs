@@ -40,8 +40,8 @@ pub struct Args {
 pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
     // After an upgrade: the state the binary before handed over (see dsh::upgrade).
     let inherited = Snapshot::inherited().context("cannot take over from the binary before")?;
-    if dsh::upgrade::checking() {
-        return check_takeover(globals, inherited.as_ref()).await;
+    if let Some(mode) = dsh::upgrade::checking() {
+        return check_takeover(globals, mode, inherited.as_ref()).await;
     }
     // Its shells are tracked before anything could reap them, then its containment is
     // adopted by the host's.
@@ -121,46 +121,59 @@ pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The new binary's check before an upgrade executes it: it reads the snapshot (done
-/// by now) and the configuration, loads the plugin set as it will serve it (every plugin
-/// serving in the binary before must load), says so, and exits.
+/// The new binary's checks before an upgrade executes it: first, while the old one
+/// still serves, that the configuration parses and every plugin serving now loads
+/// (`plugins`); then that it reads the snapshot (`snapshot`, read by now). It says so
+/// and exits.
 async fn check_takeover(
     globals: &Globals,
+    mode: dsh::upgrade::CheckMode,
     snapshot: Option<&Snapshot>,
 ) -> anyhow::Result<ExitCode> {
-    let snapshot = snapshot.context("no snapshot to check (DSH_UPGRADE_FD is unset)")?;
-    let host = globals.start().await?;
-    let plugins = host.registry.plugins();
-    let serving = |name: &str| {
-        plugins
-            .iter()
-            .any(|p| p.name == name && p.status == dsh::registry::PluginState::Serving)
-    };
-    let lost: Vec<String> = snapshot
-        .serving_plugins
-        .iter()
-        .filter(|name| !serving(name))
-        .map(|name| {
-            let why = plugins
-                .iter()
-                .find(|p| p.name == **name)
-                .and_then(|p| p.reason.clone())
-                .unwrap_or_else(|| "not found".into());
-            format!("{name} ({why})")
-        })
-        .collect();
-    host.shutdown();
-    if !lost.is_empty() {
-        anyhow::bail!("plugins serving now would not load: {}", lost.join("; "));
+    use dsh::upgrade::CheckMode;
+    match mode {
+        CheckMode::Snapshot => {
+            let snapshot = snapshot.context("no snapshot to check (DSH_UPGRADE_FD is unset)")?;
+            println!(
+                "dsh {} reads the snapshot: version {} from dsh {}, {} terminal session(s)",
+                env!("CARGO_PKG_VERSION"),
+                snapshot.version,
+                snapshot.written_by,
+                snapshot.terminals.sessions.len()
+            );
+        }
+        CheckMode::Plugins => {
+            let wanted = std::env::var(dsh::upgrade::PLUGINS_VARIABLE).unwrap_or_default();
+            let host = globals.start().await?;
+            let plugins = host.registry.plugins();
+            let lost: Vec<String> = wanted
+                .split(',')
+                .filter(|name| !name.is_empty())
+                .filter(|name| {
+                    !plugins
+                        .iter()
+                        .any(|p| p.name == *name && p.status == dsh::registry::PluginState::Serving)
+                })
+                .map(|name| {
+                    let why = plugins
+                        .iter()
+                        .find(|p| p.name == name)
+                        .and_then(|p| p.reason.clone())
+                        .unwrap_or_else(|| "not found".into());
+                    format!("{name} ({why})")
+                })
+                .collect();
+            host.shutdown();
+            if !lost.is_empty() {
+                anyhow::bail!("plugins serving now would not load: {}", lost.join("; "));
+            }
+            println!(
+                "dsh {} loads the configuration and the {} plugin(s) serving now",
+                env!("CARGO_PKG_VERSION"),
+                wanted.split(',').filter(|n| !n.is_empty()).count()
+            );
+        }
     }
-    println!(
-        "dsh {} can take over: snapshot version {} from dsh {}, {} terminal session(s), {} plugin(s)",
-        env!("CARGO_PKG_VERSION"),
-        snapshot.version,
-        snapshot.written_by,
-        snapshot.terminals.sessions.len(),
-        snapshot.serving_plugins.len()
-    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -166,15 +166,27 @@ pub async fn serve_http(
         let stop = CancellationToken::new();
         let serving = connections::serve(listener, router, limits, shutdown.clone(), stop.clone());
         tokio::pin!(serving);
-        let asked = async {
-            match upgrades.as_mut() {
-                Some(upgrades) => upgrades.recv().await,
-                None => std::future::pending().await,
+        // Checked while serving: the new binary loads the plugins meanwhile.
+        let checked = loop {
+            let asked = async {
+                match upgrades.as_mut() {
+                    Some(upgrades) => upgrades.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let ask = tokio::select! {
+                _ = &mut serving => break None,
+                Some(ask) = asked => ask,
+            };
+            match super::precheck_upgrade(&host_server, &ask).await {
+                Ok(binary) => break Some((ask, binary)),
+                Err(why) => {
+                    let _ = ask.reply.send(Err(why));
+                }
             }
         };
-        let ask = tokio::select! {
-            _ = &mut serving => break,
-            Some(ask) = asked => ask,
+        let Some((ask, binary)) = checked else {
+            break;
         };
         stop.cancel();
         let connections::Served::Stopped {
@@ -196,7 +208,7 @@ pub async fn serve_http(
             };
             (None, Some(handed))
         };
-        let prepared = super::prepare_handover(&host_server, &ask, &calls, handover).await;
+        let prepared = super::prepare_handover(&host_server, binary, &calls, handover).await;
         let (snapshot, binary, descriptors) = match prepared {
             Ok(prepared) => prepared,
             Err(why) => {

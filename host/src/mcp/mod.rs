@@ -933,12 +933,20 @@ async fn serve_stdio_once(
                 return Ok(StdioServed::Ended);
             }
             Some(ask) = asked => {
+                // Checked while serving: the new binary loads the plugins meanwhile.
+                let binary = match precheck_upgrade(server, &ask).await {
+                    Ok(binary) => binary,
+                    Err(why) => {
+                        let _ = ask.reply.send(Err(why));
+                        continue;
+                    }
+                };
                 let stopped = reading.stop().await;
                 let Some((stdin, framed, pending)) = stopped else {
                     let _ = ask.reply.send(Err("the client closed stdin: the connection is ending".into()));
                     continue;
                 };
-                match prepare_stdio_handover(server, &ask, &calls, &peer, &log_threshold, &pending).await {
+                match prepare_stdio_handover(server, binary, &calls, &peer, &log_threshold, &pending).await {
                     Ok(handed) => break (ask, handed, stdin),
                     Err(why) => {
                         let _ = ask.reply.send(Err(why));
@@ -1025,7 +1033,7 @@ impl Reading {
 /// log level and the input read and not yet passed on; then [`prepare_handover`].
 async fn prepare_stdio_handover(
     server: &Arc<McpServer>,
-    ask: &crate::upgrade::UpgradeAsk,
+    binary: std::path::PathBuf,
     calls: &CallsInFlight,
     peer: &rmcp::Peer<RoleServer>,
     log_threshold: &LogThreshold,
@@ -1051,18 +1059,41 @@ async fn prepare_stdio_handover(
     };
     let stdio = handed.clone();
     let (fd, binary, descriptors) =
-        prepare_handover(server, ask, calls, move || (Some(stdio), None)).await?;
+        prepare_handover(server, binary, calls, move || (Some(stdio), None)).await?;
     Ok((fd, binary, handed, descriptors))
 }
 
-/// What every upgrade does before its `exec`: refuses while something not handed over
-/// is live, drains the calls in flight (`[serve] upgrade_drain_ms`, then cancels them),
-/// writes the snapshot with the connections' part (`connections`, asked once the calls
-/// are drained), and has the new binary check it. On `Err`, the host is as it was and
-/// the reason goes to the asker.
-pub(crate) async fn prepare_handover(
+/// What an upgrade checks while the server still serves: nothing live that is not handed
+/// over, the binary, and the new binary's own check of the configuration and of the
+/// plugins serving now (its slow part: it loads them). Returns the binary.
+pub(crate) async fn precheck_upgrade(
     server: &Arc<McpServer>,
     ask: &crate::upgrade::UpgradeAsk,
+) -> Result<std::path::PathBuf, String> {
+    let host = &server.host;
+    let blockers = crate::upgrade::blockers(host);
+    if !blockers.is_empty() {
+        return Err(format!("no upgrade now: {}", blockers.join("; ")));
+    }
+    let binary =
+        crate::upgrade::binary_to_execute(ask.binary.as_deref()).map_err(|e| e.to_string())?;
+    let limit = Duration::from_millis(host.config.serve.upgrade_check_ms);
+    let serving = crate::upgrade::serving_plugins(host);
+    crate::upgrade::check_plugins(&binary, &serving, limit)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(binary)
+}
+
+/// What every upgrade does before its `exec`, once requests wait: refuses while
+/// something not handed over is live (again: a call may have started one), drains the
+/// calls in flight (`[serve] upgrade_drain_ms`, then cancels them), writes the snapshot
+/// with the connections' part (`connections`, asked once the calls are drained), and has
+/// the new binary read it. On `Err`, the host is as it was and the reason goes to the
+/// asker.
+pub(crate) async fn prepare_handover(
+    server: &Arc<McpServer>,
+    binary: std::path::PathBuf,
     calls: &CallsInFlight,
     connections: impl FnOnce() -> (
         Option<crate::upgrade::StdioHandover>,
@@ -1071,17 +1102,15 @@ pub(crate) async fn prepare_handover(
 ) -> Result<(std::os::fd::OwnedFd, std::path::PathBuf, Vec<i32>), String> {
     use crate::upgrade::Snapshot;
     let host = &server.host;
-    let blockers = crate::upgrade::blockers(host);
-    if !blockers.is_empty() {
-        return Err(format!("no upgrade now: {}", blockers.join("; ")));
-    }
-    let binary =
-        crate::upgrade::binary_to_execute(ask.binary.as_deref()).map_err(|e| e.to_string())?;
     let drain = Duration::from_millis(host.config.serve.upgrade_drain_ms);
     let paused_at = std::time::SystemTime::now();
     let draining = Instant::now();
     let cancelled = calls.drain(drain).await;
     let drained = draining.elapsed();
+    let blockers = crate::upgrade::blockers(host);
+    if !blockers.is_empty() {
+        return Err(format!("no upgrade now: {}", blockers.join("; ")));
+    }
     if cancelled > 0 {
         tracing::warn!(
             cancelled,
