@@ -90,6 +90,9 @@ pub struct StdioHandover {
     pub log_level: Option<u8>,
     /// Input read from stdin and not yet a whole line (base64).
     pub pending_input: String,
+    /// The resources it subscribed to.
+    #[serde(default)]
+    pub subscriptions: Vec<String>,
 }
 
 /// The HTTP server, handed over: its listener (never closed, so no connection is
@@ -114,6 +117,12 @@ pub struct HttpSessionHandover {
     pub owner: String,
     /// The params of its client's `initialize`.
     pub initialize: serde_json::Value,
+    /// The level it set with `logging/setLevel` (its number), if any.
+    #[serde(default)]
+    pub log_level: Option<u8>,
+    /// The resources it subscribed to.
+    #[serde(default)]
+    pub subscriptions: Vec<String>,
 }
 
 /// Why an upgrade did not happen.

@@ -25,7 +25,11 @@ import anyio
 import pytest
 from tool_results import call, show, text
 
-pytestmark = pytest.mark.anyio
+pytestmark = [
+    pytest.mark.anyio,
+    # dsh speaks 2025-11-25, where resources/subscribe is current.
+    pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed"),
+]
 
 OPENED_RE = re.compile(r"\Aopened (?P<id>term-\d+) ")
 SETTLED_RE = re.compile(r"(?s)\A(?P<body>.*)\[settled: (?P<how>\w+); cursor: (?P<cursor>\d+)")
@@ -39,6 +43,26 @@ def server_pid(state: Path) -> int:
     sockets = sorted((state / "run").glob("*.sock"))
     assert len(sockets) == 1, f"expected one server socket, found {sockets}"
     return int(sockets[0].name.removesuffix(".sock"))
+
+
+class Updates:
+    """The `resources/updated` notifications a client heard (its `message_handler`)."""
+
+    def __init__(self) -> None:
+        self.uris: list[str] = []
+
+    async def __call__(self, message: Any) -> None:
+        from mcp import types
+
+        message = getattr(message, "root", message)
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self.uris.append(str(message.params.uri))
+
+    async def heard(self, uri: str, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while uri not in self.uris:
+            assert time.monotonic() < deadline, f"no resources/updated for {uri}; heard {self.uris}"
+            await anyio.sleep(0.02)
 
 
 def server_version(state: Path) -> dict[str, Any]:
@@ -153,8 +177,10 @@ async def test_terminals_a_running_call_and_the_connection_survive_an_upgrade(
     next_binary = tmp_path / "next" / "dsh-next"
     next_binary.parent.mkdir()
     shutil.copy2(dsh_bin, next_binary)
-    async with open_stdio_session() as session:
+    updates = Updates()
+    async with open_stdio_session(message_handler=updates) as session:
         repl = await start_repl(session)
+        await session.subscribe_resource(f"terminal://{repl}/screen")
         ticker = await open_terminal(session)
         # A line every 50 ms, numbered: a gap or a repeat shows a lost or doubled byte.
         await send(
@@ -206,9 +232,12 @@ async def test_terminals_a_running_call_and_the_connection_survive_an_upgrade(
         assert server_pid(dsh_dirs.state) == pid
         assert os.readlink(f"/proc/{pid}/exe") == str(next_binary)
 
-        # The REPL kept its state; the connection goes on without a new initialize.
+        # The REPL kept its state; the connection goes on without a new initialize, its
+        # subscription with it.
+        updates.uris.clear()
         body = await send(session, repl, "print(x * 2)", r"84\r?\n>>> ")
         assert "84" in body
+        await updates.heard(f"terminal://{repl}/screen")
         # The ticker printed through the upgrade: every line once, in order.
         await anyio.sleep(0.3)
         ticks = counted_lines(await read_plain(session, ticker), "tick")
@@ -390,8 +419,10 @@ async def test_over_http_sessions_their_terminals_and_the_listener_survive_an_up
     shutil.copy2(dsh_bin, next_binary)
     server = start_http_server()
     pid = server_pid(dsh_dirs.state)
-    async with open_http_session(server) as first, open_http_session(server) as second:
+    updates = Updates()
+    async with open_http_session(server, message_handler=updates) as first, open_http_session(server) as second:
         mine = await start_repl(first)
+        await first.subscribe_resource(f"terminal://{mine}/screen")
         theirs = await open_terminal(second)
         await send(second, theirs, "y=7; echo set-$y", r"set-7")
         # Knocks at the listener all through the upgrade: it is never closed.
@@ -432,8 +463,10 @@ async def test_over_http_sessions_their_terminals_and_the_listener_survive_an_up
         assert os.readlink(f"/proc/{pid}/exe") == str(next_binary)
         # Each client goes on in its session (the same id, the same token), with its own
         # terminal and not the other's.
+        updates.uris.clear()
         body = await send(first, mine, "print(x * 2)", r"84\r?\n>>> ")
         assert "84" in body
+        await updates.heard(f"terminal://{mine}/screen")
         body = await send(second, theirs, "echo again-$y", r"again-7")
         assert "again-7" in body
         foreign = await call(second, "terminal_read", {"id": mine})

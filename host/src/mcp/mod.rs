@@ -209,6 +209,18 @@ impl McpConnection {
         connection
     }
 
+    /// What a connection handed over at an upgrade had set: its log level and its
+    /// subscriptions.
+    fn take_back(&self, log_level: Option<u8>, subscriptions: Vec<String>) {
+        if let Some(level) = log_level {
+            let level = crate::call::LogLevel::ALL
+                .into_iter()
+                .find(|l| *l as u8 == level);
+            self.log_threshold.set(level);
+        }
+        self.subscriptions.lock().unwrap().extend(subscriptions);
+    }
+
     /// The connection's owner.
     fn owner(&self) -> Arc<str> {
         self.owner.read().unwrap_or_else(|e| e.into_inner()).clone()
@@ -468,12 +480,24 @@ impl ServerHandler for McpConnection {
             }
             if let Some(http::book::SessionIdOf(id)) = context.extensions.get() {
                 let _ = self.session_id.set(id.clone());
-                book.opened(crate::upgrade::HttpSessionHandover {
-                    id: id.clone(),
-                    scope: self.server.scope.to_string(),
-                    owner: self.owner().to_string(),
-                    initialize: serde_json::to_value(&request).unwrap_or_default(),
-                });
+                let before = book.opened(
+                    crate::upgrade::HttpSessionHandover {
+                        id: id.clone(),
+                        scope: self.server.scope.to_string(),
+                        owner: self.owner().to_string(),
+                        initialize: serde_json::to_value(&request).unwrap_or_default(),
+                        log_level: None,
+                        subscriptions: Vec::new(),
+                    },
+                    http::book::ConnectionState {
+                        log_threshold: self.log_threshold.clone(),
+                        subscriptions: self.subscriptions.clone(),
+                    },
+                );
+                // Taken back after an upgrade: its log level and subscriptions too.
+                if let Some(before) = before {
+                    self.take_back(before.log_level, before.subscriptions);
+                }
             }
         }
         context.peer.set_peer_info(request.clone());
@@ -807,11 +831,8 @@ pub async fn serve_stdio(
         connection.calls = calls.clone();
         connection.kept = kept.clone();
         connection.resumed = resume.is_some();
-        if let Some(level) = resume.as_ref().and_then(|r| r.log_level) {
-            let level = crate::call::LogLevel::ALL
-                .into_iter()
-                .find(|l| *l as u8 == level);
-            connection.log_threshold.set(level);
+        if let Some(handed) = &resume {
+            connection.take_back(handed.log_level, handed.subscriptions.clone());
         }
         let skip_first_line = resume.is_some();
         if let Some(handed) = resume.take() {
@@ -876,7 +897,10 @@ async fn serve_stdio_once(
     use tokio::io::AsyncReadExt;
     let max_message_bytes = server.host.config.serve.stdio_max_message_bytes;
     let (calls, kept) = (connection.calls.clone(), connection.kept.clone());
-    let log_threshold = connection.log_threshold.clone();
+    let (log_threshold, subscriptions) = (
+        connection.log_threshold.clone(),
+        connection.subscriptions.clone(),
+    );
     // rmcp waits up to 5 s for running handlers after its input ends; cancelling the
     // connection's calls at EOF makes them finish (CANCELLED) at once instead.
     let eof_closes = {
@@ -946,7 +970,7 @@ async fn serve_stdio_once(
                     let _ = ask.reply.send(Err("the client closed stdin: the connection is ending".into()));
                     continue;
                 };
-                match prepare_stdio_handover(server, binary, &calls, &peer, &log_threshold, &pending).await {
+                match prepare_stdio_handover(server, binary, &calls, &peer, (&log_threshold, &subscriptions), &pending).await {
                     Ok(handed) => break (ask, handed, stdin),
                     Err(why) => {
                         let _ = ask.reply.send(Err(why));
@@ -1036,7 +1060,7 @@ async fn prepare_stdio_handover(
     binary: std::path::PathBuf,
     calls: &CallsInFlight,
     peer: &rmcp::Peer<RoleServer>,
-    log_threshold: &LogThreshold,
+    (log_threshold, subscriptions): (&LogThreshold, &resources::Subscriptions),
     pending: &[u8],
 ) -> Result<
     (
@@ -1056,6 +1080,7 @@ async fn prepare_stdio_handover(
         initialize,
         log_level: log_threshold.get().map(|level| level as u8),
         pending_input: base64::engine::general_purpose::STANDARD.encode(pending),
+        subscriptions: subscriptions.lock().unwrap().iter().cloned().collect(),
     };
     let stdio = handed.clone();
     let (fd, binary, descriptors) =

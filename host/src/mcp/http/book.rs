@@ -21,21 +21,35 @@ use crate::upgrade::HttpSessionHandover;
 #[derive(Debug, Clone)]
 pub struct SessionIdOf(pub String);
 
+/// What of a live session's connection changes after its `initialize`: its log level and
+/// its subscriptions, read when the session is handed over.
+#[derive(Debug, Clone)]
+pub struct ConnectionState {
+    pub log_threshold: Arc<crate::call::LogThreshold>,
+    pub subscriptions: crate::mcp::resources::Subscriptions,
+}
+
 /// The live and restorable sessions.
 #[derive(Debug, Default)]
 pub struct SessionBook {
-    live: Mutex<HashMap<String, HttpSessionHandover>>,
+    live: Mutex<HashMap<String, (HttpSessionHandover, ConnectionState)>>,
     restorable: Mutex<HashMap<String, HttpSessionHandover>>,
 }
 
 impl SessionBook {
-    /// A session's connection answered its `initialize`.
-    pub fn opened(&self, session: HttpSessionHandover) {
-        self.restorable.lock().unwrap().remove(&session.id);
+    /// A session's connection answered its `initialize`; returns what it had before an
+    /// upgrade, when it is one taken back.
+    pub fn opened(
+        &self,
+        session: HttpSessionHandover,
+        state: ConnectionState,
+    ) -> Option<HttpSessionHandover> {
+        let before = self.restorable.lock().unwrap().remove(&session.id);
         self.live
             .lock()
             .unwrap()
-            .insert(session.id.clone(), session);
+            .insert(session.id.clone(), (session, state));
+        before
     }
 
     /// A session's connection ended.
@@ -51,7 +65,24 @@ impl SessionBook {
 
     /// Every live session (what an upgrade hands over).
     pub fn live(&self) -> Vec<HttpSessionHandover> {
-        let mut sessions: Vec<_> = self.live.lock().unwrap().values().cloned().collect();
+        let mut sessions: Vec<_> = self
+            .live
+            .lock()
+            .unwrap()
+            .values()
+            .map(|(session, state)| {
+                let mut session = session.clone();
+                session.log_level = state.log_threshold.get().map(|level| level as u8);
+                session.subscriptions = state
+                    .subscriptions
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .cloned()
+                    .collect();
+                session
+            })
+            .collect();
         // Those handed to this binary and not brought back yet go on too.
         sessions.extend(self.restorable.lock().unwrap().values().cloned());
         sessions
