@@ -6,14 +6,13 @@
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
-use tokio::sync::Notify;
 
-use super::{Job, JobRegistry, JobState, Output, Status};
+use super::{Job, JobParts, JobRegistry, JobState, Output, Status};
 
 /// Every job, handed over.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -143,43 +142,31 @@ impl JobRegistry {
                 .unwrap_or(now);
             let owner: Arc<str> = Arc::from(handed.owner.as_str());
             let tail: VecDeque<u8> = base64.decode(&handed.tail).unwrap_or_default().into();
-            let job = Arc::new(Job {
-                id: handed.id.clone(),
-                kind: handed.kind,
-                changes: self.changes.for_owner(&owner),
-                change_id: handed.id.as_str().into(),
-                owner,
-                description: handed.description,
-                command: handed.command,
-                spill_path: handed.spill_path,
-                started_at: UNIX_EPOCH + Duration::from_millis(handed.started_at_ms),
-                started,
-                signaller: Mutex::new(None),
-                status: Mutex::new(Status {
-                    state: handed.state,
-                    ended,
-                    kill_reason: handed.kill_reason,
-                }),
-                output: Mutex::new(Output {
-                    tail,
-                    total: handed.total,
-                    file,
-                    write_error,
-                }),
-                changed: Notify::new(),
-                cancel: tokio_util::sync::CancellationToken::new(),
-                tail_bytes: self.config.tail_bytes.max(1),
-                max_output_bytes: self.config.max_output_bytes,
-                note: Mutex::new(handed.note),
-                lenders: Mutex::new(Vec::new()),
-                lenders_changed: Notify::new(),
-                next_lender: std::sync::atomic::AtomicU64::new(0),
-                borrows_clients: std::sync::atomic::AtomicBool::new(false),
-            });
-            table.sequence += 1;
-            let sequence = table.sequence;
-            table.order.insert(sequence, job.clone());
-            table.by_id.insert(handed.id, (sequence, job));
+            self.enter(
+                &mut table,
+                JobParts {
+                    id: handed.id,
+                    kind: handed.kind,
+                    owner,
+                    description: handed.description,
+                    command: handed.command,
+                    spill_path: handed.spill_path,
+                    started_at: UNIX_EPOCH + Duration::from_millis(handed.started_at_ms),
+                    started,
+                    status: Status {
+                        state: handed.state,
+                        ended,
+                        kill_reason: handed.kill_reason,
+                    },
+                    output: Output {
+                        tail,
+                        total: handed.total,
+                        file,
+                        write_error,
+                    },
+                    note: handed.note,
+                },
+            );
         }
     }
 

@@ -570,6 +570,21 @@ impl RetiredIds {
     }
 }
 
+/// What a job is made of, besides what every job starts with.
+struct JobParts {
+    id: String,
+    kind: String,
+    owner: Arc<str>,
+    description: String,
+    command: String,
+    spill_path: PathBuf,
+    started_at: SystemTime,
+    started: Instant,
+    status: Status,
+    output: Output,
+    note: Option<String>,
+}
+
 /// The registry of every job.
 pub struct JobRegistry {
     config: JobsConfig,
@@ -689,35 +704,58 @@ impl JobRegistry {
                 (None, Some(crate::output::spill_error_text(&error)))
             }
         };
-        let changes = self.changes.for_owner(&owner);
+        let job = self.enter(
+            &mut table,
+            JobParts {
+                id,
+                kind: kind.to_string(),
+                owner,
+                description,
+                command,
+                spill_path,
+                started_at: SystemTime::now(),
+                started: Instant::now(),
+                status: Status {
+                    state: JobState::Running,
+                    ended: None,
+                    kill_reason: None,
+                },
+                output: Output {
+                    tail: VecDeque::new(),
+                    total: 0,
+                    file,
+                    write_error,
+                },
+                note: None,
+            },
+        );
+        drop(table);
+        job.changes.report(ResourceChange::Listed);
+        Ok(job)
+    }
+
+    /// Makes the job `parts` describe (with no signaller, no loans and a fresh cancel
+    /// token) and enters it in `table`, newest.
+    fn enter(&self, table: &mut Table, parts: JobParts) -> Arc<Job> {
         let job = Arc::new(Job {
-            id: id.clone(),
-            kind: kind.to_string(),
-            owner,
-            description,
-            command,
-            spill_path,
-            started_at: SystemTime::now(),
-            started: Instant::now(),
+            changes: self.changes.for_owner(&parts.owner),
+            change_id: parts.id.as_str().into(),
+            id: parts.id,
+            kind: parts.kind,
+            owner: parts.owner,
+            description: parts.description,
+            command: parts.command,
+            spill_path: parts.spill_path,
+            started_at: parts.started_at,
+            started: parts.started,
             signaller: Mutex::new(None),
-            status: Mutex::new(Status {
-                state: JobState::Running,
-                ended: None,
-                kill_reason: None,
-            }),
-            output: Mutex::new(Output {
-                tail: VecDeque::new(),
-                total: 0,
-                file,
-                write_error,
-            }),
+            status: Mutex::new(parts.status),
+            output: Mutex::new(parts.output),
             changed: Notify::new(),
-            changes,
-            change_id: id.as_str().into(),
             cancel: tokio_util::sync::CancellationToken::new(),
             tail_bytes: self.config.tail_bytes.max(1),
             max_output_bytes: self.config.max_output_bytes,
-            note: Mutex::new(None),
+            note: Mutex::new(parts.note),
             lenders: Mutex::new(Vec::new()),
             lenders_changed: Notify::new(),
             next_lender: std::sync::atomic::AtomicU64::new(0),
@@ -726,10 +764,8 @@ impl JobRegistry {
         table.sequence += 1;
         let sequence = table.sequence;
         table.order.insert(sequence, job.clone());
-        table.by_id.insert(id, (sequence, job.clone()));
-        drop(table);
-        job.changes.report(ResourceChange::Listed);
-        Ok(job)
+        table.by_id.insert(job.id.clone(), (sequence, job.clone()));
+        job
     }
 
     /// The job `id` if `owner` owns it; `NOT_FOUND` saying so when it was one of the
