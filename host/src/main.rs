@@ -42,10 +42,11 @@ enum Command {
     Serve(cli::serve::Args),
     /// Upgrade a running `dsh serve` in place, keeping its terminals
     ///
-    /// The server stops reading requests (they wait), lets calls in flight finish
-    /// ([serve] upgrade_drain_ms, then CANCELLED), writes its live state to a snapshot,
-    /// has the new binary check it, and executes that binary in its own process (same
-    /// pid): terminals, background commands, their output, language servers, the stdio
+    /// The new binary first checks, while the server still serves, that it loads the
+    /// configuration and every plugin serving now. Then the server stops reading
+    /// requests (they wait), lets calls in flight finish ([serve] upgrade_drain_ms, then
+    /// CANCELLED), writes its live state to a snapshot, has the new binary check it
+    /// reads it, and executes that binary in its own process (same pid): terminals, background commands, their output, language servers, the stdio
     /// connection or the HTTP listener and sessions, and the session go on. Refused while
     /// a background terminal send or a subagent runs (not handed over yet), and to any
     /// process dsh itself started. SIGUSR2 to the server does the same with the
