@@ -184,6 +184,10 @@ pub struct CallState {
     bounds: Bounds,
     started: Instant,
     bound_hit: Option<BoundHit>,
+    /// The guest CPU the budget check saw when it stopped the call: what the error
+    /// reports (read again later, a host stretch the thread spent descheduled would be
+    /// taken off it, in the guest's favour, and could show less than the budget).
+    cpu_at_stop: Duration,
     /// Bytes of linear memory of every memory in the store together (the memory cap
     /// bounds this sum, not each memory).
     memory_total: usize,
@@ -213,6 +217,7 @@ impl CallState {
             bounds,
             started: Instant::now(),
             bound_hit: None,
+            cpu_at_stop: Duration::ZERO,
             memory_total: 0,
             warming: false,
         }
@@ -265,7 +270,7 @@ impl CallState {
                     "plugin {} used {} ms of guest CPU, past its CPU budget of {} ms \
                      (the call ran {} ms, {} ms of them in dsh host calls, which do not count)",
                     self.plugin,
-                    lock(&self.guest_cpu).used().as_millis(),
+                    self.cpu_at_stop.as_millis(),
                     self.bounds.cpu.as_millis(),
                     self.started.elapsed().as_millis(),
                     self.host_time.as_millis()
@@ -325,6 +330,7 @@ pub fn new_store(engine: &wasmtime::Engine, state: CallState) -> Store<CallState
         let used = lock(&state.guest_cpu).used();
         if used > state.bounds.cpu {
             state.bound_hit = Some(BoundHit::Cpu);
+            state.cpu_at_stop = used;
             return Err(BoundExceeded(BoundHit::Cpu).into());
         }
         Ok(UpdateDeadline::Yield(1))
