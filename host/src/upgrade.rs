@@ -538,12 +538,108 @@ pub fn serving_plugins(host: &Host) -> Vec<String> {
         .collect()
 }
 
+/// Of `wanted`, the plugins `host` does not serve, each with why (`NAME (REASON)`).
+pub fn not_serving(host: &Host, wanted: &[String]) -> Vec<String> {
+    let serving = serving_plugins(host);
+    let plugins = host.registry.plugins();
+    wanted
+        .iter()
+        .filter(|name| !serving.contains(name))
+        .map(|name| {
+            let why = plugins
+                .iter()
+                .find(|p| &p.name == name)
+                .and_then(|p| p.reason.clone())
+                .unwrap_or_else(|| "not found".into());
+            format!("{name} ({why})")
+        })
+        .collect()
+}
+
+/// The next request to upgrade, if requests come at all (`None` waits for ever).
+pub async fn next_ask(
+    upgrades: Option<&mut tokio::sync::mpsc::Receiver<UpgradeAsk>>,
+) -> Option<UpgradeAsk> {
+    match upgrades {
+        Some(upgrades) => upgrades.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// `Err` naming what keeps this host from being upgraded now, if anything does.
+pub fn unblocked(host: &Host) -> Result<(), String> {
+    let blockers = blockers(host);
+    if blockers.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("no upgrade now: {}", blockers.join("; ")))
+    }
+}
+
+/// An upgrade ready to execute: the snapshot written and read by the new binary.
+#[derive(Debug)]
+pub struct Prepared {
+    pub binary: PathBuf,
+    snapshot: OwnedFd,
+    /// The descriptors the snapshot names (kept open only for the `exec`).
+    descriptors: Vec<i32>,
+}
+
+impl Prepared {
+    /// Tells `ask`'s asker the binary is about to be executed, and waits (a little) for
+    /// the answer to reach it.
+    pub async fn announce(&self, ask: UpgradeAsk) {
+        let _ = ask
+            .reply
+            .send(Ok(format!("executing {}", self.binary.display())));
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), ask.delivered).await;
+    }
+
+    /// Executes the binary: returns only if the `exec` failed, the host taken back.
+    pub async fn exec(self, host: &Host) {
+        let error = exec(&self.binary, &self.snapshot, &self.descriptors);
+        tracing::error!(%error, "the upgrade's exec failed; this binary serves on");
+        Snapshot::take_back(host).await;
+    }
+}
+
+/// Writes `snapshot`, has `binary` read it within `limit`, and gives the upgrade ready
+/// to execute; on `Err` the host is taken back.
+pub async fn prepare(
+    host: &Host,
+    snapshot: Result<Snapshot, UpgradeError>,
+    binary: PathBuf,
+    limit: std::time::Duration,
+) -> Result<Prepared, String> {
+    let written = snapshot.and_then(|snapshot| Ok((snapshot.write()?, snapshot.descriptors())));
+    let checked = match written {
+        Ok((snapshot, descriptors)) => check(&binary, &snapshot, limit)
+            .await
+            .map(|said| (snapshot, descriptors, said)),
+        Err(error) => Err(error),
+    };
+    match checked {
+        Ok((snapshot, descriptors, said)) => {
+            tracing::info!(binary = %binary.display(), %said, "the new binary takes over");
+            Ok(Prepared {
+                binary,
+                snapshot,
+                descriptors,
+            })
+        }
+        Err(error) => {
+            Snapshot::take_back(host).await;
+            Err(error.to_string())
+        }
+    }
+}
+
 /// Executes `binary` in this process with the snapshot's descriptor, `descriptors`
 /// (those the snapshot names) kept open across the `exec`: returns only if the `exec`
 /// failed, the descriptors closing on `exec` again. They are kept open only now, after
 /// the check: the check's process, which inherits what is open, holds none of them (one
 /// holding the keeper's pipe would keep the keeper from seeing dsh die).
-pub fn exec(binary: &Path, snapshot: &OwnedFd, descriptors: &[i32]) -> UpgradeError {
+fn exec(binary: &Path, snapshot: &OwnedFd, descriptors: &[i32]) -> UpgradeError {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let env = [(SNAPSHOT_FD_VARIABLE, snapshot.as_raw_fd().to_string())];
     let kept = descriptors

@@ -127,6 +127,23 @@ def executable(path: Path, text_: str) -> Path:
     return path
 
 
+async def upgrade_during_a_call(session: Any, *upgrade_args: str) -> tuple[subprocess.CompletedProcess, Any]:
+    """Runs `dsh upgrade ARGS` while a 1 s `bash` call of `session` runs; returns the
+    upgrade's outcome and the call's result."""
+    running: dict[str, Any] = {}
+
+    async def long_call() -> None:
+        running["result"] = await call(
+            session, "bash", {"command": "sleep 1; echo slow-call-done", "description": "a call across the upgrade"}
+        )
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(long_call)
+        await anyio.sleep(0.3)
+        done = await anyio.to_thread.run_sync(lambda: upgrade(*upgrade_args))
+    return done, running["result"]
+
+
 async def open_terminal(session: Any) -> str:
     result = await call(session, "terminal_open", {})
     match = OPENED_RE.match(text(result))
@@ -211,23 +228,11 @@ async def test_terminals_a_running_call_and_the_connection_survive_an_upgrade(
         clangd = descendants_named(pid, "clangd")
         assert len(clangd) == 1, clangd
         before = descriptors(pid)
-        running: dict[str, Any] = {}
-
-        async def long_call() -> None:
-            running["result"] = await call(
-                session, "bash", {"command": "sleep 1; echo slow-call-done", "description": "a call across the upgrade"}
-            )
-
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(long_call)
-            await anyio.sleep(0.3)
-            done = await anyio.to_thread.run_sync(
-                lambda: upgrade(dsh_bin, dsh_env, "--binary", str(next_binary))
-            )
+        done, slow = await upgrade_during_a_call(session, dsh_bin, dsh_env, "--binary", str(next_binary))
         assert done.returncode == 0, f"dsh upgrade failed: {done.stdout}{done.stderr}"
         assert str(next_binary) in done.stdout, done.stdout
-        assert "slow-call-done" in text(running["result"]), show(None, running["result"])
-        assert running["result"].is_error is False, show(None, running["result"])
+        assert "slow-call-done" in text(slow), show(None, slow)
+        assert slow.is_error is False, show(None, slow)
 
         assert server_pid(dsh_dirs.state) == pid
         assert os.readlink(f"/proc/{pid}/exe") == str(next_binary)
@@ -439,24 +444,12 @@ async def test_over_http_sessions_their_terminals_and_the_listener_survive_an_up
 
         knocking = threading.Thread(target=knock)
         knocking.start()
-        running: dict[str, Any] = {}
-
-        async def long_call() -> None:
-            running["result"] = await call(
-                first, "bash", {"command": "sleep 1; echo slow-call-done", "description": "a call across the upgrade"}
-            )
-
         try:
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(long_call)
-                await anyio.sleep(0.3)
-                done = await anyio.to_thread.run_sync(
-                    lambda: upgrade(dsh_bin, dsh_env, "--binary", str(next_binary))
-                )
+            done, slow = await upgrade_during_a_call(first, dsh_bin, dsh_env, "--binary", str(next_binary))
         finally:
             stop.set()
             knocking.join()
-        assert "slow-call-done" in text(running["result"]), show(None, running["result"])
+        assert "slow-call-done" in text(slow), show(None, slow)
         assert done.returncode == 0, f"dsh upgrade failed: {done.stdout}{done.stderr}\n{server.stderr()}"
         assert refused == [], refused
         assert server_pid(dsh_dirs.state) == pid

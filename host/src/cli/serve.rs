@@ -143,26 +143,14 @@ async fn check_takeover(
             );
         }
         CheckMode::Plugins => {
-            let wanted = std::env::var(dsh::upgrade::PLUGINS_VARIABLE).unwrap_or_default();
-            let host = globals.start().await?;
-            let plugins = host.registry.plugins();
-            let lost: Vec<String> = wanted
+            let wanted: Vec<String> = std::env::var(dsh::upgrade::PLUGINS_VARIABLE)
+                .unwrap_or_default()
                 .split(',')
                 .filter(|name| !name.is_empty())
-                .filter(|name| {
-                    !plugins
-                        .iter()
-                        .any(|p| p.name == *name && p.status == dsh::registry::PluginState::Serving)
-                })
-                .map(|name| {
-                    let why = plugins
-                        .iter()
-                        .find(|p| p.name == name)
-                        .and_then(|p| p.reason.clone())
-                        .unwrap_or_else(|| "not found".into());
-                    format!("{name} ({why})")
-                })
+                .map(str::to_string)
                 .collect();
+            let host = globals.start().await?;
+            let lost = dsh::upgrade::not_serving(&host, &wanted);
             host.shutdown();
             if !lost.is_empty() {
                 anyhow::bail!("plugins serving now would not load: {}", lost.join("; "));
@@ -170,7 +158,7 @@ async fn check_takeover(
             println!(
                 "dsh {} loads the configuration and the {} plugin(s) serving now",
                 env!("CARGO_PKG_VERSION"),
-                wanted.split(',').filter(|n| !n.is_empty()).count()
+                wanted.len()
             );
         }
     }

@@ -168,12 +168,7 @@ pub async fn serve_http(
         tokio::pin!(serving);
         // Checked while serving: the new binary loads the plugins meanwhile.
         let checked = loop {
-            let asked = async {
-                match upgrades.as_mut() {
-                    Some(upgrades) => upgrades.recv().await,
-                    None => std::future::pending().await,
-                }
-            };
+            let asked = crate::upgrade::next_ask(upgrades.as_mut());
             let ask = tokio::select! {
                 _ = &mut serving => break None,
                 Some(ask) = asked => ask,
@@ -209,7 +204,7 @@ pub async fn serve_http(
             (None, Some(handed))
         };
         let prepared = super::prepare_handover(&host_server, binary, &calls, handover).await;
-        let (snapshot, binary, descriptors) = match prepared {
+        let prepared = match prepared {
             Ok(prepared) => prepared,
             Err(why) => {
                 let _ = ask.reply.send(Err(why));
@@ -222,18 +217,15 @@ pub async fn serve_http(
         // response streams end and their connections close once written.
         kept.store(true, Ordering::Release);
         let handed_sessions = book.live();
-        let _ = ask
-            .reply
-            .send(Ok(format!("executing {}", binary.display())));
-        let _ = tokio::time::timeout(Duration::from_secs(2), ask.delivered).await;
+        prepared.announce(ask).await;
         sessions_end.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(2), async {
             while open.join_next().await.is_some() {}
         })
         .await;
-        let error = crate::upgrade::exec(&binary, &snapshot, &descriptors);
-        tracing::error!(%error, "the upgrade's exec failed; this binary serves on, its sessions to be taken back");
-        crate::upgrade::Snapshot::take_back(&host_server.host).await;
+        // Back here only if the exec failed: the sessions are taken back as their
+        // clients return.
+        prepared.exec(&host_server.host).await;
         kept.store(false, Ordering::Release);
         book.hand_in(handed_sessions);
     }

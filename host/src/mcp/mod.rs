@@ -937,12 +937,7 @@ async fn serve_stdio_once(
     let stop_rmcp = running.cancellation_token();
     let mut service = tokio::spawn(running.waiting());
     let (ask, handed, input) = loop {
-        let asked = async {
-            match upgrades.as_mut() {
-                Some(upgrades) => upgrades.recv().await,
-                None => std::future::pending().await,
-            }
-        };
+        let asked = crate::upgrade::next_ask(upgrades.as_deref_mut());
         tokio::select! {
             served = &mut service => {
                 served
@@ -980,14 +975,11 @@ async fn serve_stdio_once(
             }
         }
     };
-    let (snapshot, binary, handed, descriptors) = handed;
+    let (prepared, handed) = handed;
     // The connection goes to the next binary: its owner's resources stay, and what rmcp
     // has written reaches stdout before the exec.
     kept.store(true, std::sync::atomic::Ordering::Release);
-    let _ = ask
-        .reply
-        .send(Ok(format!("executing {}", binary.display())));
-    let _ = tokio::time::timeout(Duration::from_secs(2), ask.delivered).await;
+    prepared.announce(ask).await;
     stop_rmcp.cancel();
     let _ = service.await;
     eof_closes.abort();
@@ -1000,9 +992,7 @@ async fn serve_stdio_once(
             Box::new(tokio::io::stdout())
         }
     };
-    let error = crate::upgrade::exec(&binary, &snapshot, &descriptors);
-    tracing::error!(%error, "the upgrade's exec failed; this binary serves on");
-    crate::upgrade::Snapshot::take_back(&server.host).await;
+    prepared.exec(&server.host).await;
     Ok(StdioServed::Resume {
         handed,
         input,
@@ -1062,15 +1052,7 @@ async fn prepare_stdio_handover(
     peer: &rmcp::Peer<RoleServer>,
     (log_threshold, subscriptions): (&LogThreshold, &resources::Subscriptions),
     pending: &[u8],
-) -> Result<
-    (
-        std::os::fd::OwnedFd,
-        std::path::PathBuf,
-        crate::upgrade::StdioHandover,
-        Vec<i32>,
-    ),
-    String,
-> {
+) -> Result<(crate::upgrade::Prepared, crate::upgrade::StdioHandover), String> {
     use base64::Engine as _;
     let initialize = peer
         .peer_info()
@@ -1083,9 +1065,8 @@ async fn prepare_stdio_handover(
         subscriptions: subscriptions.lock().unwrap().iter().cloned().collect(),
     };
     let stdio = handed.clone();
-    let (fd, binary, descriptors) =
-        prepare_handover(server, binary, calls, move || (Some(stdio), None)).await?;
-    Ok((fd, binary, handed, descriptors))
+    let prepared = prepare_handover(server, binary, calls, move || (Some(stdio), None)).await?;
+    Ok((prepared, handed))
 }
 
 /// What an upgrade checks while the server still serves: nothing live that is not handed
@@ -1096,10 +1077,7 @@ pub(crate) async fn precheck_upgrade(
     ask: &crate::upgrade::UpgradeAsk,
 ) -> Result<std::path::PathBuf, String> {
     let host = &server.host;
-    let blockers = crate::upgrade::blockers(host);
-    if !blockers.is_empty() {
-        return Err(format!("no upgrade now: {}", blockers.join("; ")));
-    }
+    crate::upgrade::unblocked(host)?;
     let binary =
         crate::upgrade::binary_to_execute(ask.binary.as_deref()).map_err(|e| e.to_string())?;
     let limit = Duration::from_millis(host.config.serve.upgrade_check_ms);
@@ -1124,18 +1102,14 @@ pub(crate) async fn prepare_handover(
         Option<crate::upgrade::StdioHandover>,
         Option<crate::upgrade::HttpHandover>,
     ),
-) -> Result<(std::os::fd::OwnedFd, std::path::PathBuf, Vec<i32>), String> {
-    use crate::upgrade::Snapshot;
+) -> Result<crate::upgrade::Prepared, String> {
     let host = &server.host;
     let drain = Duration::from_millis(host.config.serve.upgrade_drain_ms);
     let paused_at = std::time::SystemTime::now();
     let draining = Instant::now();
     let cancelled = calls.drain(drain).await;
     let drained = draining.elapsed();
-    let blockers = crate::upgrade::blockers(host);
-    if !blockers.is_empty() {
-        return Err(format!("no upgrade now: {}", blockers.join("; ")));
-    }
+    crate::upgrade::unblocked(host)?;
     if cancelled > 0 {
         tracing::warn!(
             cancelled,
@@ -1143,26 +1117,9 @@ pub(crate) async fn prepare_handover(
         );
     }
     let (stdio, http) = connections();
-    let snapshot = Snapshot::take(host, stdio, http, paused_at, drained).await;
-    let written = snapshot.and_then(|snapshot| Ok((snapshot.write()?, snapshot.descriptors())));
-    let (fd, descriptors) = match written {
-        Ok(written) => written,
-        Err(error) => {
-            Snapshot::take_back(host).await;
-            return Err(error.to_string());
-        }
-    };
+    let snapshot = crate::upgrade::Snapshot::take(host, stdio, http, paused_at, drained).await;
     let limit = Duration::from_millis(host.config.serve.upgrade_check_ms);
-    match crate::upgrade::check(&binary, &fd, limit).await {
-        Ok(said) => {
-            tracing::info!(binary = %binary.display(), %said, "the new binary takes over");
-            Ok((fd, binary, descriptors))
-        }
-        Err(error) => {
-            Snapshot::take_back(host).await;
-            Err(error.to_string())
-        }
-    }
+    crate::upgrade::prepare(host, snapshot, binary, limit).await
 }
 
 /// The buffer of each in-process pipe between the stdio framing and rmcp.
