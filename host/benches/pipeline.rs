@@ -5,7 +5,8 @@
 //!    against the same plugin called directly (instantiate + call, no pipeline);
 //! 2. `bash` running `true` through dsh against spawning `bash -c true` directly;
 //! 3. the same `echo` call through a chain of 5 WASM guards (each a fresh instance of
-//!    the `test_guard` component, allowing) against no guards.
+//!    the `test_guard` component, allowing) against no guards, and against its floor:
+//!    that guard instantiated and asked five times straight through the engine.
 //!
 //! Run with `cargo bench --bench pipeline`. Figures are medians (p50) and p99.
 
@@ -16,6 +17,7 @@ use support::{percentile, us};
 use std::time::{Duration, Instant};
 
 use dsh::call::CallRequest;
+use dsh::engine::plugin::{PendingCall, PluginKind, Verdict};
 
 fn report(name: &str, samples: &mut [Duration]) -> Duration {
     let p50 = percentile(samples, 0.50);
@@ -148,9 +150,29 @@ async fn main() {
     config.pipeline.guards = names;
     let guarded =
         support::start_host_with(guarded_scratch.path(), Some(guarded_plugins), config).await;
+    // The floor of five guards: the same no-op guard instantiated and asked five times
+    // straight through the engine (a fresh instance each time, as in the pipeline).
+    let guard_catalog = guarded.registry.snapshot();
+    let guard = guard_catalog
+        .stage("guard_1", PluginKind::Guard)
+        .expect("guard_1 is loaded")
+        .clone();
+    let guard_context = support::bench_context(guarded_scratch.path(), "echo");
     let n = 5_000;
     let (mut plain, mut five) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut raw_five = Vec::with_capacity(n);
     for round in 0..n + 200 {
+        let started = Instant::now();
+        for _ in 0..5 {
+            let pending = PendingCall {
+                tool: "echo",
+                args_json: &args_json,
+                context: guard_context.clone(),
+            };
+            let verdict = guard.check(&guarded.pipeline.runtime, pending).await;
+            assert!(matches!(verdict, Ok(Verdict::Allow)));
+        }
+        let raw_time = started.elapsed();
         let started = Instant::now();
         let result = pipeline.call(request("echo", &echo_args), &never).await;
         let plain_time = started.elapsed();
@@ -165,13 +187,16 @@ async fn main() {
         if round >= 200 {
             plain.push(plain_time);
             five.push(guarded_time);
+            raw_five.push(raw_time);
         }
     }
     let base = report("baseline: echo, no guards", &mut plain);
     let full = report("dsh: echo through 5 guards", &mut five);
+    let floor = report("floor: 5 × instantiate + check, no pipeline", &mut raw_five);
     println!(
-        "added by 5 guards p50: {:.1} µs (target ≤ 100 µs); ratio {:.2}",
+        "added by 5 guards p50: {:.1} µs; floor {:.1} µs (target ≤ floor + 10 µs); ratio to no guards {:.2}",
         us(full) - us(base),
+        us(floor),
         us(full) / us(base)
     );
     guarded.shutdown();

@@ -61,6 +61,9 @@ pub struct CallRequest {
     /// Set when a subagent makes the call: it then runs under the admission slot of the
     /// call the subagent runs inside, and its events name the subagent.
     pub subagent: Option<SubagentStep>,
+    /// What the call's span descends from when traces are on: the client's trace
+    /// context, or the call a subagent runs inside (none by default).
+    pub trace_parent: crate::traces::CallParent,
 }
 
 impl CallRequest {
@@ -80,6 +83,7 @@ impl CallRequest {
             notices: Notices::default(),
             sampler: None,
             subagent: None,
+            trace_parent: crate::traces::CallParent::None,
         }
     }
 }

@@ -29,4 +29,5 @@ pub mod services;
 pub mod session;
 #[cfg(test)]
 mod tidy;
+pub mod traces;
 pub mod upgrade;

@@ -83,15 +83,9 @@ fn main() -> ExitCode {
         return ExitCode::from(keeper::main(&args));
     }
     dsh::services::process::containment::supervise_children();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "dsh=warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(log_in_colour())
-        .init();
     let cli = Cli::parse();
+    let traces = traces_wanted(&cli);
+    install_log_and_traces(traces);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -107,12 +101,55 @@ fn main() -> ExitCode {
     // stdin that is a socket or a terminal (tokio's stdin reads on a blocking thread) never
     // ends by itself, and everything dsh started has been killed by now.
     runtime.shutdown_background();
+    dsh::traces::shutdown();
     match outcome {
         Ok(code) => code,
         Err(error) => {
             eprintln!("dsh: {error:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Where `dsh serve` sends traces, and how long one export may take: `[traces]` of its
+/// configuration file. Other commands, a configuration that does not load (`serve` says
+/// why itself) and an upgrade's check processes send none.
+fn traces_wanted(cli: &Cli) -> Option<(String, std::time::Duration)> {
+    if !matches!(cli.command, Command::Serve(_)) || dsh::upgrade::checking().is_some() {
+        return None;
+    }
+    let config = dsh::config::Config::load(&cli.globals.config_path()?).ok()?;
+    let endpoint = config.traces.endpoint_url().ok()??;
+    let timeout = std::time::Duration::from_millis(config.traces.export_timeout_ms);
+    Some((endpoint, timeout))
+}
+
+/// Installs the log on stderr (`RUST_LOG`, `dsh=warn` by default) and, when `traces`
+/// names an endpoint, the OTLP exporter of the calls' spans; each layer takes only what
+/// its own filter lets through.
+fn install_log_and_traces(traces: Option<(String, std::time::Duration)>) {
+    use tracing_subscriber::prelude::*;
+    let log = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(log_in_colour())
+        .with_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "dsh=warn".into()),
+        );
+    let exporting = traces.map(|(endpoint, timeout)| {
+        dsh::traces::exporting(&endpoint, timeout).map(|layer| (layer, endpoint))
+    });
+    let (layer, failed) = match exporting {
+        Some(Ok((layer, endpoint))) => {
+            eprintln!("dsh: traces to {endpoint}");
+            (Some(layer), None)
+        }
+        Some(Err(error)) => (None, Some(error)),
+        None => (None, None),
+    };
+    tracing_subscriber::registry().with(log).with(layer).init();
+    if let Some(error) = failed {
+        tracing::error!(%error, "serving without traces");
     }
 }
 

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 /// below it, never one above.
 const LAYERS: &[&[&str]] = &[
     // Foundation: the error vocabulary, a call's context, bounded output, name globs,
-    // private files, dsh's own files, the metrics registry.
+    // private files, dsh's own files, the metrics registry, the traces' spans.
     &[
         "error",
         "call",
@@ -20,6 +20,7 @@ const LAYERS: &[&[&str]] = &[
         "private",
         "own_files",
         "metrics",
+        "traces",
     ],
     // The contract's generated bindings.
     &["bindings"],

@@ -597,6 +597,8 @@ impl Prepared {
 
     /// Executes the binary: returns only if the `exec` failed, the host taken back.
     pub async fn exec(self, host: &Host) {
+        // The spans ended so far go now: the `exec` ends the thread that batches them.
+        crate::traces::flush();
         let error = exec(&self.binary, &self.snapshot, &self.descriptors);
         tracing::error!(%error, "the upgrade's exec failed; this binary serves on");
         Snapshot::take_back(host).await;

@@ -222,6 +222,8 @@ macro_rules! define_config {
             pub pipeline: PipelineConfig,
             #[serde(default)]
             pub state: StateConfig,
+            #[serde(default)]
+            pub traces: TracesConfig,
             $(
                 #[serde(default)]
                 pub $name: <$ty as Capability>::Config,
@@ -260,6 +262,46 @@ impl Default for StateConfig {
             max_session_age_days: 30,
             max_sessions_mb: 2048,
         }
+    }
+}
+
+/// Where traces of calls go (`[traces]`): nowhere unless `endpoint` is set. Read at
+/// start: a change waits for a restart (or an upgrade).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TracesConfig {
+    /// An OTLP/HTTP endpoint (`http://HOST:4318`, or a whole URL ending in the traces
+    /// path); spans go there as protobuf. No endpoint, no traces.
+    pub endpoint: Option<String>,
+    /// How long one export (a batch of spans) may take before it is given up.
+    pub export_timeout_ms: u64,
+}
+
+impl Default for TracesConfig {
+    fn default() -> Self {
+        TracesConfig {
+            endpoint: None,
+            export_timeout_ms: 2_000,
+        }
+    }
+}
+
+impl TracesConfig {
+    /// The endpoint's whole URL, when traces are on ([`crate::traces::endpoint_url`]).
+    pub fn endpoint_url(&self) -> Result<Option<String>, String> {
+        self.endpoint
+            .as_deref()
+            .map(crate::traces::endpoint_url)
+            .transpose()
+            .map_err(|error| format!("traces.endpoint: {error}"))
+    }
+
+    fn check(&self) -> Result<(), String> {
+        self.endpoint_url()?;
+        if self.export_timeout_ms == 0 {
+            return Err("traces.export_timeout_ms must be at least 1".into());
+        }
+        Ok(())
     }
 }
 
@@ -508,6 +550,7 @@ impl Config {
         config.process.env.check()?;
         config.serve.check()?;
         config.limits.check()?;
+        config.traces.check()?;
         config.files.check().map_err(|e| e.to_string())?;
         for (name, plugin) in &config.plugins {
             plugin

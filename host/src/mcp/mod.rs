@@ -725,6 +725,11 @@ impl ServerHandler for McpConnection {
                 approval_timeout,
             ))),
             subagent: None,
+            // The client's trace, when it sent one (`_meta.traceparent`, SEP-414).
+            trace_parent: match crate::traces::TraceContext::from_meta(&context.meta) {
+                Some(remote) => crate::traces::CallParent::Remote(remote),
+                None => crate::traces::CallParent::None,
+            },
         };
         // Cancelled by `notifications/cancelled` for this request, when the connection's
         // input ends, or when an upgrade's drain runs out of time.

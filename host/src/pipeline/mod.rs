@@ -21,6 +21,9 @@
 //! filters, a tool's structured output is checked against its output schema
 //! ([`crate::registry::RegisteredTool::check_output`]).
 //!
+//! Each stage's time goes to the metrics' stage histogram and, with traces on, is a span
+//! under the call's ([`crate::traces`]).
+//!
 //! The configured parts (gate, guard chain, filter chain, limits) are one [`Configured`]
 //! snapshot, swapped whole when `dsh.toml` changes ([`Pipeline::reconfigure`]); a call
 //! reads it once, with the registry's catalog, and finishes under both.
@@ -46,6 +49,8 @@ use crate::error::{ErrorCode, ToolError};
 use crate::metrics::Stage;
 use crate::registry::Registry;
 use crate::session::Session;
+use crate::traces;
+use tracing::Instrument as _;
 
 /// The `tool/call` event: written before anything else happens to a call.
 #[derive(serde::Serialize)]
@@ -196,6 +201,12 @@ impl Pipeline {
                 .result(&call_id, &request, &result, started.elapsed(), 0);
             return result;
         }
+        let span = traces::call_span(
+            &request.tool,
+            &request.owner,
+            &call_id,
+            &request.trace_parent,
+        );
         let configured = self.configured();
         let limits = admission::AdmissionLimits {
             max_in_flight: configured.config.limits.max_calls_in_flight,
@@ -209,7 +220,12 @@ impl Pipeline {
             // holds such a parent. A subagent makes one call at a time.
             let _slot = match &request.subagent {
                 Some(_) => None,
-                None => match self.admission.admit(&request.owner, limits).await {
+                None => match self
+                    .admission
+                    .admit(&request.owner, limits)
+                    .instrument(traces::stage_span("admission"))
+                    .await
+                {
                     Ok(slot) => {
                         self.runtime
                             .metrics
@@ -221,16 +237,24 @@ impl Pipeline {
             };
             self.run(&configured, &request, call_id.clone()).await
         };
-        let outcome = tokio::select! {
-            outcome = admitted => outcome,
-            _ = cancel.cancelled() => Outcome::from(ToolError::new(
-                ErrorCode::Cancelled,
-                format!(
-                    "{} was cancelled (by the caller, or its connection closed); every process it started was killed",
-                    request.tool
-                ),
-            )),
-        };
+        let outcome = async {
+            tokio::select! {
+                outcome = admitted => outcome,
+                _ = cancel.cancelled() => Outcome::from(ToolError::new(
+                    ErrorCode::Cancelled,
+                    format!(
+                        "{} was cancelled (by the caller, or its connection closed); every process it started was killed",
+                        request.tool
+                    ),
+                )),
+            }
+        }
+        .instrument(span.clone())
+        .await;
+        match &outcome.result.error {
+            None => traces::finished(&span, crate::metrics::CODE_OK, true),
+            Some(error) => traces::finished(&span, error.code.as_str(), false),
+        }
         self.observers.result(
             &call_id,
             &request,
@@ -295,34 +319,32 @@ impl Pipeline {
             subagent: request.subagent.clone(),
         };
         let metrics = &self.runtime.metrics;
-        let stage = Instant::now();
-        let gated = configured
-            .gate
-            .check(&tool.spec.name, &context, &request.args);
-        metrics.observe_stage(Stage::Gate, stage.elapsed());
+        let gated = stage(metrics, Stage::Gate, async {
+            configured
+                .gate
+                .check(&tool.spec.name, &context, &request.args)
+        })
+        .await;
         if let Err(error) = gated {
             return error.into();
         }
-        let stage = Instant::now();
-        let rewritten = match configured
-            .guards
-            .check(
+        let guarded = stage(
+            metrics,
+            Stage::Guards,
+            configured.guards.check(
                 &self.runtime,
                 &catalog,
                 &self.session.events,
                 request,
                 &tool,
                 &context,
-            )
-            .await
-        {
+            ),
+        )
+        .await;
+        let rewritten = match guarded {
             Ok(rewritten) => rewritten,
-            Err(error) => {
-                metrics.observe_stage(Stage::Guards, stage.elapsed());
-                return error.into();
-            }
+            Err(error) => return error.into(),
         };
-        metrics.observe_stage(Stage::Guards, stage.elapsed());
         // A rewrite passes the gate again: no guard takes a call past a `[gate]` rule.
         if let Some(args) = &rewritten {
             if let Err(error) = configured.gate.check(&tool.spec.name, &context, args) {
@@ -333,37 +355,54 @@ impl Pipeline {
         // The plugin's timeout, capped by the host's.
         let cap = config.limits.call_timeout_ms;
         let timeout = Duration::from_millis(tool.plugin.config.timeout_ms.unwrap_or(cap).min(cap));
-        let stage = Instant::now();
-        let executed = s3_execute::execute(
-            &self.runtime,
-            &tool,
-            context.clone(),
-            args,
-            timeout,
-            config.limits.max_retries,
+        let executed = stage(
+            metrics,
+            Stage::Execute,
+            s3_execute::execute(
+                &self.runtime,
+                &tool,
+                context.clone(),
+                args,
+                timeout,
+                config.limits.max_retries,
+            ),
         )
         .await;
-        metrics.observe_stage(Stage::Execute, stage.elapsed());
-        let stage = Instant::now();
-        let result = configured
-            .filters
-            .apply(
-                &self.runtime,
-                &catalog,
-                &tool.spec.name,
-                args,
-                &context,
-                executed.result,
-            )
-            .await;
-        let result = tool.check_output(result);
-        metrics.observe_stage(Stage::Filters, stage.elapsed());
-        let stage = Instant::now();
-        let result = s5_finalize::finalize(result, &context);
-        metrics.observe_stage(Stage::Finalize, stage.elapsed());
+        let result = stage(metrics, Stage::Filters, async {
+            let result = configured
+                .filters
+                .apply(
+                    &self.runtime,
+                    &catalog,
+                    &tool.spec.name,
+                    args,
+                    &context,
+                    executed.result,
+                )
+                .await;
+            tool.check_output(result)
+        })
+        .await;
+        let result = stage(metrics, Stage::Finalize, async {
+            s5_finalize::finalize(result, &context)
+        })
+        .await;
         Outcome {
             result,
             attempts: executed.attempts,
         }
     }
+}
+
+/// Runs one stage of a call: its time goes to the stage's histogram, and with traces on
+/// it is a span of its own under the call's.
+async fn stage<T>(
+    metrics: &crate::metrics::Metrics,
+    stage: Stage,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    let started = Instant::now();
+    let result = work.instrument(traces::stage_span(stage.as_str())).await;
+    metrics.observe_stage(stage, started.elapsed());
+    result
 }

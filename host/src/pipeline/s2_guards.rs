@@ -16,6 +16,7 @@
 //! is final like any other; guards before the rewriting one saw the original arguments.
 
 use serde_json::{json, Value};
+use tracing::Instrument as _;
 
 use crate::call::{describe_args, Approval, ApprovalRequest, CallContext, CallRequest};
 use crate::engine::plugin::{PendingCall, PluginKind, Verdict};
@@ -68,7 +69,11 @@ impl GuardChain {
                 args_json: &args_json,
                 context: context.clone(),
             };
-            match guard.check(runtime, call).await {
+            let verdict = guard
+                .check(runtime, call)
+                .instrument(crate::traces::plugin_span("guard", name))
+                .await;
+            match verdict {
                 Ok(Verdict::Allow) => {}
                 Ok(Verdict::Deny(reason)) => {
                     return Err(denied(format!("denied by guard {name}: {reason}")))

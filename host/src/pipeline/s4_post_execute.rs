@@ -9,6 +9,7 @@ use crate::engine::plugin::{PendingCall, PluginKind};
 use crate::engine::Runtime;
 use crate::error::{ErrorCode, ToolError};
 use crate::registry::Catalog;
+use tracing::Instrument as _;
 
 /// The configured result filters, by name, in order.
 #[derive(Debug, Default)]
@@ -53,7 +54,11 @@ impl FilterChain {
                 args_json: &args_json,
                 context: context.clone(),
             };
-            match filter.filter(runtime, call, &result).await {
+            let filtered = filter
+                .filter(runtime, call, &result)
+                .instrument(crate::traces::plugin_span("filter", name))
+                .await;
+            match filtered {
                 Ok(None) => {}
                 Ok(Some(replaced)) => result = replaced,
                 Err(failure) => {

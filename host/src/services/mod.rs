@@ -124,10 +124,17 @@ impl CallCtx<'_> {
             .executor_for(&self.call.scope, &self.call.tool)
     }
 
-    /// Runs `work`, counting its wall time as host time.
-    pub async fn timed<T>(&mut self, work: impl std::future::Future<Output = T>) -> T {
+    /// Runs `work`, the host call `name` (`process.run`, `lsp.query`, …): its wall time
+    /// counts as host time, not the guest's, and with traces on it is a span of its own
+    /// under the call's stage.
+    pub async fn host_call<T>(
+        &mut self,
+        name: &'static str,
+        work: impl std::future::Future<Output = T>,
+    ) -> T {
+        use tracing::Instrument as _;
         let started = std::time::Instant::now();
-        let result = work.await;
+        let result = work.instrument(crate::traces::host_call_span(name)).await;
         *self.host_time += started.elapsed();
         result
     }

@@ -73,7 +73,9 @@ impl Host for CallCtx<'_> {
             call = %self.call.call_id,
             "a plugin asks the client's user"
         );
-        let reply = self.timed(client.elicit(&message, &schema)).await;
+        let reply = self
+            .host_call("elicitation.elicit", client.elicit(&message, &schema))
+            .await;
         let reply =
             reply.map_err(|error| client_error(error, ErrorCode::ElicitationUnavailable))?;
         Ok(match reply {

@@ -43,9 +43,10 @@ impl Host for CallCtx<'_> {
         let service = self.services.files.clone();
         let (owner, workdir) = (self.call.owner.clone(), self.call.workdir.clone());
         let read = self
-            .timed(blocking(move || {
-                service.read(&owner, &workdir, &path, max_bytes, remember)
-            }))
+            .host_call(
+                "files.read",
+                blocking(move || service.read(&owner, &workdir, &path, max_bytes, remember)),
+            )
             .await?;
         Ok(WitFileRead {
             path: read.path,
@@ -69,7 +70,10 @@ impl Host for CallCtx<'_> {
         let service = self.services.files.clone();
         let (owner, workdir) = (self.call.owner.clone(), self.call.workdir.clone());
         let changed = self
-            .timed(blocking(move || service.commit(&owner, &workdir, changes)))
+            .host_call(
+                "files.commit",
+                blocking(move || service.commit(&owner, &workdir, changes)),
+            )
             .await?;
         Ok(changed
             .into_iter()

@@ -3,7 +3,7 @@
 //! call's client (a background subagent asks the model through it); a running job's
 //! note is its `reason`.
 
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use wasmtime::component::Linker;
 
@@ -61,25 +61,24 @@ impl Host for CallCtx<'_> {
     }
 
     async fn output(&mut self, request: OutputRequest) -> Result<JobOutput, WitToolError> {
-        let started = Instant::now();
+        let (services, call) = (self.services, self.call);
         let read = self
-            .services
-            .jobs
-            .output_lending(
-                &self.call.owner,
-                &request.id,
-                request.since.unwrap_or(0),
-                request
-                    .max_bytes
-                    .map(u64::from)
-                    .unwrap_or(DEFAULT_MAX_BYTES)
-                    .max(1),
-                Duration::from_millis(request.wait_ms.unwrap_or(0).into()),
-                self.call.sampler.clone(),
+            .host_call(
+                "jobs.output",
+                services.jobs.output_lending(
+                    &call.owner,
+                    &request.id,
+                    request.since.unwrap_or(0),
+                    request
+                        .max_bytes
+                        .map(u64::from)
+                        .unwrap_or(DEFAULT_MAX_BYTES)
+                        .max(1),
+                    Duration::from_millis(request.wait_ms.unwrap_or(0).into()),
+                    call.sampler.clone(),
+                ),
             )
-            .await;
-        *self.host_time += started.elapsed();
-        let read = read?;
+            .await?;
         // The output's first line says when the spill failed (the cursor counts output
         // bytes only).
         let output = match read.spill_failed {
@@ -100,14 +99,15 @@ impl Host for CallCtx<'_> {
         id: String,
         signal: Option<String>,
     ) -> Result<WitKillReport, WitToolError> {
-        let started = Instant::now();
+        let (services, call) = (self.services, self.call);
         let report = self
-            .services
-            .jobs
-            .kill(&self.call.owner, &id, signal.as_deref().unwrap_or("TERM"))
-            .await;
-        *self.host_time += started.elapsed();
-        let report = report?;
+            .host_call(
+                "jobs.kill",
+                services
+                    .jobs
+                    .kill(&call.owner, &id, signal.as_deref().unwrap_or("TERM")),
+            )
+            .await?;
         Ok(WitKillReport {
             info: to_wit(report.info),
             sent: report.sent,

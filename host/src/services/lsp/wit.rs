@@ -47,7 +47,10 @@ impl Host for CallCtx<'_> {
         let workdir = self.call.workdir.clone();
         let executor = self.executor();
         let Reply { answer, indexing } = self
-            .timed(service.query(&workdir, &workdir, executor, request))
+            .host_call(
+                "lsp.query",
+                service.query(&workdir, &workdir, executor, request),
+            )
             .await?;
         Ok(match answer {
             Answer::Locations(found) => WitAnswer::Locations(

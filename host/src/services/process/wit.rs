@@ -22,9 +22,7 @@ pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime:
 
 impl Host for CallCtx<'_> {
     async fn run(&mut self, request: RunRequest) -> Result<RunOutcome, WitToolError> {
-        let started = std::time::Instant::now();
         let result = self.run_process(request).await;
-        *self.host_time += started.elapsed();
         result.map_err(|e| e.into())
     }
 
@@ -34,6 +32,7 @@ impl Host for CallCtx<'_> {
             Some(dir) => self.call.workdir.join(dir),
         };
         let services = &self.services;
+        let _span = crate::traces::host_call_span("process.start").entered();
         services
             .process
             .start_background(
@@ -66,10 +65,9 @@ impl CallCtx<'_> {
             env: request.env,
             executor: self.executor(),
         };
+        let services = self.services;
         let outcome = self
-            .services
-            .process
-            .run(spec)
+            .host_call("process.run", services.process.run(spec))
             .await
             .map_err(super::ProcessError::into_tool_error)?;
         let mut output = outcome.output.text;

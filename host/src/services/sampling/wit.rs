@@ -85,7 +85,9 @@ impl Host for CallCtx<'_> {
             max_tokens = request.max_tokens,
             "a plugin asks the client's model"
         );
-        let reply = self.timed(sampler.sample(&request)).await;
+        let reply = self
+            .host_call("sampling.sample", sampler.sample(&request))
+            .await;
         let reply = reply.map_err(|error| client_error(error, ErrorCode::SamplingUnavailable))?;
         let text: Vec<String> = reply
             .content

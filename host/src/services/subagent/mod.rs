@@ -120,6 +120,9 @@ struct Run {
     max_turns: u32,
     timeout: Duration,
     client: Client,
+    /// The span current when the subagent started (the `subagent` host call's, with
+    /// traces on): its steps' calls are its children.
+    span: tracing::Span,
 }
 
 /// How a run ended badly.
@@ -282,6 +285,7 @@ impl SubagentService {
             max_turns,
             timeout,
             client,
+            span: tracing::Span::current(),
         })
     }
 
@@ -485,6 +489,7 @@ impl SubagentService {
                     let request = CallRequest {
                         approver: approver.clone(),
                         subagent: Some(run.step.clone()),
+                        trace_parent: crate::traces::CallParent::Local(run.span.clone()),
                         sampler: match &run.client {
                             Client::Fixed(sampler) => Some(sampler.clone()),
                             Client::Borrowed => None,

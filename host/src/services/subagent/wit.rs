@@ -1,8 +1,6 @@
 //! The `dsh:plugin/subagent` binding: a run or a start for the calling owner, in the
 //! caller's scope, with the caller's client.
 
-use std::time::Instant;
-
 use wasmtime::component::Linker;
 
 use crate::bindings::dsh::plugin::subagent::{
@@ -30,11 +28,11 @@ fn task(request: SubagentRequest) -> Task {
 
 impl Host for CallCtx<'_> {
     async fn run(&mut self, request: SubagentRequest) -> Result<SubagentAnswer, WitToolError> {
-        let started = Instant::now();
         let service = self.services.subagent.clone();
-        let answer = service.run(self.call, task(request)).await;
-        *self.host_time += started.elapsed();
-        let answer = answer?;
+        let call = self.call;
+        let answer = self
+            .host_call("subagent.run", service.run(call, task(request)))
+            .await?;
         Ok(SubagentAnswer {
             id: answer.id,
             answer: answer.answer,
@@ -43,6 +41,7 @@ impl Host for CallCtx<'_> {
     }
 
     async fn start(&mut self, request: SubagentRequest) -> Result<String, WitToolError> {
+        let _span = crate::traces::host_call_span("subagent.start").entered();
         Ok(self.services.subagent.start(self.call, task(request))?)
     }
 }

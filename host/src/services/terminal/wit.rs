@@ -1,7 +1,7 @@
 //! The `dsh:plugin/terminal` binding: the caller's owner (from the call context) scopes
 //! every operation; relative paths resolve against the call's workdir.
 
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use wasmtime::component::Linker;
 
@@ -57,6 +57,7 @@ impl Host for CallCtx<'_> {
             rows: request.rows.unwrap_or(40).clamp(2, 500),
             executor: self.executor(),
         };
+        let _span = crate::traces::host_call_span("terminal.open").entered();
         Ok(to_wit(
             self.services.terminal.open(self.call.owner.clone(), spec)?,
         ))
@@ -77,20 +78,21 @@ impl Host for CallCtx<'_> {
             pattern,
             timeout: Duration::from_millis(request.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS).into()),
         };
-        let started = Instant::now();
         let terminal = self.services.terminal.clone();
-        let outcome = terminal
-            .send(
-                &self.call.owner,
-                &request.id,
-                &request.input,
-                request.enter,
-                wait,
-                request.background,
+        let owner = self.call.owner.clone();
+        let outcome = self
+            .host_call(
+                "terminal.send",
+                terminal.send(
+                    &owner,
+                    &request.id,
+                    &request.input,
+                    request.enter,
+                    wait,
+                    request.background,
+                ),
             )
-            .await;
-        *self.host_time += started.elapsed();
-        let outcome = outcome?;
+            .await?;
         Ok(SendResult {
             output: outcome.output,
             settled: outcome.settled.to_string(),
