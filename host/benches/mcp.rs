@@ -2,7 +2,8 @@
 //! bare JSON-RPC client in this process: a no-op WASM tool (`echo`) with a 1 KiB string
 //! argument. Prints p50/p99, calls per second with 1 and 8 concurrent callers, the
 //! server's CPU time per call, the time from start to the first answered `tools/list`,
-//! and the server's peak RSS. The baseline, measured in the same run, is the same call
+//! and the server's peak RSS, idle (started, initialized, its tools listed) and after
+//! the calls. The baseline, measured in the same run, is the same call
 //! made in-process through the pipeline (no MCP, no process boundary). Then start-up:
 //! the time from spawning `dsh serve` to its answer to `initialize` and to its first
 //! `tools/list`, cold (an empty state directory: every embedded plugin compiles) and
@@ -235,6 +236,8 @@ async fn main() {
     assert!(warm_up.status.success());
 
     // The server.
+    let workspace = scratch.path().join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
     let started = Instant::now();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
         .arg("--plugins")
@@ -242,7 +245,9 @@ async fn main() {
         .arg("--state-dir")
         .arg(scratch.path().join("state"))
         .arg("--workdir")
-        .arg(scratch.path())
+        // A workspace apart from the state directory (a workspace holding it would have
+        // the `files` plugin refused, and the idle figure would lack it).
+        .arg(&workspace)
         .arg("serve")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -283,6 +288,10 @@ async fn main() {
         .unwrap()
         .iter()
         .any(|t| t["name"] == "echo"));
+    // The idle server: the embedded set and the bench's plugin loaded, listed, no call
+    // made yet (a second for anything loading in the background to settle).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle_rss = peak_rss_kib(pid);
 
     for _ in 0..500 {
         client.request("tools/call", call_params.clone()).await;
@@ -339,7 +348,11 @@ async fn main() {
         first_list.as_secs_f64() * 1e3
     );
     println!(
-        "server peak RSS: {:.1} MiB",
+        "idle server peak RSS (started, initialized, tools listed): {:.1} MiB (target ≤ 20)",
+        idle_rss as f64 / 1024.0
+    );
+    println!(
+        "server peak RSS after the calls: {:.1} MiB",
         peak_rss_kib(pid) as f64 / 1024.0
     );
     println!(

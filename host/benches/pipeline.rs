@@ -8,11 +8,15 @@
 //!    the `test_guard` component, allowing) against no guards, and against its floor:
 //!    that guard instantiated and asked five times straight through the engine.
 //!
+//! After the first, it prints where a pipeline call's time goes: the mean of each stage
+//! (the host's own stage histograms, read before and after the calls) and the rest of
+//! the call (its `tool/call` event, resolving and validating, the observers).
+//!
 //! Run with `cargo bench --bench pipeline`. Figures are medians (p50) and p99.
 
 mod support;
 
-use support::{percentile, us};
+use support::{percentile, us, where_the_time_goes};
 
 use std::time::{Duration, Instant};
 
@@ -80,6 +84,7 @@ async fn main() {
         }
     })
     .await;
+    let metrics_before = pipeline.runtime.metrics.encode().unwrap();
     let mut through = time_n(n, || {
         let (pipeline, req, never) = (&pipeline, request("echo", &echo_args), &never);
         async move {
@@ -88,13 +93,15 @@ async fn main() {
         }
     })
     .await;
+    let metrics_after = pipeline.runtime.metrics.encode().unwrap();
     let base = report("baseline: instantiate + call, no pipeline", &mut direct);
     let full = report("dsh: whole pipeline + event log", &mut through);
     println!(
-        "pipeline overhead p50: {:.1} µs; ratio {:.2}",
+        "pipeline overhead p50: {:.1} µs; ratio {:.2} (target ≤ 1.3)",
         us(full) - us(base),
         us(full) / us(base)
     );
+    where_the_time_goes("echo", &metrics_before, &metrics_after);
 
     println!("\n== bash `true`: through dsh against spawning `bash -c true` directly");
     let bash_args = serde_json::json!({ "command": "true", "description": "bench" });

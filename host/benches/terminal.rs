@@ -33,7 +33,7 @@
 
 mod support;
 
-use support::{ms, percentile, us};
+use support::{ms, percentile, us, where_the_time_goes};
 
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -173,6 +173,7 @@ async fn run() {
     );
     // The three take turns going first (each after the same pause), so that none of them
     // always meets a machine just woken from idle or still busy from the one before.
+    let metrics_before = host.pipeline.runtime.metrics.encode().unwrap();
     for i in 0..n + 50 {
         for turn in 0..3 {
             tokio::time::sleep(Duration::from_millis(2)).await;
@@ -216,6 +217,7 @@ async fn run() {
             }
         }
     }
+    let metrics_after = host.pipeline.runtime.metrics.encode().unwrap();
     drop(raw_pty);
     raw_thread.join().unwrap();
     // For scale: a terminal_list through the pipeline (the plugin call without I/O).
@@ -227,6 +229,7 @@ async fn run() {
             .await;
         listing.push(started.elapsed());
     }
+    where_the_time_goes("terminal_send", &metrics_before, &metrics_after);
     println!(
         "(for scale: terminal_list through the pipeline  p50 {:>8.1} µs)",
         us(percentile(&mut listing, 0.5))

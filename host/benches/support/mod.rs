@@ -97,3 +97,49 @@ pub fn bench_context(scratch: &std::path::Path, tool: &str) -> dsh::call::CallCo
         subagent: None,
     }
 }
+
+/// The `_sum` and `_count` of a histogram series (`name{labels}`) in Prometheus text.
+pub fn histogram(text: &str, series: &str) -> (f64, f64) {
+    let (name, labels) = series.split_once('{').unwrap_or((series, ""));
+    let labels = if labels.is_empty() {
+        String::new()
+    } else {
+        format!("{{{labels}")
+    };
+    let value = |suffix: &str| {
+        let key = format!("{name}{suffix}{labels} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(&key))
+            .map_or(0.0, |value| value.trim().parse::<f64>().unwrap())
+    };
+    (value("_sum"), value("_count"))
+}
+
+/// Prints the mean time the pipeline's calls of `tool` spent in each stage between two readings
+/// of the host's metrics, and the rest of the call's time (the `tool/call` and
+/// `tool/result` events, resolving and validating, the observers).
+pub fn where_the_time_goes(tool: &str, before: &str, after: &str) {
+    let mean = |series: &str| {
+        let (sum_before, count_before) = histogram(before, series);
+        let (sum_after, count_after) = histogram(after, series);
+        (sum_after - sum_before) / (count_after - count_before).max(1.0) * 1e6
+    };
+    let total = mean(&format!("dsh_call_duration_seconds{{tool=\"{tool}\"}}"));
+    let mut parts = vec![("admission", mean("dsh_admission_wait_seconds"))];
+    for stage in ["gate", "guards", "execute", "filters", "finalize"] {
+        parts.push((
+            stage,
+            mean(&format!("dsh_stage_duration_seconds{{stage=\"{stage}\"}}")),
+        ));
+    }
+    let staged: f64 = parts.iter().map(|(_, mean)| mean).sum();
+    let listed: Vec<String> = parts
+        .iter()
+        .map(|(stage, mean)| format!("{stage} {mean:.1}"))
+        .collect();
+    println!(
+        "where a {tool} call's time goes (means, µs): {}; the rest (events, resolve, validate, observers) {:.1}; whole call {total:.1}",
+        listed.join(", "),
+        total - staged
+    );
+}

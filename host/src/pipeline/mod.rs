@@ -235,7 +235,9 @@ impl Pipeline {
                     Err(busy) => return Outcome::from(busy),
                 },
             };
-            self.run(&configured, &request, call_id.clone()).await
+            // Boxed: the stages' future is kilobytes, and the select and the span it
+            // is awaited under would each copy it as they are built.
+            Box::pin(self.run(&configured, &request, call_id.clone())).await
         };
         let outcome = async {
             tokio::select! {
@@ -328,6 +330,8 @@ impl Pipeline {
         if let Err(error) = gated {
             return error.into();
         }
+        // The arguments as JSON text, made once for the guards, the tool and the filters.
+        let args_json = request.args.to_string();
         let guarded = stage(
             metrics,
             Stage::Guards,
@@ -336,6 +340,7 @@ impl Pipeline {
                 &catalog,
                 &self.session.events,
                 request,
+                &args_json,
                 &tool,
                 &context,
             ),
@@ -346,12 +351,17 @@ impl Pipeline {
             Err(error) => return error.into(),
         };
         // A rewrite passes the gate again: no guard takes a call past a `[gate]` rule.
-        if let Some(args) = &rewritten {
-            if let Err(error) = configured.gate.check(&tool.spec.name, &context, args) {
+        if let Some(rewrite) = &rewritten {
+            if let Err(error) = configured
+                .gate
+                .check(&tool.spec.name, &context, &rewrite.args)
+            {
                 return error.into();
             }
         }
-        let args = rewritten.as_ref().unwrap_or(&request.args);
+        let args_json = rewritten
+            .as_ref()
+            .map_or(args_json.as_str(), |rewrite| rewrite.args_json.as_str());
         // The plugin's timeout, capped by the host's.
         let cap = config.limits.call_timeout_ms;
         let timeout = Duration::from_millis(tool.plugin.config.timeout_ms.unwrap_or(cap).min(cap));
@@ -362,7 +372,7 @@ impl Pipeline {
                 &self.runtime,
                 &tool,
                 context.clone(),
-                args,
+                args_json,
                 timeout,
                 config.limits.max_retries,
             ),
@@ -375,7 +385,7 @@ impl Pipeline {
                     &self.runtime,
                     &catalog,
                     &tool.spec.name,
-                    args,
+                    args_json,
                     &context,
                     executed.result,
                 )

@@ -25,6 +25,12 @@ use crate::error::{ErrorCode, ToolError};
 use crate::registry::{Catalog, RegisteredTool};
 use crate::session::EventLog;
 
+/// Arguments a guard rewrote a call to, with their JSON text.
+pub struct Rewrite {
+    pub args: Value,
+    pub args_json: String,
+}
+
 /// The configured guards, by name, in order.
 #[derive(Debug, Default)]
 pub struct GuardChain {
@@ -40,25 +46,30 @@ impl GuardChain {
         GuardChain { order }
     }
 
-    /// Runs every guard in order until one denies. `Ok(Some(args))`: a guard rewrote
-    /// the arguments (validated against `tool`'s schema, path arguments normalized);
-    /// `Ok(None)`: they stand.
+    /// Runs every guard in order until one denies; `args_json` is the request's
+    /// arguments as JSON text. `Ok(Some(rewrite))`: a guard rewrote the arguments
+    /// (validated against `tool`'s schema, path arguments normalized); `Ok(None)`: they
+    /// stand.
+    #[allow(clippy::too_many_arguments)] // the call's parts, each from its own owner
     pub async fn check(
         &self,
         runtime: &Runtime,
         catalog: &Catalog,
         events: &EventLog,
         request: &CallRequest,
+        args_json: &str,
         tool: &RegisteredTool,
         context: &CallContext,
-    ) -> Result<Option<Value>, ToolError> {
+    ) -> Result<Option<Rewrite>, ToolError> {
         if self.order.is_empty() {
             return Ok(None);
         }
         let tool_name = tool.spec.name.as_str();
-        let mut rewritten: Option<Value> = None;
-        let mut args_json = request.args.to_string();
+        let mut rewritten: Option<Rewrite> = None;
         for name in &self.order {
+            let args_json = rewritten
+                .as_ref()
+                .map_or(args_json, |rewrite| rewrite.args_json.as_str());
             let Some(guard) = catalog.stage(name, PluginKind::Guard) else {
                 return Err(denied(format!(
                     "guard {name} is configured in [pipeline] guards but is not loaded (see `dsh plugins`), so every call is denied"
@@ -66,11 +77,11 @@ impl GuardChain {
             };
             let call = PendingCall {
                 tool: tool_name,
-                args_json: &args_json,
+                args_json,
                 context: context.clone(),
             };
-            let verdict = guard
-                .check(runtime, call)
+            // Boxed, as the tool's call is (see `s3_execute`).
+            let verdict = Box::pin(guard.check(runtime, call))
                 .instrument(crate::traces::plugin_span("guard", name))
                 .await;
             match verdict {
@@ -79,7 +90,9 @@ impl GuardChain {
                     return Err(denied(format!("denied by guard {name}: {reason}")))
                 }
                 Ok(Verdict::Ask(reason)) => {
-                    let args = rewritten.as_ref().unwrap_or(&request.args);
+                    let args = rewritten
+                        .as_ref()
+                        .map_or(&request.args, |rewrite| &rewrite.args);
                     ask(events, request, args, name, &reason, tool_name, context).await?;
                 }
                 Ok(Verdict::Rewrite(new_args)) => {
@@ -100,8 +113,10 @@ impl GuardChain {
                         args = %describe_args(&args),
                         "a guard rewrote the call's arguments"
                     );
-                    args_json = args.to_string();
-                    rewritten = Some(args);
+                    rewritten = Some(Rewrite {
+                        args_json: args.to_string(),
+                        args,
+                    });
                 }
                 Err(failure) => {
                     return Err(denied(format!(

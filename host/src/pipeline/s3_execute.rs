@@ -10,8 +10,6 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
-
 use crate::call::{CallContext, CallResult};
 use crate::engine::Runtime;
 use crate::error::{ErrorCode, ToolError};
@@ -30,23 +28,28 @@ pub struct Executed {
     pub attempts: u32,
 }
 
-/// Runs the tool under the timeout and retry middleware.
+/// Runs the tool on `args_json` (its arguments as JSON text) under the timeout and
+/// retry middleware.
 pub async fn execute(
     runtime: &Runtime,
     tool: &RegisteredTool,
     context: CallContext,
-    args: &Value,
+    args_json: &str,
     timeout: Duration,
     max_retries: u32,
 ) -> Executed {
-    let args_json = args.to_string();
     let mut attempts = 0;
     let retried = async {
         loop {
             attempts += 1;
-            let result = tool
-                .plugin
-                .call(runtime, context.clone(), &tool.spec.name, &args_json)
+            // Boxed: the plugin call's future is kilobytes (a wasm instance's
+            // instantiate and call), and every stage, span and select it is awaited
+            // under would copy it whole as it is built up (see `Pipeline::call`).
+            let result =
+                Box::pin(
+                    tool.plugin
+                        .call(runtime, context.clone(), &tool.spec.name, args_json),
+                )
                 .await;
             let transient = result
                 .error

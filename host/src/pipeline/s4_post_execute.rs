@@ -22,20 +22,20 @@ impl FilterChain {
         FilterChain { order }
     }
 
-    /// Passes the result through every filter in order.
+    /// Passes the result through every filter in order; `args_json` is the call's
+    /// arguments as JSON text.
     pub async fn apply(
         &self,
         runtime: &Runtime,
         catalog: &Catalog,
         tool: &str,
-        args: &serde_json::Value,
+        args_json: &str,
         context: &CallContext,
         mut result: CallResult,
     ) -> CallResult {
         if self.order.is_empty() {
             return result;
         }
-        let args_json = args.to_string();
         for name in &self.order {
             let withheld = |why: String| {
                 CallResult::failed(ToolError::new(
@@ -51,11 +51,11 @@ impl FilterChain {
             };
             let call = PendingCall {
                 tool,
-                args_json: &args_json,
+                args_json,
                 context: context.clone(),
             };
-            let filtered = filter
-                .filter(runtime, call, &result)
+            // Boxed, as the tool's call is (see `s3_execute`).
+            let filtered = Box::pin(filter.filter(runtime, call, &result))
                 .instrument(crate::traces::plugin_span("filter", name))
                 .await;
             match filtered {

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::call::{CallRequest, CallResult};
 use crate::session::Session;
@@ -110,6 +110,22 @@ impl Metrics {
     }
 }
 
+/// The `tool/result` event: how a call ended (serialized straight from the call's
+/// parts, with no JSON map built on the way).
+#[derive(serde::Serialize)]
+struct ResultEvent<'a> {
+    call_id: &'a str,
+    owner: &'a str,
+    tool: &'a str,
+    is_error: bool,
+    code: Option<crate::error::ErrorCode>,
+    message: Option<&'a str>,
+    content_bytes: usize,
+    full_output_path: Option<&'a std::path::Path>,
+    duration_us: u64,
+    attempts: u32,
+}
+
 /// The observers of finished calls.
 pub struct Observers {
     session: Arc<Session>,
@@ -141,18 +157,18 @@ impl Observers {
         let elapsed_us = elapsed.as_micros() as u64;
         self.session.events.write(
             "tool/result",
-            json!({
-                "call_id": call_id,
-                "owner": &*request.owner,
-                "tool": request.tool,
-                "is_error": result.is_error(),
-                "code": code,
-                "message": result.error.as_ref().map(|e| &e.message),
-                "content_bytes": result.content_bytes(),
-                "full_output_path": result.full_output_path,
-                "duration_us": elapsed_us,
-                "attempts": attempts,
-            }),
+            ResultEvent {
+                call_id,
+                owner: &request.owner,
+                tool: &request.tool,
+                is_error: result.is_error(),
+                code,
+                message: result.error.as_ref().map(|e| e.message.as_str()),
+                content_bytes: result.content_bytes(),
+                full_output_path: result.full_output_path.as_deref(),
+                duration_us: elapsed_us,
+                attempts,
+            },
         );
         let code_text = code.map(|c| c.to_string());
         let key = metrics_key(&request.tool, code_text.as_deref(), u64::from(attempts));
@@ -179,6 +195,7 @@ impl Observers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn stats_add_up_from_events() {

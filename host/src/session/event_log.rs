@@ -11,6 +11,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use serde::Serialize;
@@ -34,7 +35,14 @@ pub enum EventLogError {
 pub struct EventLog {
     path: PathBuf,
     file: Mutex<Option<File>>,
+    /// The longest line written so far (up to [`MAX_LINE_HINT`]): the next line's
+    /// buffer starts that big.
+    longest_line: AtomicUsize,
 }
+
+/// A line longer than this (a call with a large argument) does not make every later
+/// line's buffer as big.
+const MAX_LINE_HINT: usize = 64 * 1024;
 
 impl EventLog {
     /// A log at `path`; the file (and its directory, 0700) is made by the first write.
@@ -42,6 +50,7 @@ impl EventLog {
         EventLog {
             path: path.to_path_buf(),
             file: Mutex::new(None),
+            longest_line: AtomicUsize::new(256),
         }
     }
 
@@ -78,16 +87,24 @@ impl EventLog {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        let mut line = serde_json::to_vec(&Record {
-            ts_ms,
-            event,
-            fields,
-        })
+        // Sized from the longest line so far (a call's arguments make most of it), so
+        // the buffer is not grown and copied again and again as the line is written.
+        let mut line = Vec::with_capacity(self.longest_line.load(Ordering::Relaxed) + 1);
+        serde_json::to_writer(
+            &mut line,
+            &Record {
+                ts_ms,
+                event,
+                fields,
+            },
+        )
         .map_err(|source| EventLogError::Serialize {
             event: event.to_string(),
             source,
         })?;
         line.push(b'\n');
+        self.longest_line
+            .fetch_max(line.len().min(MAX_LINE_HINT), Ordering::Relaxed);
         // One write per line on an O_APPEND file: lines never interleave.
         let mut file = self
             .file
@@ -100,11 +117,16 @@ impl EventLog {
                 source,
             })?,
         };
-        let start = opened.metadata().map(|meta| meta.len());
-        if let Err(source) = opened.write_all(&line) {
-            // A partial line would break every line after it: cut it off.
-            if let Ok(start) = start {
-                if let Err(error) = opened.set_len(start) {
+        let (written, failed) = write_counted(&mut opened, &line);
+        if let Some(source) = failed {
+            // A partial line would break every line after it: cut it off. The file's
+            // length is read only now: a `statx` on every write would also make the
+            // kernel stamp the next write's times finely, dirtying the inode each time.
+            if written > 0 {
+                let cut = opened
+                    .metadata()
+                    .and_then(|meta| opened.set_len(meta.len().saturating_sub(written)));
+                if let Err(error) = cut {
                     tracing::warn!(%error, path = %self.path.display(), "cannot cut a partial line off the event log");
                 }
             }
@@ -117,4 +139,19 @@ impl EventLog {
         *file = Some(opened);
         Ok(())
     }
+}
+
+/// Writes all of `line` (as `write_all` does), saying how many bytes went out before an
+/// error, if one stopped it.
+fn write_counted(file: &mut File, line: &[u8]) -> (u64, Option<std::io::Error>) {
+    let mut written = 0;
+    while written < line.len() {
+        match file.write(&line[written..]) {
+            Ok(0) => return (written as u64, Some(std::io::ErrorKind::WriteZero.into())),
+            Ok(n) => written += n,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return (written as u64, Some(error)),
+        }
+    }
+    (written as u64, None)
 }
