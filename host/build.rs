@@ -10,6 +10,8 @@
 
 use std::path::{Path, PathBuf};
 
+use sha2::Digest;
+
 #[path = "src/engine/embedded/set.rs"]
 #[allow(dead_code)]
 mod embedded_set;
@@ -76,16 +78,24 @@ fn main() {
         panic!("{message}");
     }
 
+    // Each component's SHA-256 is computed here, so finding its compile cache entry at
+    // start-up never reads (and never brings into memory) the component's bytes.
     let mut embedded = String::from(
-        "/// The embedded plugins, as `EMBEDDED` lists them: (name, component bytes).\n\
-         pub const PLUGINS: &[(&str, &[u8])] = &[\n",
+        "/// The embedded plugins, as `EMBEDDED` lists them: (name, component bytes, their\n\
+         /// SHA-256 in hex).\n\
+         pub const PLUGINS: &[(&str, &[u8], &str)] = &[\n",
     );
     for plugin in EMBEDDED {
         let wasm = built.join(format!("{}.wasm", plugin.name));
         let copy = out_dir.join(format!("{}.wasm", plugin.name));
         std::fs::copy(&wasm, &copy).unwrap_or_else(|e| panic!("{}: {e}", wasm.display()));
+        let bytes = std::fs::read(&copy).unwrap_or_else(|e| panic!("{}: {e}", copy.display()));
+        let digest: String = sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         embedded.push_str(&format!(
-            "    ({:?}, include_bytes!({:?})),\n",
+            "    ({:?}, include_bytes!({:?}), {digest:?}),\n",
             plugin.name,
             copy.display().to_string()
         ));

@@ -12,11 +12,10 @@ mod support;
 use support::ms;
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dsh::call::CallRequest;
-use dsh::engine::plugin::PluginSource;
+use dsh::engine::plugin::{ComponentBytes, PluginSource};
 use dsh::host::load_plugin;
 
 fn median(samples: &mut [Duration]) -> Duration {
@@ -40,11 +39,11 @@ fn start_once(state: &Path) -> Duration {
 #[tokio::main]
 async fn main() {
     let scratch = tempfile::tempdir().unwrap();
-    let versions: Vec<(String, Arc<[u8]>)> = ["a", "b"]
+    let versions: Vec<(String, ComponentBytes)> = ["a", "b"]
         .iter()
         .map(|v| {
             let bytes = std::fs::read(support::built_plugin(&format!("version_{v}"))).unwrap();
-            (v.to_string(), Arc::from(bytes))
+            (v.to_string(), ComponentBytes::from(bytes))
         })
         .collect();
     let host = support::start_host(scratch.path(), None).await;
@@ -106,7 +105,7 @@ async fn main() {
     for round in 0..10 {
         let (name, bytes) = &versions[round % 2];
         let staged = scratch.path().join("version.wasm.new");
-        std::fs::write(&staged, bytes).unwrap();
+        std::fs::write(&staged, bytes.bytes()).unwrap();
         let started = Instant::now();
         std::fs::rename(&staged, watched.join("version.wasm")).unwrap();
         loop {

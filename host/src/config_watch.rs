@@ -239,10 +239,10 @@ impl LiveConfig {
             }
         };
         for (name, (source, bytes)) in wanted.iter().flatten() {
-            let file_digest = digest(bytes);
+            let file_digest = bytes.digest();
             if !same(
-                &old.plugin(name, &file_digest),
-                &config.plugin(name, &file_digest),
+                &old.plugin(name, file_digest),
+                &config.plugin(name, file_digest),
             ) {
                 changed.push(format!("plugins.{name} (relinked)"));
                 relink_plugin(
@@ -254,7 +254,7 @@ impl LiveConfig {
                     bytes.clone(),
                 )
                 .await;
-            } else if !registry.has_version(name, &file_digest) {
+            } else if !registry.has_version(name, file_digest) {
                 changed.push(format!("{name} loaded"));
                 load_plugin(
                     runtime,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::engine::plugin::{digest, Plugin, PluginKind, PluginSource};
+use crate::engine::plugin::{ComponentBytes, Plugin, PluginKind, PluginSource};
 use crate::engine::{embedded, EngineError, Runtime};
 use crate::pipeline::Pipeline;
 use crate::registry::{Refusal, Registry};
@@ -339,7 +339,7 @@ fn load_in_background(
 }
 
 /// Plugins by name, each with where it comes from and its bytes.
-pub type PluginSet = BTreeMap<String, (PluginSource, Arc<[u8]>)>;
+pub type PluginSet = BTreeMap<String, (PluginSource, ComponentBytes)>;
 
 /// The plugins `config` and `dir` call for, by name: the embedded ones it wants, each
 /// replaced by a file `NAME.wasm` in `dir`, and the other files there. A file that
@@ -351,11 +351,14 @@ pub fn plugin_set(
 ) -> Result<PluginSet, StartError> {
     let mut set: PluginSet = embedded::PLUGINS
         .iter()
-        .filter(|(name, _)| embedded::wanted(name, config))
-        .map(|(name, bytes)| {
+        .filter(|(name, _, _)| embedded::wanted(name, config))
+        .map(|(name, bytes, digest)| {
             (
                 name.to_string(),
-                (PluginSource::Embedded, Arc::from(*bytes)),
+                (
+                    PluginSource::Embedded,
+                    ComponentBytes::embedded(bytes, digest),
+                ),
             )
         })
         .collect();
@@ -376,7 +379,7 @@ pub fn plugin_set(
             };
             match std::fs::read(&path) {
                 Ok(bytes) => {
-                    set.insert(name, (PluginSource::Path(path), Arc::from(bytes)));
+                    set.insert(name, (PluginSource::Path(path), bytes.into()));
                 }
                 Err(error) => registry.record_refusal(
                     &name,
@@ -410,7 +413,7 @@ pub async fn load_plugin(
     config: &Config,
     name: &str,
     source: PluginSource,
-    bytes: Arc<[u8]>,
+    bytes: ComponentBytes,
 ) -> bool {
     load(
         runtime,
@@ -434,7 +437,7 @@ pub async fn relink_plugin(
     config: &Config,
     name: &str,
     source: PluginSource,
-    bytes: Arc<[u8]>,
+    bytes: ComponentBytes,
 ) -> bool {
     load(
         runtime,
@@ -454,10 +457,10 @@ async fn load(
     config: &Config,
     name: &str,
     source: PluginSource,
-    bytes: Arc<[u8]>,
+    bytes: ComponentBytes,
     on_refusal: OnRefusal,
 ) -> bool {
-    let file_digest = digest(&bytes);
+    let file_digest = bytes.digest().to_string();
     let plugin_config = config.plugin(name, &file_digest);
     let loaded = Plugin::load(runtime, name, source.clone(), bytes, plugin_config).await;
     let outcome = loaded.map_err(|e| e.to_string()).and_then(|plugin| {

@@ -18,7 +18,7 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher};
 
 use crate::engine::embedded;
-use crate::engine::plugin::{digest, PluginSource};
+use crate::engine::plugin::{ComponentBytes, PluginSource};
 use crate::host::load_plugin;
 use crate::pipeline::Pipeline;
 use crate::registry::Refusal;
@@ -92,20 +92,20 @@ async fn reload(pipeline: &Pipeline, path: &Path) {
     let source = PluginSource::Path(path.to_path_buf());
     match tokio::fs::read(path).await {
         Ok(bytes) => {
-            if registry.has_version(&name, &digest(&bytes)) {
+            let bytes = ComponentBytes::from(bytes);
+            if registry.has_version(&name, bytes.digest()) {
                 tracing::debug!(plugin = %name, "already serving or refused; nothing to reload");
                 return;
             }
-            let loaded =
-                load_plugin(runtime, registry, config, &name, source, Arc::from(bytes)).await;
+            let loaded = load_plugin(runtime, registry, config, &name, source, bytes).await;
             count(pipeline, loaded);
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             registry.remove(&name);
             tracing::info!(plugin = %name, "plugin file deleted; its tools are gone");
-            if let Some((_, bytes)) = embedded::PLUGINS
+            if let Some((_, bytes, digest)) = embedded::PLUGINS
                 .iter()
-                .find(|(embedded, _)| *embedded == name && embedded::wanted(embedded, config))
+                .find(|(embedded, _, _)| *embedded == name && embedded::wanted(embedded, config))
             {
                 let loaded = load_plugin(
                     runtime,
@@ -113,7 +113,7 @@ async fn reload(pipeline: &Pipeline, path: &Path) {
                     config,
                     &name,
                     PluginSource::Embedded,
-                    Arc::from(*bytes),
+                    ComponentBytes::embedded(bytes, digest),
                 )
                 .await;
                 count(pipeline, loaded);

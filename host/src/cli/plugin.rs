@@ -15,7 +15,7 @@ use anyhow::Context;
 
 use dsh::config::Config;
 use dsh::engine::cache::CacheOutcome;
-use dsh::engine::plugin::{digest, LoadError, Plugin, PluginSource};
+use dsh::engine::plugin::{ComponentBytes, LoadError, Plugin, PluginSource};
 use dsh::engine::Runtime;
 use dsh::registry::Registry;
 use dsh::services::Services;
@@ -150,12 +150,12 @@ async fn inspect(
     file: &std::path::Path,
     bytes: Vec<u8>,
 ) -> Report {
-    let bytes: Arc<[u8]> = Arc::from(bytes);
-    let file_digest = digest(&bytes);
+    let bytes = ComponentBytes::from(bytes);
+    let file_digest = bytes.digest().to_string();
     let mut report = Report {
         file: file.to_path_buf(),
         name: name.clone(),
-        size_bytes: bytes.len(),
+        size_bytes: bytes.bytes().len(),
         digest: file_digest.clone(),
         compile_ms: 0.0,
         compile_cache: None,
@@ -172,13 +172,8 @@ async fn inspect(
     // Compile (or read the cache) first, timed; the load below then reads the cache.
     let started = Instant::now();
     let compiled = {
-        let (engine, cache, key, bytes) = (
-            runtime.engine.clone(),
-            runtime.cache.clone(),
-            file_digest.clone(),
-            bytes.clone(),
-        );
-        tokio::task::spawn_blocking(move || cache.load(&engine, &bytes, &key)).await
+        let (engine, cache, bytes) = (runtime.engine.clone(), runtime.cache.clone(), bytes.clone());
+        tokio::task::spawn_blocking(move || cache.load(&engine, &bytes)).await
     };
     report.compile_ms = started.elapsed().as_secs_f64() * 1000.0;
     if let Ok(Ok((component, outcome))) = compiled {

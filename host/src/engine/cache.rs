@@ -5,7 +5,9 @@
 //! key (`cache/key`, 32 random bytes, 0600), of the entry's identity (component digest
 //! and engine key) and its bytes. An entry whose tag does not verify (truncated,
 //! corrupted, copied from another entry, tampered with by anyone without the key) is
-//! never deserialized: it is recompiled and rewritten.
+//! never deserialized: it is recompiled and rewritten. An entry is read once through a
+//! descriptor to check its tag, then mapped from that descriptor: its code is shared
+//! with the page cache, and only the pages that run are resident.
 // Unsafe allowed: deserializing compiled code wasmtime cannot check (see `tidy.rs`).
 #![allow(unsafe_code)]
 
@@ -18,6 +20,7 @@ use sha2::Sha256;
 use wasmtime::component::Component;
 use wasmtime::Engine;
 
+use super::plugin::ComponentBytes;
 use crate::private;
 
 /// Bytes of the secret key.
@@ -82,58 +85,131 @@ impl ComponentCache {
             .map_err(String::as_str)
     }
 
-    /// The compiled component for `bytes` (whose SHA-256 is `component_digest`), from
-    /// the cache when an authenticated entry exists. Blocking: call off the async
-    /// threads.
+    /// The compiled `component`, from the cache when an authenticated entry exists.
+    /// Blocking: call off the async threads.
     pub fn load(
         &self,
         engine: &Engine,
-        bytes: &[u8],
-        component_digest: &str,
+        component: &ComponentBytes,
     ) -> wasmtime::Result<(Component, CacheOutcome)> {
         let Some(dir) = &self.dir else {
-            return Ok((Component::new(engine, bytes)?, CacheOutcome::Disabled));
+            return Ok((
+                Component::new(engine, component.bytes())?,
+                CacheOutcome::Disabled,
+            ));
         };
         let key = match self.key(dir) {
             Ok(key) => key,
             Err(error) => {
                 tracing::warn!(%error, dir = %dir.display(), "no compile cache key: compiling without the cache");
-                return Ok((Component::new(engine, bytes)?, CacheOutcome::Disabled));
+                return Ok((
+                    Component::new(engine, component.bytes())?,
+                    CacheOutcome::Disabled,
+                ));
             }
         };
-        let (code_path, tag_path) = self.entry(dir, component_digest);
-        let outcome = match (
-            std::fs::read(&code_path),
-            std::fs::read_to_string(&tag_path),
-        ) {
-            (Err(_), _) => CacheOutcome::Miss,
-            (Ok(code), tag) => {
-                let tag = tag.unwrap_or_default();
-                if verify(&key, component_digest, &self.engine_key, &code, tag.trim()) {
-                    // SAFETY: the bytes carry a valid tag under this user's secret key
-                    // over this entry's identity and content: this process's engine
-                    // configuration (the key includes its compatibility hash) wrote
-                    // them for this component.
-                    match unsafe { Component::deserialize(engine, &code) } {
-                        Ok(component) => return Ok((component, CacheOutcome::Hit)),
-                        Err(error) => {
-                            tracing::warn!(%error, entry = %code_path.display(), "compile cache entry does not deserialize: recompiling");
-                        }
-                    }
-                } else {
-                    tracing::warn!(entry = %code_path.display(), "compile cache entry fails authentication (truncated, corrupted or tampered with): discarded, recompiling");
-                }
+        let entry = Entry::new(self, dir, component.digest(), &key);
+        let outcome = match entry.map(engine) {
+            Ok(compiled) => return Ok((compiled, CacheOutcome::Hit)),
+            Err(EntryError::Missing) => CacheOutcome::Miss,
+            Err(error) => {
+                tracing::warn!(%error, entry = %entry.code_path.display(), "compile cache entry discarded: recompiling");
                 CacheOutcome::Corrupt
             }
         };
-        let code = engine.precompile_component(bytes)?;
-        // SAFETY: `code` was just produced by this engine.
-        let component = unsafe { Component::deserialize(engine, &code)? };
-        let tag = tag(&key, component_digest, &self.engine_key, &code);
-        if let Err(error) = store_entry(dir, &code_path, &tag_path, &code, &tag) {
-            tracing::warn!(%error, dir = %dir.display(), "cannot write the compile cache");
+        let code = engine.precompile_component(component.bytes())?;
+        let tag = tag(&key, component.digest(), &self.engine_key, &code);
+        match store_entry(dir, &entry.code_path, &entry.tag_path, &code, &tag) {
+            // Mapped from the file just written, so its code is shared with the page
+            // cache and only what runs is resident (checked again: it is a file).
+            Ok(()) => match entry.map(engine) {
+                Ok(compiled) => return Ok((compiled, outcome)),
+                Err(error) => {
+                    tracing::warn!(%error, entry = %entry.code_path.display(), "compile cache entry just written does not load: using the compiled code in memory");
+                }
+            },
+            Err(error) => {
+                tracing::warn!(%error, dir = %dir.display(), "cannot write the compile cache");
+            }
         }
-        Ok((component, outcome))
+        // SAFETY: `code` was just produced by this engine.
+        let compiled = unsafe { Component::deserialize(engine, &code)? };
+        Ok((compiled, outcome))
+    }
+}
+
+/// Why an entry was not loaded.
+#[derive(Debug, thiserror::Error)]
+enum EntryError {
+    #[error("no entry")]
+    Missing,
+    #[error("cannot read it: {0}")]
+    Read(std::io::Error),
+    #[error("it fails authentication (truncated, corrupted or tampered with)")]
+    Unauthentic,
+    #[error("it does not deserialize: {0}")]
+    Deserialize(wasmtime::Error),
+}
+
+/// One component's entry in the cache: its code file and its tag's sidecar.
+struct Entry<'a> {
+    code_path: PathBuf,
+    tag_path: PathBuf,
+    component_digest: &'a str,
+    engine_key: &'a str,
+    key: &'a [u8; KEY_BYTES],
+}
+
+impl<'a> Entry<'a> {
+    fn new(
+        cache: &'a ComponentCache,
+        dir: &Path,
+        component_digest: &'a str,
+        key: &'a [u8; KEY_BYTES],
+    ) -> Self {
+        let (code_path, tag_path) = cache.entry(dir, component_digest);
+        Entry {
+            code_path,
+            tag_path,
+            component_digest,
+            engine_key: &cache.engine_key,
+            key,
+        }
+    }
+
+    /// The entry's compiled component, mapped from its file once the file's bytes,
+    /// read through the same descriptor, carry a valid tag. Nothing is copied: the
+    /// code stays in the page cache and only the pages that run are resident.
+    fn map(&self, engine: &Engine) -> Result<Component, EntryError> {
+        use std::os::fd::AsRawFd;
+        let file = match std::fs::File::open(&self.code_path) {
+            Ok(file) => file,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Err(EntryError::Missing)
+            }
+            Err(error) => return Err(EntryError::Read(error)),
+        };
+        let tag_hex = std::fs::read_to_string(&self.tag_path).unwrap_or_default();
+        let authentic = verify(
+            self.key,
+            self.component_digest,
+            self.engine_key,
+            &file,
+            tag_hex.trim(),
+        )
+        .map_err(EntryError::Read)?;
+        if !authentic {
+            return Err(EntryError::Unauthentic);
+        }
+        // The descriptor's own file (a path could name another by now).
+        let same_file = format!("/proc/self/fd/{}", file.as_raw_fd());
+        // SAFETY: the file's bytes carry a valid tag under this user's secret key over
+        // this entry's identity and content: this process's engine configuration (the
+        // key includes its compatibility hash) wrote them for this component. Entries
+        // are replaced by rename, never written in place; a writer with this user's
+        // rights could still change the file under the mapping, but such a writer can
+        // read the key as well, which the tag never defended against.
+        unsafe { Component::deserialize_file(engine, same_file) }.map_err(EntryError::Deserialize)
     }
 }
 
@@ -162,20 +238,29 @@ fn tag(key: &[u8; KEY_BYTES], component_digest: &str, engine_key: &str, code: &[
         .into_bytes())
 }
 
-/// True when `tag_hex` is the entry's tag (compared in constant time).
+/// True when `tag_hex` is the tag of the entry whose bytes `code` reads (compared in
+/// constant time). The bytes are read in chunks, never held whole.
 fn verify(
     key: &[u8; KEY_BYTES],
     component_digest: &str,
     engine_key: &str,
-    code: &[u8],
+    mut code: impl std::io::Read,
     tag_hex: &str,
-) -> bool {
+) -> std::io::Result<bool> {
     let Some(tag) = unhex(tag_hex) else {
-        return false;
+        return Ok(false);
     };
-    mac(key, component_digest, engine_key, code)
-        .verify_slice(&tag)
-        .is_ok()
+    let mut mac = mac(key, component_digest, engine_key, &[]);
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        match code.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => mac.update(&chunk[..n]),
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(mac.verify_slice(&tag).is_ok())
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -283,22 +368,74 @@ mod tests {
     fn a_tag_verifies_only_for_its_key_identity_and_bytes() {
         let key = [7u8; KEY_BYTES];
         let good = tag(&key, DIGEST, ENGINE, b"code");
-        assert!(verify(&key, DIGEST, ENGINE, b"code", &good));
-        assert!(!verify(&key, DIGEST, ENGINE, b"code!", &good));
-        assert!(!verify(&key, "cd34", ENGINE, b"code", &good));
-        assert!(!verify(&key, DIGEST, "ffffffffffffffff", b"code", &good));
-        assert!(!verify(&[8u8; KEY_BYTES], DIGEST, ENGINE, b"code", &good));
-        assert!(!verify(
+        let verifies =
+            |key: &[u8; KEY_BYTES], digest: &str, engine: &str, code: &[u8], tag: &str| {
+                verify(key, digest, engine, code, tag).unwrap()
+            };
+        assert!(verifies(&key, DIGEST, ENGINE, b"code", &good));
+        assert!(!verifies(&key, DIGEST, ENGINE, b"code!", &good));
+        assert!(!verifies(&key, "cd34", ENGINE, b"code", &good));
+        assert!(!verifies(&key, DIGEST, "ffffffffffffffff", b"code", &good));
+        assert!(!verifies(&[8u8; KEY_BYTES], DIGEST, ENGINE, b"code", &good));
+        assert!(!verifies(
             &key,
             DIGEST,
             ENGINE,
             b"code",
             &good[..good.len() - 2]
         ));
-        assert!(!verify(&key, DIGEST, ENGINE, b"code", "not hex"));
+        assert!(!verifies(&key, DIGEST, ENGINE, b"code", "not hex"));
         // The SHA-256 an attacker can compute is no tag.
         let sha = crate::engine::plugin::digest(b"code");
-        assert!(!verify(&key, DIGEST, ENGINE, b"code", &sha));
+        assert!(!verifies(&key, DIGEST, ENGINE, b"code", &sha));
+        // Read in chunks: a tag over more than one chunk verifies too.
+        let long = vec![3u8; 200 << 10];
+        let long_tag = tag(&key, DIGEST, ENGINE, &long);
+        assert!(verifies(&key, DIGEST, ENGINE, &long, &long_tag));
+    }
+
+    /// A hit maps the entry's file (its code shared with the page cache, resident
+    /// only where it runs), and so does a miss once the entry is written; a tampered
+    /// entry is neither mapped nor loaded.
+    #[test]
+    fn entries_are_mapped_from_their_files_after_their_tags_verify() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::default();
+        let cache = ComponentCache::new(&engine, Some(dir.path().to_path_buf()));
+        let (_, bytes, digest) = crate::engine::embedded::PLUGINS
+            .iter()
+            .find(|(name, _, _)| *name == "redact_secrets")
+            .unwrap();
+        let component = ComponentBytes::embedded(bytes, digest);
+        let mapped = |code_path: &Path| {
+            let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+            maps.lines()
+                .filter(|line| line.ends_with(&*code_path.to_string_lossy()))
+                .count()
+        };
+        let key = cache.key(dir.path()).unwrap();
+        let code_path = Entry::new(&cache, dir.path(), digest, &key).code_path;
+
+        let (missed, outcome) = cache.load(&engine, &component).unwrap();
+        assert_eq!(outcome, CacheOutcome::Miss);
+        assert!(
+            mapped(&code_path) > 0,
+            "a fresh entry is mapped from its file"
+        );
+        let (hit, outcome) = cache.load(&engine, &component).unwrap();
+        assert_eq!(outcome, CacheOutcome::Hit);
+        drop((missed, hit));
+        assert_eq!(mapped(&code_path), 0, "unmapped with its components");
+
+        let mut code = std::fs::read(&code_path).unwrap();
+        let last = code.len() - 1;
+        code[last] ^= 1;
+        std::fs::write(&code_path, &code).unwrap();
+        let entry = Entry::new(&cache, dir.path(), digest, &key);
+        assert!(matches!(entry.map(&engine), Err(EntryError::Unauthentic)));
+        assert_eq!(mapped(&code_path), 0, "a tampered entry is never mapped");
+        let (_, outcome) = cache.load(&engine, &component).unwrap();
+        assert_eq!(outcome, CacheOutcome::Corrupt);
     }
 
     #[test]

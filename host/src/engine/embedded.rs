@@ -6,7 +6,8 @@ pub mod set;
 
 pub use set::{EmbeddedPlugin, Kind, EMBEDDED};
 
-// `PLUGINS: &[(&str, &[u8])]`: each of `EMBEDDED`, in order, with its component bytes.
+// `PLUGINS: &[(&str, &[u8], &str)]`: each of `EMBEDDED`, in order, with its component
+// bytes and their SHA-256.
 include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
 
 /// Whether the embedded plugin `name` is loaded under `config`: every tool, and the
@@ -28,13 +29,15 @@ mod tests {
 
     #[test]
     fn every_embedded_plugin_has_its_component_in_the_binary() {
-        let names: Vec<&str> = PLUGINS.iter().map(|(name, _)| *name).collect();
+        let names: Vec<&str> = PLUGINS.iter().map(|(name, _, _)| *name).collect();
         let listed: Vec<&str> = EMBEDDED.iter().map(|plugin| plugin.name).collect();
         assert_eq!(names, listed);
-        for (name, bytes) in PLUGINS {
+        for (name, bytes, digest) in PLUGINS {
             // A component's preamble: `\0asm`, then a version with the component layer.
             assert_eq!(&bytes[..4], b"\0asm", "{name}");
             assert_eq!(&bytes[6..8], &[0x01, 0x00], "{name} is not a component");
+            // The digest computed when it was embedded is the bytes' own.
+            assert_eq!(*digest, crate::engine::plugin::digest(bytes), "{name}");
         }
     }
 

@@ -311,29 +311,63 @@ pub fn digest(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// A component's bytes and their SHA-256 (hex), computed once. An embedded component's
+/// bytes are borrowed from the binary and its digest was computed when dsh was built,
+/// so loading it from the compile cache never reads them: they stay on disk, out of
+/// the server's memory.
+#[derive(Debug, Clone)]
+pub struct ComponentBytes {
+    bytes: bytes::Bytes,
+    digest: Arc<str>,
+}
+
+impl ComponentBytes {
+    /// An embedded component: its bytes in the binary and their digest.
+    pub fn embedded(bytes: &'static [u8], digest: &'static str) -> Self {
+        ComponentBytes {
+            bytes: bytes::Bytes::from_static(bytes),
+            digest: Arc::from(digest),
+        }
+    }
+
+    /// SHA-256 of the bytes, hex.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl From<Vec<u8>> for ComponentBytes {
+    fn from(bytes: Vec<u8>) -> Self {
+        let digest = digest(&bytes).into();
+        ComponentBytes {
+            bytes: bytes.into(),
+            digest,
+        }
+    }
+}
+
 impl Plugin {
     /// Compiles (off the async threads), links and describes a plugin.
     pub async fn load(
         runtime: &Arc<Runtime>,
         name: &str,
         source: PluginSource,
-        bytes: Arc<[u8]>,
+        bytes: ComponentBytes,
         config: PluginConfig,
     ) -> Result<Plugin, LoadError> {
-        let digest = digest(&bytes);
-        let (engine, cache, key) = (
-            runtime.engine.clone(),
-            runtime.cache.clone(),
-            digest.clone(),
-        );
-        let (component, outcome) =
-            tokio::task::spawn_blocking(move || cache.load(&engine, &bytes, &key))
-                .await
-                .map_err(|e| LoadError::Join(e.to_string()))?
-                .map_err(|error| match super::bounds_refusal(&error) {
-                    Some(why) => LoadError::Bounds(why),
-                    None => LoadError::Compile(error),
-                })?;
+        let digest = bytes.digest().to_string();
+        let (engine, cache) = (runtime.engine.clone(), runtime.cache.clone());
+        let (component, outcome) = tokio::task::spawn_blocking(move || cache.load(&engine, &bytes))
+            .await
+            .map_err(|e| LoadError::Join(e.to_string()))?
+            .map_err(|error| match super::bounds_refusal(&error) {
+                Some(why) => LoadError::Bounds(why),
+                None => LoadError::Compile(error),
+            })?;
         match outcome {
             CacheOutcome::Hit => tracing::info!(plugin = name, "compile cache hit"),
             CacheOutcome::Miss => tracing::info!(plugin = name, "compile cache miss: compiled"),

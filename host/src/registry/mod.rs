@@ -831,15 +831,15 @@ mod tests {
         let services =
             crate::services::Services::new(&config.services(), spill.path().into()).unwrap();
         let runtime = Arc::new(crate::engine::Runtime::new(services, None).unwrap());
-        let (_, bytes) = crate::engine::embedded::PLUGINS
+        let (_, bytes, digest) = crate::engine::embedded::PLUGINS
             .iter()
-            .find(|(name, _)| *name == "jobs")
+            .find(|(name, _, _)| *name == "jobs")
             .unwrap();
         let plugin = Plugin::load(
             &runtime,
             "jobs",
             PluginSource::Embedded,
-            Arc::from(*bytes),
+            crate::engine::plugin::ComponentBytes::embedded(bytes, digest),
             Default::default(),
         )
         .await
