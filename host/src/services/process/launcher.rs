@@ -102,8 +102,8 @@ impl Launch {
             Stdio::Pipes { input, output } => (input.as_raw_fd(), output.as_raw_fd(), false),
             Stdio::Pty { slave, .. } => (slave.as_raw_fd(), slave.as_raw_fd(), true),
         };
-        let run = self.containment.new_run()?;
-        let placement = run.placement();
+        let mut run = self.containment.new_run()?;
+        let placement = run.placement()?;
         let envp = self.envp(&env, &placement)?;
         let spec = spawn::SpawnSpec {
             program: &program,
@@ -125,7 +125,7 @@ impl Launch {
             None => spawn::spawn(&spec),
         }
         .map_err(ProcessError::Spawn)?;
-        run.set_leader(child.pid());
+        run.started(child.pid());
         Ok(Contained {
             child,
             run,

@@ -940,6 +940,30 @@ mod tests {
         escapees_die_with_their_run(crate::services::process::ContainmentMode::Subreaper).await;
     }
 
+    /// A live run holds one descriptor of its cgroups (its `cgroup.kill`): those only
+    /// the spawn needed (the directory, `cgroup.procs`) are closed once its process has
+    /// started. The command counts the host's descriptors into its own cgroup.
+    #[tokio::test]
+    async fn a_started_run_holds_only_its_kill_descriptor() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = service_with(crate::services::process::ContainmentMode::Cgroup);
+        let command = format!(
+            "run=$(sed -n 's|^0::.*/||p' /proc/self/cgroup); \
+             for _ in $(seq 100); do \
+               n=$(for f in /proc/{}/fd/*; do readlink $f; done | grep -cE \"/$run(/|\\$)\"); \
+               [ $n -le 1 ] && break; sleep 0.02; \
+             done; echo $run $n",
+            std::process::id()
+        );
+        let out = service.run(spec(&command, dir.path())).await.unwrap();
+        let text = out.output.text.trim().to_string();
+        assert!(text.starts_with("run-"), "{text}");
+        assert!(
+            text.ends_with(" 1"),
+            "descriptors into the run's cgroups: {text}"
+        );
+    }
+
     fn spec(command: &str, dir: &std::path::Path) -> RunSpec {
         RunSpec {
             owner: "test".into(),

@@ -66,18 +66,27 @@ pub struct CgroupTree {
 }
 
 /// One run's cgroups, prepared: its v2 directory and the descriptors a spawn and a kill
-/// need.
+/// need. Those only the spawn needs are closed once its process has started, so a live
+/// run holds one descriptor (its `cgroup.kill`, open ahead so a kill never needs a
+/// descriptor it may not get).
 #[derive(Debug)]
 pub struct CgroupRun {
     dir: PathBuf,
+    /// `None` once the run's process has started (or for a run adopted at an upgrade).
+    spawn: Option<SpawnFiles>,
+    v1_dirs: Vec<PathBuf>,
+    kill: File,
+}
+
+/// What starting a run's process needs.
+#[derive(Debug)]
+struct SpawnFiles {
     /// The v2 directory, for `CLONE_INTO_CGROUP`.
     dir_fd: File,
     /// `cgroup.procs` files the process writes itself into: the v2 one is used only
     /// where `clone3` is missing; the v1 ones always.
     v2_procs: File,
     v1_procs: Vec<File>,
-    v1_dirs: Vec<PathBuf>,
-    kill: File,
 }
 
 /// Which cgroups a spawn puts the process in.
@@ -96,16 +105,10 @@ impl CgroupRun {
         let failed = |what: &Path, e: std::io::Error| {
             ContainmentError::Cgroup(format!("cannot adopt {}: {e}", what.display()))
         };
-        let mut v1_procs = Vec::new();
-        for v1_dir in &v1_dirs {
-            v1_procs
-                .push(open_for_write(&v1_dir.join("cgroup.procs")).map_err(|e| failed(v1_dir, e))?);
-        }
+        // Its process started before the upgrade: only a kill is left to make.
         Ok(CgroupRun {
-            dir_fd: File::open(&dir).map_err(|e| failed(&dir, e))?,
-            v2_procs: open_for_write(&dir.join("cgroup.procs")).map_err(|e| failed(&dir, e))?,
+            spawn: None,
             kill: open_for_write(&dir.join("cgroup.kill")).map_err(|e| failed(&dir, e))?,
-            v1_procs,
             v1_dirs,
             dir,
         })
@@ -116,12 +119,18 @@ impl CgroupRun {
         (self.dir.clone(), self.v1_dirs.clone())
     }
 
-    pub fn placement(&self) -> Placement {
-        Placement {
-            cgroup_dir: self.dir_fd.as_raw_fd(),
-            v2_procs: self.v2_procs.as_raw_fd(),
-            v1_procs: self.v1_procs.iter().map(|f| f.as_raw_fd()).collect(),
-        }
+    /// Where the run's process goes; `None` once it has started (a run has one).
+    pub fn placement(&self) -> Option<Placement> {
+        self.spawn.as_ref().map(|spawn| Placement {
+            cgroup_dir: spawn.dir_fd.as_raw_fd(),
+            v2_procs: spawn.v2_procs.as_raw_fd(),
+            v1_procs: spawn.v1_procs.iter().map(|f| f.as_raw_fd()).collect(),
+        })
+    }
+
+    /// The run's process has started: closes what only its spawn needed.
+    pub fn started(&mut self) {
+        self.spawn = None;
     }
 
     /// SIGKILL to every process of the run, whatever session or group it moved to.
@@ -350,11 +359,14 @@ impl CgroupTree {
         };
         let dir = self.node.join(&name);
         std::fs::create_dir(&dir).map_err(|e| failed(&dir, e))?;
-        let mut run = CgroupRun {
+        let mut spawn = SpawnFiles {
             dir_fd: File::open(&dir).map_err(|e| failed(&dir, e))?,
             v2_procs: open_for_write(&dir.join("cgroup.procs")).map_err(|e| failed(&dir, e))?,
-            kill: open_for_write(&dir.join("cgroup.kill")).map_err(|e| failed(&dir, e))?,
             v1_procs: Vec::new(),
+        };
+        let mut run = CgroupRun {
+            spawn: None,
+            kill: open_for_write(&dir.join("cgroup.kill")).map_err(|e| failed(&dir, e))?,
             v1_dirs: Vec::new(),
             dir: dir.clone(),
         };
@@ -379,10 +391,11 @@ impl CgroupTree {
                 ),
             }
             .map_err(|e| failed(&v1_dir, e))?;
-            run.v1_procs.push(
+            spawn.v1_procs.push(
                 open_for_write(&v1_dir.join("cgroup.procs")).map_err(|e| failed(&v1_dir, e))?,
             );
         }
+        run.spawn = Some(spawn);
         Ok(run)
     }
 

@@ -403,11 +403,14 @@ impl Run {
         }
     }
 
-    /// Where the run's first process goes.
-    pub fn placement(&self) -> SpawnPlacement {
-        match &self.kind {
+    /// Where the run's process goes (a run has one: once it has started, there is no
+    /// placement left to give).
+    pub fn placement(&self) -> Result<SpawnPlacement, ContainmentError> {
+        Ok(match &self.kind {
             RunKind::Cgroup(Some(run)) => {
-                let placement = run.placement();
+                let placement = run.placement().ok_or_else(|| {
+                    ContainmentError::Cgroup("the run's process has started already".into())
+                })?;
                 SpawnPlacement {
                     cgroup: Some((placement.cgroup_dir, placement.v2_procs)),
                     join: placement.v1_procs,
@@ -423,6 +426,15 @@ impl Run {
                     ..SpawnPlacement::default()
                 }
             }
+        })
+    }
+
+    /// The run's process `pid` has started (it leads the run's process group): what
+    /// only its spawn needed is closed.
+    pub fn started(&mut self, pid: i32) {
+        self.set_leader(pid);
+        if let RunKind::Cgroup(Some(run)) = &mut self.kind {
+            run.started();
         }
     }
 
