@@ -2,6 +2,7 @@
 //! `.wasm` is reported with its reason and never takes the others down.
 
 use crate::support::{built_plugin, Env};
+use std::process::Command;
 
 #[test]
 fn broken_wasm_files_are_refused_with_a_reason_and_bash_still_works() {
@@ -140,6 +141,48 @@ fn a_corrupted_cache_entry_is_recompiled_not_loaded() {
     assert!(tools_log(&env).contains("compile cache hit"));
     let out = env.call("bash", r#"{"command":"echo fine","description":"d"}"#);
     assert_eq!(out.content, "fine\n[exit code: 0]");
+}
+
+/// A state directory on a `noexec` mount (as `/tmp` often is, where the state directory
+/// goes without `HOME`): its cache entries cannot be mapped executable, so each is
+/// loaded from a checked copy, and a second start is still all hits, never a recompile.
+/// Runs in a mount namespace of its own (`unshare`); skipped where none can be made.
+#[test]
+fn a_compile_cache_on_a_noexec_mount_is_loaded_not_recompiled() {
+    let env = Env::new();
+    let mount = env.workdir().join("noexec");
+    std::fs::create_dir_all(&mount).unwrap();
+    let output = Command::new("unshare")
+        .args(["-rm", "--", "sh", "-c"])
+        .arg(
+            "mount -t tmpfs -o noexec,mode=0700 tmpfs \"$1\" || exit 97; \
+             \"$2\" tools --json >/dev/null || exit 1; echo SECOND-START >&2; \
+             \"$2\" tools --json >/dev/null",
+        )
+        .args([
+            "sh".as_ref(),
+            mount.as_os_str(),
+            env!("CARGO_BIN_EXE_dsh").as_ref(),
+        ])
+        .env("DSH_STATE_DIR", mount.join("state"))
+        .env("DSH_WORKDIR", env.workdir())
+        .env("RUST_LOG", "dsh=info")
+        .env_remove("DSH_CONFIG")
+        .env_remove("DSH_PLUGINS")
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&output.stderr);
+    if output.status.code() == Some(97) || log.starts_with("unshare:") {
+        eprintln!("skipped: no mount namespace with a noexec tmpfs here: {log}");
+        return;
+    }
+    assert!(output.status.success(), "{log}");
+    let (first, second) = log.split_once("SECOND-START").unwrap();
+    assert!(first.contains("compile cache miss"), "{first}");
+    assert!(second.contains("compile cache hit"), "{second}");
+    for word in ["miss", "corrupt", "recompil", "does not load"] {
+        assert!(!second.contains(word), "{word}: {second}");
+    }
 }
 
 /// A refused plugin is listed with the contract version and imports read from its

@@ -181,24 +181,32 @@ impl<'a> Entry<'a> {
     /// read through the same descriptor, carry a valid tag. Nothing is copied: the
     /// code stays in the page cache and only the pages that run are resident.
     fn map(&self, engine: &Engine) -> Result<Component, EntryError> {
+        match std::fs::File::open(&self.code_path) {
+            Ok(file) => self.load_open(engine, &file),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Err(EntryError::Missing),
+            Err(error) => Err(EntryError::Read(error)),
+        }
+    }
+
+    /// [`Self::map`] for the entry's opened `file`. A file that cannot be mapped
+    /// executable (a cache on a `noexec` mount) is read whole, checked again and copied
+    /// instead: it is loaded, not recompiled at every start.
+    fn load_open(&self, engine: &Engine, file: &std::fs::File) -> Result<Component, EntryError> {
         use std::os::fd::AsRawFd;
-        let file = match std::fs::File::open(&self.code_path) {
-            Ok(file) => file,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                return Err(EntryError::Missing)
-            }
-            Err(error) => return Err(EntryError::Read(error)),
-        };
         let tag_hex = std::fs::read_to_string(&self.tag_path).unwrap_or_default();
-        let authentic = verify(
-            self.key,
-            self.component_digest,
-            self.engine_key,
-            &file,
-            tag_hex.trim(),
-        )
-        .map_err(EntryError::Read)?;
-        if !authentic {
+        let tag_hex = tag_hex.trim();
+        let authentic = |code: &mut dyn std::io::Read| {
+            verify(
+                self.key,
+                self.component_digest,
+                self.engine_key,
+                code,
+                tag_hex,
+            )
+            .map_err(EntryError::Read)
+        };
+        let mut reader = file;
+        if !authentic(&mut reader)? {
             return Err(EntryError::Unauthentic);
         }
         // The descriptor's own file (a path could name another by now).
@@ -209,7 +217,17 @@ impl<'a> Entry<'a> {
         // are replaced by rename, never written in place; a writer with this user's
         // rights could still change the file under the mapping, but such a writer can
         // read the key as well, which the tag never defended against.
-        unsafe { Component::deserialize_file(engine, same_file) }.map_err(EntryError::Deserialize)
+        let map_error = match unsafe { Component::deserialize_file(engine, &same_file) } {
+            Ok(component) => return Ok(component),
+            Err(error) => error,
+        };
+        tracing::debug!(error = %format!("{map_error:#}"), entry = %self.code_path.display(), "compile cache entry cannot be mapped: loading a copy");
+        let code = std::fs::read(&same_file).map_err(EntryError::Read)?;
+        if !authentic(&mut code.as_slice())? {
+            return Err(EntryError::Unauthentic);
+        }
+        // SAFETY: as above, for these very bytes (checked after they were read).
+        unsafe { Component::deserialize(engine, &code) }.map_err(EntryError::Deserialize)
     }
 }
 
