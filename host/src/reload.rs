@@ -103,9 +103,8 @@ async fn reload(pipeline: &Pipeline, path: &Path) {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             registry.remove(&name);
             tracing::info!(plugin = %name, "plugin file deleted; its tools are gone");
-            if let Some((_, bytes, digest)) = embedded::PLUGINS
-                .iter()
-                .find(|(embedded, _, _)| *embedded == name && embedded::wanted(embedded, config))
+            if let Some(component) =
+                embedded::component(&name).filter(|_| embedded::wanted(&name, config))
             {
                 let loaded = load_plugin(
                     runtime,
@@ -113,7 +112,7 @@ async fn reload(pipeline: &Pipeline, path: &Path) {
                     config,
                     &name,
                     PluginSource::Embedded,
-                    ComponentBytes::embedded(bytes, digest),
+                    component,
                 )
                 .await;
                 count(pipeline, loaded);

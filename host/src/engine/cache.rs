@@ -420,11 +420,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let engine = Engine::default();
         let cache = ComponentCache::new(&engine, Some(dir.path().to_path_buf()));
-        let (_, bytes, digest) = crate::engine::embedded::PLUGINS
-            .iter()
-            .find(|(name, _, _)| *name == "redact_secrets")
-            .unwrap();
-        let component = ComponentBytes::embedded(bytes, digest);
+        let component = crate::engine::embedded::component("redact_secrets").unwrap();
+        let digest = component.digest();
         let mapped = |code_path: &Path| {
             let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
             maps.lines()

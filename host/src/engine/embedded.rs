@@ -10,6 +10,14 @@ pub use set::{EmbeddedPlugin, Kind, EMBEDDED};
 // bytes and their SHA-256.
 include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
 
+/// The embedded plugin `name`'s component, if there is one.
+pub fn component(name: &str) -> Option<crate::engine::plugin::ComponentBytes> {
+    PLUGINS
+        .iter()
+        .find(|(embedded, _, _)| *embedded == name)
+        .map(|(_, bytes, digest)| crate::engine::plugin::ComponentBytes::embedded(bytes, digest))
+}
+
 /// Whether the embedded plugin `name` is loaded under `config`: every tool, and the
 /// guards and result filters `[pipeline]` names.
 pub fn wanted(name: &str, config: &crate::config::Config) -> bool {

@@ -126,10 +126,8 @@ impl Runtime {
         config.epoch_interruption(true);
         config.concurrency_support(false);
         // Linear memories start from a sealed memfd image made from the component's
-        // data, never from the compile cache entry's file it is mapped from: a file
-        // changed in place after its tag verified cannot reach a guest's memory, and
-        // the pool's reset keeps the image's pages resident (an image mapped from the
-        // file made a no-op call 7 µs slower: `cargo bench --bench pipeline`).
+        // data, never from the compile cache entry's file its code is mapped from: a
+        // file changed in place after its tag verified cannot reach a guest's memory.
         config.force_memory_init_memfd(true);
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(MAX_LIVE_INSTANCES)
@@ -226,7 +224,7 @@ mod tests {
     /// ever writable, so changing the file in place cannot reach a guest's memory.
     #[tokio::test]
     async fn guest_memory_never_maps_a_cache_entry() {
-        use super::plugin::{ComponentBytes, Plugin, PluginSource};
+        use super::plugin::{Plugin, PluginSource};
         let state = tempfile::tempdir().unwrap();
         let config = crate::config::Config::default();
         let services =
@@ -234,16 +232,14 @@ mod tests {
         let runtime = std::sync::Arc::new(
             super::Runtime::new(services, Some(state.path().to_path_buf())).unwrap(),
         );
-        let (_, bytes, digest) = super::embedded::PLUGINS
-            .iter()
-            .find(|(name, _, _)| *name == "jobs")
-            .unwrap();
+        let jobs = super::embedded::component("jobs").unwrap();
+        let digest = jobs.digest().to_string();
         let load = || {
             Plugin::load(
                 &runtime,
                 "jobs",
                 PluginSource::Embedded,
-                ComponentBytes::embedded(bytes, digest),
+                jobs.clone(),
                 Default::default(),
             )
         };
@@ -253,7 +249,7 @@ mod tests {
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         let entries: Vec<&str> = maps
             .lines()
-            .filter(|line| line.contains(*digest) && line.ends_with(".cwasm"))
+            .filter(|line| line.contains(&digest) && line.ends_with(".cwasm"))
             .collect();
         assert!(!entries.is_empty(), "the entry's code is mapped:\n{maps}");
         for line in &entries {

@@ -335,6 +335,7 @@ impl ComponentBytes {
         &self.digest
     }
 
+    /// The component's bytes.
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }

@@ -831,15 +831,12 @@ mod tests {
         let services =
             crate::services::Services::new(&config.services(), spill.path().into()).unwrap();
         let runtime = Arc::new(crate::engine::Runtime::new(services, None).unwrap());
-        let (_, bytes, digest) = crate::engine::embedded::PLUGINS
-            .iter()
-            .find(|(name, _, _)| *name == "jobs")
-            .unwrap();
+        let jobs = crate::engine::embedded::component("jobs").unwrap();
         let plugin = Plugin::load(
             &runtime,
             "jobs",
             PluginSource::Embedded,
-            crate::engine::plugin::ComponentBytes::embedded(bytes, digest),
+            jobs,
             Default::default(),
         )
         .await
