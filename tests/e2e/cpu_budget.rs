@@ -153,9 +153,13 @@ fn a_call_that_needs_twice_its_budget_stops_within_three_ticks_over_it() {
         (BUDGET_MS..=BUDGET_MS + ticks).contains(&reported),
         "reported {reported} ms: {reply:?}"
     );
-    // The whole process, host work and /proc's 10 ms granularity included.
+    // The whole process, measured apart from the budget: the guest's CPU (checked above),
+    // the host's work for the call and at each of its hundred ticks (the check, a yield
+    // to the runtime and the poll that resumes it), and /proc's 10 ms granularity. Alone
+    // on the 2-core VMs that came to 1.05 to 1.09 s; under the whole suite on a slower
+    // one, 1.11 and 1.12 s. A budget that did not hold would show twice the budget.
     assert!(
-        cpu <= Duration::from_millis(BUDGET_MS * 11 / 10),
+        cpu <= Duration::from_millis(BUDGET_MS * 12 / 10),
         "the process used {cpu:?} of CPU for the call"
     );
 }
