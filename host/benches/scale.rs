@@ -6,7 +6,10 @@
 //! (an echo) and `bash` (`true`) calls from random owners, 8 at a time, and then, per N:
 //! the host's RSS (dsh and its keeper) and the shells' (every other process dsh
 //! started), dsh's open descriptors, p50/p99 latency per tool, and dsh's CPU time per
-//! call, with the ratio to N = 1 measured in the same run. The server's limits
+//! call, with the ratio to N = 1 measured in the same run. Where `job_output`'s time
+//! goes: the share of its calls dsh's own histogram timed within 5 and 10 ms, and the
+//! round trip of an MCP `ping` sent every 10 ms during the load (the transport and the
+//! machine's scheduling, with no tool and no pipeline). The server's limits
 //! (`http_max_sessions`, the terminal caps) are raised for it in its `dsh.toml`.
 //!
 //! The server starts warm (its compile cache filled by a `dsh tools` first). The client
@@ -28,6 +31,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 const TOKEN: &str = "scale-bench-token";
+const METRICS_TOKEN: &str = "scale-bench-metrics-token";
 /// Calls per tool at each N.
 const CALLS: usize = 150;
 /// Callers at once.
@@ -115,6 +119,38 @@ impl Server {
             .or_else(|| serde_json::from_str(&text).ok())
             .unwrap_or(Value::Null);
         (answer, headers)
+    }
+
+    /// The server's `/metrics` text.
+    fn metrics(&self) -> String {
+        let mut stream = TcpStream::connect(&self.addr).expect("connect");
+        write!(
+            stream,
+            "GET /metrics HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {METRICS_TOKEN}\r\n\
+             Connection: close\r\n\r\n",
+            self.addr
+        )
+        .unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        text
+    }
+
+    /// How many `job_output` calls dsh has timed so far, and how many of them within 5
+    /// and 10 ms (its call duration histogram: from the call's arrival to its result).
+    fn job_output_timed(&self) -> [u64; 3] {
+        let text = self.metrics();
+        let sample = |name: &str| -> u64 {
+            text.lines()
+                .find_map(|line| line.strip_prefix(name))
+                .and_then(|rest| rest.trim().parse::<f64>().ok())
+                .unwrap_or(0.0) as u64
+        };
+        [
+            sample(r#"dsh_call_duration_seconds_count{tool="job_output"}"#),
+            sample(r#"dsh_call_duration_seconds_bucket{tool="job_output",le="0.005"}"#),
+            sample(r#"dsh_call_duration_seconds_bucket{tool="job_output",le="0.01"}"#),
+        ]
     }
 
     fn request(&self, session: &str, method: &str, params: Value) -> Value {
@@ -266,6 +302,8 @@ struct Row {
     fds: usize,
     latency: Vec<(&'static str, Duration, Duration)>,
     cpu_per_call: Duration,
+    /// Of the load's `job_output` calls as dsh timed them: the share within 5 and 10 ms.
+    in_dsh_within: [f64; 2],
 }
 
 fn load(server: &Arc<Server>, owners: &Arc<Vec<Owner>>) -> Vec<(&'static str, Vec<Duration>)> {
@@ -329,9 +367,30 @@ fn load(server: &Arc<Server>, owners: &Arc<Vec<Owner>>) -> Vec<(&'static str, Ve
             })
         })
         .collect();
+    // The floor under the same load: an MCP `ping` (no tool, no pipeline) every 10 ms.
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let pinger = {
+        let (server, owners, done) = (server.clone(), owners.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut pings = Vec::new();
+            while !done.load(Ordering::Relaxed) {
+                let started = Instant::now();
+                server.request(
+                    &owners[pings.len() % owners.len()].session,
+                    "ping",
+                    json!({}),
+                );
+                pings.push(started.elapsed());
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            pings
+        })
+    };
     for worker in workers {
         worker.join().unwrap();
     }
+    done.store(true, Ordering::Relaxed);
+    let pings = pinger.join().unwrap();
     let samples = samples.lock().unwrap();
     tools
         .iter()
@@ -345,6 +404,7 @@ fn load(server: &Arc<Server>, owners: &Arc<Vec<Owner>>) -> Vec<(&'static str, Ve
                     .collect(),
             )
         })
+        .chain([("ping", pings)])
         .collect()
 }
 
@@ -388,6 +448,7 @@ fn main() {
         .arg(&config)
         .args(["serve", "--http", &addr])
         .env("DSH_HTTP_TOKEN", TOKEN)
+        .env("DSH_METRICS_TOKEN", METRICS_TOKEN)
         .current_dir(scratch.path())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -419,8 +480,11 @@ fn main() {
         // Let every job print a few lines and every terminal settle.
         std::thread::sleep(Duration::from_secs(2));
         let cpu_before = cpu(dsh);
+        let timed_before = server.job_output_timed();
         let calls = load(&server, &shared);
         let cpu_used = cpu(dsh).saturating_sub(cpu_before);
+        let timed_after = server.job_output_timed();
+        let timed = |i: usize| (timed_after[i] - timed_before[i]) as f64;
         let total: usize = calls.iter().map(|(_, s)| s.len()).sum();
         let keeper = keeper_of(dsh);
         let shells: u64 = descendants(dsh)
@@ -444,6 +508,7 @@ fn main() {
                 })
                 .collect(),
             cpu_per_call: cpu_used / total.max(1) as u32,
+            in_dsh_within: [timed(1) / timed(0).max(1.0), timed(2) / timed(0).max(1.0)],
         });
         eprintln!("{n} owners ready in {:.1} s", opened.as_secs_f64());
         owners = Arc::try_unwrap(shared).ok().expect("load threads ended");
@@ -480,6 +545,22 @@ fn main() {
             cell(1),
             cell(2),
             row.cpu_per_call.as_secs_f64() * 1e6,
+        );
+    }
+    println!(
+        "where job_output's time goes: the share of its calls dsh itself timed (arrival to \
+         result) within 5 / 10 ms, and an MCP ping's round trip under the same load \
+         (every 10 ms: no tool, no pipeline)"
+    );
+    for row in &rows {
+        let (_, p50, p99) = row.latency[3];
+        println!(
+            "{:>6}: in dsh {:.1} % / {:.1} %; ping p50/p99 {:.2}/{:.2} ms",
+            row.owners,
+            row.in_dsh_within[0] * 100.0,
+            row.in_dsh_within[1] * 100.0,
+            ms(p50),
+            ms(p99)
         );
     }
     println!("against N = {} in the same run:", base.owners);
