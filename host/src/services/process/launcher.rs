@@ -73,7 +73,27 @@ fn c_string(bytes: &[u8]) -> Result<CString, ProcessError> {
 impl Launch {
     /// Starts `command` in a new containment run, as the leader of a new process group
     /// (a new session with its terminal for [`Stdio::Pty`]), under its executor.
+    ///
+    /// Starting a run can block its thread for milliseconds: the vforked child's writes
+    /// into cgroup v1 `cgroup.procs` files wait for an RCU grace period (6 ms median, 18
+    /// ms seen here between spaced writes) while the parent waits for its `exec`. Under
+    /// the dsh binary it therefore runs with the async worker's other tasks handed to
+    /// another thread (`block_in_place`), so a `bash` call no longer stalls the calls
+    /// queued behind it. Without a keeper a run's child dies with the thread that spawned
+    /// it (its parent-death signal), and a thread that gave its tasks away may end: then
+    /// it starts where it is.
     pub fn start(&self, command: &Command<'_>) -> Result<Contained, ProcessError> {
+        let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
+            runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        });
+        if multi_thread && self.containment.has_keeper() {
+            tokio::task::block_in_place(|| self.start_here(command))
+        } else {
+            self.start_here(command)
+        }
+    }
+
+    fn start_here(&self, command: &Command<'_>) -> Result<Contained, ProcessError> {
         if !command.cwd.is_dir() {
             return Err(ProcessError::BadWorkdir(command.cwd.to_path_buf()));
         }
