@@ -126,14 +126,18 @@ async def list_jobs(session: Any) -> list[dict[str, str]]:
 # --------------------------------------------------------------------------- a job's life
 
 
-async def test_job_runs_then_exits_and_its_output_is_read_by_cursor(open_stdio_session):
+async def test_job_runs_then_exits_and_its_output_is_read_by_cursor(open_stdio_session, dsh_dirs):
+    # The job ends when the test says so (not after a sleep a loaded machine could outlast
+    # before the list below).
+    command = "until [ -e go ]; do sleep 0.02; done; echo done"
     async with open_stdio_session() as session:
-        job = await start_job(session, "sleep 0.3; echo done", "short job")
+        job = await start_job(session, command, "short job")
 
         jobs = await list_jobs(session)
         assert [(j["id"], j["kind"], j["state"], j["description"], j["command"]) for j in jobs] == [
-            (job, "bash", "running", "short job", "sleep 0.3; echo done")
+            (job, "bash", "running", "short job", command)
         ], jobs
+        (dsh_dirs.work / "go").touch()
 
         output, last = await wait_for_end(session, job, timeout=10)
         assert last.state == "exited with code 0", last.raw
