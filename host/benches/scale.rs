@@ -133,6 +133,7 @@ impl Server {
         .unwrap();
         let mut text = String::new();
         stream.read_to_string(&mut text).unwrap();
+        assert!(text.starts_with("HTTP/1.1 200"), "/metrics: {text}");
         text
     }
 
