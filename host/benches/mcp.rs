@@ -8,7 +8,8 @@
 //! the time from spawning `dsh serve` to its answer to `initialize` and to its first
 //! `tools/list`, cold (an empty state directory: every embedded plugin compiles) and
 //! warm (the compile cache filled), against spawning and initializing a trivial stdio
-//! server (a bash loop that answers one line) in the same run.
+//! server (a bash loop that answers one line) in the same run. It also says how many of
+//! the functions the release link puts first (`link/startup-order.txt`) this binary has.
 //!
 //! Run with `cargo bench --bench mcp`.
 
@@ -24,6 +25,29 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::oneshot;
+
+/// Of the functions `link/startup-order.txt` lists (which a release link of the binary
+/// puts first and together), how many the binary has, and how many are listed: names it
+/// lacks (after a toolchain or dependency change) are skipped by the linker, and the
+/// idle RSS grows back. Its symbol table's names are the binary's NUL-separated strings.
+fn startup_order_found() -> (usize, usize) {
+    let order = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/link/startup-order.txt"
+    ))
+    .unwrap();
+    let binary = std::fs::read(env!("CARGO_BIN_EXE_dsh")).unwrap();
+    let strings: std::collections::HashSet<&[u8]> = binary.split(|b| *b == 0).collect();
+    let listed: Vec<&str> = order
+        .lines()
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .collect();
+    let found = listed
+        .iter()
+        .filter(|name| strings.contains(name.as_bytes()))
+        .count();
+    (found, listed.len())
+}
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>;
 
@@ -354,6 +378,11 @@ async fn main() {
     println!(
         "server peak RSS after the calls: {:.1} MiB",
         peak_rss_kib(pid) as f64 / 1024.0
+    );
+    let (found, listed) = startup_order_found();
+    println!(
+        "startup order: {found} of the {listed} functions host/link/startup-order.txt lists are in this binary \
+         (regenerate it with host/link/generate-startup-order.py when many are not: the idle RSS grows back)"
     );
     println!(
         "baseline (same call in-process through the pipeline): p50 {:.1} µs; MCP round trip / baseline: {:.2}",
