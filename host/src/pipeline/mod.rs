@@ -60,7 +60,9 @@ struct CallEvent<'a> {
     owner: &'a str,
     scope: &'a str,
     tool: &'a str,
-    args: &'a serde_json::Value,
+    /// The arguments as the request had them, serialized once for this event and the
+    /// stages.
+    args: &'a serde_json::value::RawValue,
     /// The subagent that made the call (`subagent-N`), when one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     subagent: Option<&'a str>,
@@ -174,6 +176,11 @@ impl Pipeline {
     pub async fn call(&self, request: CallRequest, cancel: &CancellationToken) -> CallResult {
         let started = Instant::now();
         let call_id = self.session.next_call_id();
+        // The arguments as JSON text, made once: for the `tool/call` event and (unless
+        // their paths are normalized or a guard rewrites them) for the guards, the tool
+        // and the filters. Serializing a `Value` cannot fail.
+        let args =
+            serde_json::value::to_raw_value(&request.args).expect("a serde_json::Value serializes");
         // Nothing runs unlogged: a call whose `tool/call` event cannot be written is
         // refused before anything else happens to it.
         if let Err(error) = self.session.events.try_write(
@@ -184,7 +191,7 @@ impl Pipeline {
                 owner: &request.owner,
                 scope: &request.scope,
                 tool: &request.tool,
-                args: &request.args,
+                args: &args,
                 subagent: request.subagent.as_ref().map(|step| &*step.job),
                 started_by: request.subagent.as_ref().map(|step| &*step.started_by),
             },
@@ -237,7 +244,7 @@ impl Pipeline {
             };
             // Boxed: the stages' future is kilobytes, and the select and the span it
             // is awaited under would each copy it as they are built.
-            Box::pin(self.run(&configured, &request, call_id.clone())).await
+            Box::pin(self.run(&configured, &request, args.get(), call_id.clone())).await
         };
         let outcome = async {
             tokio::select! {
@@ -276,6 +283,7 @@ impl Pipeline {
         &self,
         configured: &Configured,
         request: &CallRequest,
+        args_json: &str,
         call_id: String,
     ) -> Outcome {
         let config = &configured.config;
@@ -291,17 +299,19 @@ impl Pipeline {
         if let Err(error) = tool.validate(&request.args) {
             return error.into();
         }
-        // From here on, the request with its path arguments normalized.
-        let normalized;
-        let request = match paths::normalized(&tool.spec.input_schema, &request.args) {
+        // From here on, the request with its path arguments normalized, and their JSON
+        // text for the guards, the tool and the filters (made again only then).
+        let (normalized, normalized_json);
+        let (request, args_json) = match paths::normalized(&tool.spec.input_schema, &request.args) {
             Some(args) => {
                 normalized = CallRequest {
                     args,
                     ..request.clone()
                 };
-                &normalized
+                normalized_json = normalized.args.to_string();
+                (&normalized, normalized_json.as_str())
             }
-            None => request,
+            None => (request, args_json),
         };
         let context = CallContext {
             owner: request.owner.clone(),
@@ -330,8 +340,6 @@ impl Pipeline {
         if let Err(error) = gated {
             return error.into();
         }
-        // The arguments as JSON text, made once for the guards, the tool and the filters.
-        let args_json = request.args.to_string();
         let guarded = stage(
             metrics,
             Stage::Guards,
@@ -340,7 +348,7 @@ impl Pipeline {
                 &catalog,
                 &self.session.events,
                 request,
-                &args_json,
+                args_json,
                 &tool,
                 &context,
             ),
@@ -361,7 +369,7 @@ impl Pipeline {
         }
         let args_json = rewritten
             .as_ref()
-            .map_or(args_json.as_str(), |rewrite| rewrite.args_json.as_str());
+            .map_or(args_json, |rewrite| rewrite.args_json.as_str());
         // The plugin's timeout, capped by the host's.
         let cap = config.limits.call_timeout_ms;
         let timeout = Duration::from_millis(tool.plugin.config.timeout_ms.unwrap_or(cap).min(cap));
