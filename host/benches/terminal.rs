@@ -252,7 +252,7 @@ async fn run() {
         us(percentile(&mut dsh, 0.99))
     );
     println!(
-        "ratio p50: {:.2} (target ≤ 2, and p50 ≤ 1 ms)",
+        "ratio p50: {:.2} (target ≤ 1.5, and p50 ≤ 1 ms)",
         us(dsh_p50) / us(raw_p50)
     );
 
