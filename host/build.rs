@@ -111,9 +111,8 @@ fn main() {
 /// `link/generate-startup-order.py`). Spread over the binary's text as they otherwise
 /// are, the kernel's fault-around (64 KiB around each page fault) mapped most of the text
 /// at start-up: an idle server's peak RSS was 31 MiB, 18-19 MiB with them together
-/// (`cargo bench --bench mcp`). lld,
-/// rustc's default linker there, reads the list (and skips names it does not find); a
-/// build told to use another linker does without it.
+/// (`cargo bench --bench mcp`). lld, rustc's default linker there, reads the list (and
+/// skips names it does not find); a build told to use another linker does without it.
 fn link_startup_order(manifest_dir: &Path) {
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     let flags = var("CARGO_ENCODED_RUSTFLAGS");
