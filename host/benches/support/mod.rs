@@ -115,22 +115,38 @@ pub fn histogram(text: &str, series: &str) -> (f64, f64) {
     (value("_sum"), value("_count"))
 }
 
+/// The mean time (µs) the pipeline's calls spent in `stage` between two readings of the
+/// host's metrics.
+pub fn stage_mean(stage: &str, before: &str, after: &str) -> f64 {
+    histogram_mean(
+        &format!("dsh_stage_duration_seconds{{stage=\"{stage}\"}}"),
+        before,
+        after,
+    )
+}
+
+/// The mean (µs) of the observations of histogram `series` between two readings.
+fn histogram_mean(series: &str, before: &str, after: &str) -> f64 {
+    let (sum_before, count_before) = histogram(before, series);
+    let (sum_after, count_after) = histogram(after, series);
+    (sum_after - sum_before) / (count_after - count_before).max(1.0) * 1e6
+}
+
 /// Prints the mean time the pipeline's calls of `tool` spent in each stage between two readings
 /// of the host's metrics, and the rest of the call's time (the `tool/call` and
 /// `tool/result` events, resolving and validating, the observers).
 pub fn where_the_time_goes(tool: &str, before: &str, after: &str) {
-    let mean = |series: &str| {
-        let (sum_before, count_before) = histogram(before, series);
-        let (sum_after, count_after) = histogram(after, series);
-        (sum_after - sum_before) / (count_after - count_before).max(1.0) * 1e6
-    };
-    let total = mean(&format!("dsh_call_duration_seconds{{tool=\"{tool}\"}}"));
-    let mut parts = vec![("admission", mean("dsh_admission_wait_seconds"))];
+    let total = histogram_mean(
+        &format!("dsh_call_duration_seconds{{tool=\"{tool}\"}}"),
+        before,
+        after,
+    );
+    let mut parts = vec![(
+        "admission",
+        histogram_mean("dsh_admission_wait_seconds", before, after),
+    )];
     for stage in ["gate", "guards", "execute", "filters", "finalize"] {
-        parts.push((
-            stage,
-            mean(&format!("dsh_stage_duration_seconds{{stage=\"{stage}\"}}")),
-        ));
+        parts.push((stage, stage_mean(stage, before, after)));
     }
     let staged: f64 = parts.iter().map(|(_, mean)| mean).sum();
     let listed: Vec<String> = parts
