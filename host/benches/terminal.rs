@@ -246,7 +246,7 @@ async fn run() {
     }
     where_the_time_goes("terminal_send", &metrics_before, &metrics_after);
     let execute = support::stage_mean("execute", &metrics_before, &metrics_after);
-    let service_mean = service.iter().sum::<Duration>() / service.len() as u32;
+    let service_mean = support::mean(&service);
     println!(
         "  execute {execute:.1} = the terminal service's send {:.1} (its mean through the service alone) + the plugin (its instance, guest code, the component boundary) {:.1}",
         us(service_mean),

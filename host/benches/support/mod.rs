@@ -14,6 +14,11 @@ pub fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples[((samples.len() as f64 - 1.0) * p).round() as usize]
 }
 
+/// The mean of `samples`.
+pub fn mean(samples: &[Duration]) -> Duration {
+    samples.iter().sum::<Duration>() / samples.len().max(1) as u32
+}
+
 pub fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
