@@ -8,26 +8,33 @@
 //!    the `test_guard` component, allowing) against no guards, and against its floor:
 //!    that guard instantiated and asked five times straight through the engine.
 //!
+//! The first section's three ways of making the call (the plugin directly, the execute
+//! stage alone, the whole pipeline) are interleaved, taking turns to go first, as the
+//! other sections' are: on this kind of shared machine a spell of load from elsewhere
+//! can double every call's time for a second or more (a direct call measured 39 µs p50
+//! for 5,000 calls, then 19 µs again), and when such a spell fell on one of two loops
+//! run one after the other it alone set the ratio.
+//!
 //! After the first, it prints where a pipeline call's time goes: the mean of each stage
 //! (the host's own stage histograms, read before and after the calls) and the rest of
 //! the call (its `tool/call` event, resolving and validating, the observers); then the
-//! execute stage split into the same plugin call back to back (the baseline's mean),
-//! the stage's own wrapper (timeout, retries: `execute` alone back to back, same run),
-//! and what is left, the same call made slower by the rest of a call around it.
+//! execute stage split into the same plugin call made directly (the baseline's mean),
+//! the stage's own wrapper (timeout, retries: `execute` alone, same run), and what is
+//! left, the same call made slower by the rest of a call around it.
 //!
 //! Where the pipeline's time goes (2-core AMD EPYC VM, 512 KB L2, no hardware counters;
-//! temporary variants of this bench, each run twice, then removed): of the 15-16 µs it
-//! adds to a 19 µs call, the two event-log writes are about 5 µs (the direct call with a
-//! `tool/call`-sized write before it and a `tool/result`-sized one after: 24.4-24.6 µs),
-//! execute's wrapper under 1 µs, and the plugin call itself is 5-6 µs slower inside a
-//! whole call than back to back (mean 25.1-26.7 µs against 20.1-20.8; a direct call
-//! made right after a pipeline call is 21.8-22.5 µs p50, and one after a 1.2 KB write
-//! alone 19.7-20.2): the rest of the call's work evicts what back-to-back calls keep
-//! hot. A cpu-clock profile of the two loops (`perf record`; the pipeline loop's samples
-//! minus the direct loop's, by symbol) puts the difference in the kernel's write path
-//! (29 %), wasmtime and the guest doing the same work more slowly (19 %), malloc and free
-//! (9 %), serde_json (9 %), dsh's own code (8 %), tokio, tracing and the metrics (8 %).
-//! Neither glibc's malloc tunables (no change) nor mimalloc (ratio 1.77 -> 1.68-1.71)
+//! temporary variants of this bench, each run twice, then removed): of the 13-16 µs it
+//! adds to a 19-21 µs call, the two event-log writes are about 5 µs (the direct call with
+//! a `tool/call`-sized write before it and a `tool/result`-sized one after: 24.4-24.6
+//! µs against 19.3), execute's wrapper under 1 µs, and the plugin call itself is 2-6 µs
+//! slower inside a whole call than alone (a direct call made right after a pipeline call
+//! is 21.8-22.5 µs p50; one after a 1.2 KB write alone, 19.7-20.2): the rest of the
+//! call's work evicts what calls alone keep hot. A cpu-clock profile of a direct loop and
+//! a pipeline loop (`perf record`; the pipeline loop's samples minus the direct loop's,
+//! by symbol) puts the difference in the kernel's write path (29 %), wasmtime and the
+//! guest doing the same work more slowly (19 %), malloc and free (9 %), serde_json (9
+//! %), dsh's own code (8 %), tokio, tracing and the metrics (8 %). Neither glibc's malloc
+//! tunables (no change) nor mimalloc (ratio 1.77 -> 1.68-1.71, loops one after the other)
 //! brings it near 1.3 there; an earlier 2-core machine gave 1.40-1.49 on the same code.
 //!
 //! Run with `cargo bench --bench pipeline`. Figures are medians (p50) and p99.
@@ -51,20 +58,6 @@ fn report(name: &str, samples: &mut [Duration]) -> Duration {
         samples.len()
     );
     p50
-}
-
-async fn time_n<F, Fut>(n: usize, mut f: F) -> Vec<Duration>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    let mut samples = Vec::with_capacity(n);
-    for _ in 0..n {
-        let started = Instant::now();
-        f().await;
-        samples.push(started.elapsed());
-    }
-    samples
 }
 
 #[tokio::main]
@@ -93,44 +86,55 @@ async fn main() {
             .await;
     }
     let n = 5_000;
-    let mut direct = time_n(n, || {
-        let (echo, context, args_json, runtime) =
-            (&echo, context.clone(), &args_json, &pipeline.runtime);
-        async move {
-            let result = echo.plugin.call(runtime, context, "echo", args_json).await;
-            assert_eq!(result.content_text().len(), 1024);
-        }
-    })
-    .await;
-    // The execute stage's own wrapper (the timeout, the retry loop, the boxed call)
-    // around the same plugin call, back to back: what execute costs before the rest of
-    // a call surrounds it.
-    let wrapped = time_n(n, || {
-        let (echo, context, args_json, runtime) =
-            (&echo, context.clone(), &args_json, &pipeline.runtime);
-        async move {
-            let executed = dsh::pipeline::s3_execute::execute(
-                runtime,
-                echo,
-                context,
-                args_json,
-                Duration::from_secs(60),
-                0,
-            )
-            .await;
-            assert_eq!(executed.result.content_text().len(), 1024);
-        }
-    })
-    .await;
+    // Three ways of making the same call, interleaved (each round, a different one goes
+    // first), so that a spell of load from elsewhere on the machine moves all three
+    // alike: the plugin called directly; the execute stage alone, i.e. its own wrapper
+    // (the timeout, the retry loop, the boxed call) around the same call; the whole
+    // pipeline.
+    let (mut direct, mut wrapped, mut through) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
     let metrics_before = pipeline.runtime.metrics.encode().unwrap();
-    let mut through = time_n(n, || {
-        let (pipeline, req, never) = (&pipeline, request("echo", &echo_args), &never);
-        async move {
-            let result = pipeline.call(req, never).await;
-            assert_eq!(result.content_text().len(), 1024);
+    for round in 0..n {
+        for turn in 0..3 {
+            match (round + turn) % 3 {
+                0 => {
+                    let context = context.clone();
+                    let started = Instant::now();
+                    let result = echo
+                        .plugin
+                        .call(&pipeline.runtime, context, "echo", &args_json)
+                        .await;
+                    direct.push(started.elapsed());
+                    assert_eq!(result.content_text().len(), 1024);
+                }
+                1 => {
+                    let context = context.clone();
+                    let started = Instant::now();
+                    let executed = dsh::pipeline::s3_execute::execute(
+                        &pipeline.runtime,
+                        &echo,
+                        context,
+                        &args_json,
+                        Duration::from_secs(60),
+                        0,
+                    )
+                    .await;
+                    wrapped.push(started.elapsed());
+                    assert_eq!(executed.result.content_text().len(), 1024);
+                }
+                _ => {
+                    let request = request("echo", &echo_args);
+                    let started = Instant::now();
+                    let result = pipeline.call(request, &never).await;
+                    through.push(started.elapsed());
+                    assert_eq!(result.content_text().len(), 1024);
+                }
+            }
         }
-    })
-    .await;
+    }
     let metrics_after = pipeline.runtime.metrics.encode().unwrap();
     let base = report("baseline: instantiate + call, no pipeline", &mut direct);
     let full = report("dsh: whole pipeline + event log", &mut through);
@@ -144,7 +148,7 @@ async fn main() {
     let (direct_mean, wrapped_mean) = (us(mean(&direct)), us(mean(&wrapped)));
     println!(
         "  execute {execute:.1} = the plugin call {direct_mean:.1} (the baseline's mean) + execute's wrapper (timeout, retries) {:.1} \
-         (execute alone back to back: {wrapped_mean:.1}) + {:.1}: the same call, slower inside a whole call than back to back",
+         (execute alone: {wrapped_mean:.1}) + {:.1}: the same call, slower inside a whole call than alone",
         wrapped_mean - direct_mean,
         execute - wrapped_mean
     );
