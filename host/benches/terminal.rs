@@ -24,9 +24,9 @@
 //! with caches cold, as an agent's calls come; the raw echo was 200-210 µs in that run):
 //! the `tool/call` event 16-25 µs, of which its `write(2)` to the ext4 log is 10-16 µs
 //! (4-7 µs with the state directory on tmpfs: the difference is ext4's write path, most
-//! likely stamping the file's times, not dsh's); admission 3-7 µs; resolving the tool 3-7 µs; validating the arguments
-//! and building the context 9-15 µs; the gate and guards (none configured) and entering
-//! the plugin 8-21 µs; the plugin from its call to its host call 25-40 µs (the context,
+//! likely stamping the file's times, not dsh's); admission 3-7 µs; resolving the tool
+//! 3-7 µs; validating the arguments and building the context 9-15 µs; the gate and
+//! guards (none configured) and entering the plugin 8-21 µs; the plugin from its call to its host call 25-40 µs (the context,
 //! name and arguments lowered into the guest, the guest parsing them, the request lifted
 //! out); the terminal service's send 165-280 µs (bash echoing and running `echo hi`,
 //! as through the service alone); back in the plugin until its result is lifted 17-30
