@@ -19,25 +19,26 @@
 //! service's own send (its mean through the service alone, measured in the same run) and
 //! the rest of it, the plugin's share.
 //!
-//! Where the time goes, stage by stage (timestamps taken at each step of five calls with
-//! temporary probes, release build, 2 cores, after the 2 ms pause each sample takes, so
-//! with caches cold, as an agent's calls come; the raw echo was 200-210 µs in that run):
-//! the `tool/call` event 16-25 µs, of which its `write(2)` to the ext4 log is 10-16 µs
-//! (4-7 µs with the state directory on tmpfs: the difference is ext4's write path, most
-//! likely stamping the file's times, not dsh's); admission 3-7 µs; resolving the tool
-//! 3-7 µs; validating the arguments and building the context 9-15 µs; the gate and
-//! guards (none configured) and entering the plugin 8-21 µs; the plugin from its call to its host call 25-40 µs (the context,
-//! name and arguments lowered into the guest, the guest parsing them, the request lifted
-//! out); the terminal service's send 165-280 µs (bash echoing and running `echo hi`,
-//! as through the service alone); back in the plugin until its result is lifted 17-30
-//! µs, its `post-return` 5-10 µs; the `tool/result` event and the metrics 8-33 µs. So
-//! the plugin's crossings cost 55-80 µs and the two event-log writes 20-40 µs of the
-//! 150-170 µs dsh adds to the echo: no one stage holds the 1.5x target's gap, each is
-//! a few µs of work made 5-10x slower by caches cold after the pause (back to back, the
-//! whole pipeline around a no-op tool is 15 µs: `cargo bench --bench pipeline`). Earlier
-//! figures: the plugin up to its host call was 84-110 µs when each call instantiated
-//! the plugin (instances are now made ahead, see `engine/plugin.rs`), its result 43-62
-//! µs when the memory reset was paid there.
+//! Where the time goes, stage by stage (timestamps taken at each step of five calls
+//! with temporary probes, release build, 2 cores, after the 2 ms pause each sample
+//! takes, so with caches cold, as an agent's calls come; the raw echo was 200-210 µs in
+//! that run): the `tool/call` event 16-25 µs, of which its `write(2)` to the ext4 log
+//! is 10-16 µs (4-7 µs with the state directory on tmpfs: the difference is ext4's
+//! write path, most likely stamping the file's times, not dsh's); admission 3-7 µs;
+//! resolving the tool 3-7 µs; validating the arguments and building the context 9-15
+//! µs; the gate and guards (none configured) and entering the plugin 8-21 µs; the
+//! plugin from its call to its host call 25-40 µs (the context, name and arguments
+//! lowered into the guest, the guest parsing them, the request lifted out); the
+//! terminal service's send 165-280 µs (bash echoing and running `echo hi`, as through
+//! the service alone); back in the plugin until its result is lifted 17-30 µs, its
+//! `post-return` 5-10 µs; the `tool/result` event and the metrics 8-33 µs. So the
+//! plugin's crossings cost 55-80 µs and the two event-log writes 20-40 µs of the
+//! 150-170 µs dsh adds to the echo: no one stage holds the 1.5x target's gap, each is a
+//! few µs of work made 5-10x slower by caches cold after the pause (back to back, the
+//! whole pipeline around a no-op tool is 15 µs: `cargo bench --bench pipeline`).
+//! Earlier figures: the plugin up to its host call was 84-110 µs when each call
+//! instantiated the plugin (instances are now made ahead, see `engine/plugin.rs`), its
+//! result 43-62 µs when the memory reset was paid there.
 //!
 //! Then a pattern wait over 10 MB of output against a quiet wait over the same output:
 //! the CPU time of this process (the host's reading, screen and scrollback work, plus
