@@ -178,6 +178,7 @@ async fn inspect(
     report.compile_ms = started.elapsed().as_secs_f64() * 1000.0;
     if let Ok(Ok((component, outcome))) = compiled {
         report.compile_cache = Some(match outcome {
+            CacheOutcome::Shared => "shared",
             CacheOutcome::Hit => "hit",
             CacheOutcome::Miss => "miss",
             CacheOutcome::Corrupt => "corrupt",
@@ -341,6 +342,7 @@ fn print_report(report: &Report) {
             Some("hit") => "read from the compile cache",
             Some("miss") => "compiled now, cached",
             Some("corrupt") => "cache entry corrupt, compiled again",
+            Some("shared") => "shared with a loaded plugin of the same bytes",
             Some(_) => "no cache",
             None => "failed",
         }

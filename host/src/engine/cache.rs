@@ -8,12 +8,20 @@
 //! never deserialized: it is recompiled and rewritten. An entry is read once through a
 //! descriptor to check its tag, then mapped from that descriptor: its code is shared
 //! with the page cache, and only the pages that run are resident.
+//!
+//! Plugins loaded from the same bytes (one component under several names, or a reload
+//! of an unchanged file while the old version still serves) share one compiled
+//! component while any of them lives: one copy of its code and of its memory image,
+//! each instance still its own. Measured (`cargo bench --bench pipeline`, five guards
+//! that are one component under five names): the chain cost 9.5-11.1 µs more than five
+//! calls of one guard when each name had its own copy, 0.1-3.0 µs with one copy.
 // Unsafe allowed: deserializing compiled code wasmtime cannot check (see `tidy.rs`).
 #![allow(unsafe_code)]
 
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
@@ -36,6 +44,8 @@ const TAG_DOMAIN: &[u8] = b"dsh compile cache entry v1\0";
 /// What a lookup found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheOutcome {
+    /// Already loaded from the same bytes (for a plugin still loaded): shared.
+    Shared,
     /// Loaded from an authenticated entry.
     Hit,
     /// No entry: compiled and stored.
@@ -53,6 +63,8 @@ pub struct ComponentCache {
     engine_key: String,
     /// The secret key, read or created on first use (`Err`: the cache is off).
     key: Arc<OnceLock<Result<[u8; KEY_BYTES], String>>>,
+    /// The components loaded now, by digest: held by their plugins, gone with the last.
+    loaded: Arc<Mutex<HashMap<String, Weak<Component>>>>,
 }
 
 impl ComponentCache {
@@ -65,6 +77,7 @@ impl ComponentCache {
             dir,
             engine_key: format!("{:016x}", hasher.finish()),
             key: Arc::default(),
+            loaded: Arc::default(),
         }
     }
 
@@ -85,9 +98,33 @@ impl ComponentCache {
             .map_err(String::as_str)
     }
 
-    /// The compiled `component`, from the cache when an authenticated entry exists.
-    /// Blocking: call off the async threads.
+    /// The compiled `component`: the one already loaded from the same bytes if a
+    /// plugin still holds it, else from the cache when an authenticated entry exists,
+    /// else compiled. Blocking: call off the async threads.
     pub fn load(
+        &self,
+        engine: &Engine,
+        component: &ComponentBytes,
+    ) -> wasmtime::Result<(Arc<Component>, CacheOutcome)> {
+        let digest = component.digest();
+        if let Some(shared) = self.loaded_now(digest) {
+            return Ok((shared, CacheOutcome::Shared));
+        }
+        let (compiled, outcome) = self.compile_or_map(engine, component)?;
+        let compiled = Arc::new(compiled);
+        let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+        loaded.retain(|_, component| component.strong_count() > 0);
+        loaded.insert(digest.to_string(), Arc::downgrade(&compiled));
+        Ok((compiled, outcome))
+    }
+
+    /// The component loaded from the bytes of SHA-256 `digest`, if a plugin holds it.
+    fn loaded_now(&self, digest: &str) -> Option<Arc<Component>> {
+        let loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+        loaded.get(digest).and_then(Weak::upgrade)
+    }
+
+    fn compile_or_map(
         &self,
         engine: &Engine,
         component: &ComponentBytes,
@@ -433,14 +470,21 @@ mod tests {
 
         let (missed, outcome) = cache.load(&engine, &component).unwrap();
         assert_eq!(outcome, CacheOutcome::Miss);
-        assert!(
-            mapped(&code_path) > 0,
-            "a fresh entry is mapped from its file"
-        );
+        let mappings = mapped(&code_path);
+        assert!(mappings > 0, "a fresh entry is mapped from its file");
+        // Loaded again while the first is held: the same component, mapped once.
+        let (shared, outcome) = cache.load(&engine, &component).unwrap();
+        assert_eq!(outcome, CacheOutcome::Shared);
+        assert!(Arc::ptr_eq(&missed, &shared));
+        assert_eq!(mapped(&code_path), mappings, "mapped once for both");
+        drop((missed, shared));
+        assert_eq!(mapped(&code_path), 0, "unmapped with its components");
+        // Once nothing holds it, a load maps the entry again.
         let (hit, outcome) = cache.load(&engine, &component).unwrap();
         assert_eq!(outcome, CacheOutcome::Hit);
-        drop((missed, hit));
-        assert_eq!(mapped(&code_path), 0, "unmapped with its components");
+        assert!(mapped(&code_path) > 0);
+        drop(hit);
+        assert_eq!(mapped(&code_path), 0);
 
         let mut code = std::fs::read(&code_path).unwrap();
         let last = code.len() - 1;

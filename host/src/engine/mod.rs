@@ -219,6 +219,58 @@ mod tests {
         assert_eq!(kernel_version("garbage"), None);
     }
 
+    /// A runtime with the default configuration and its state directory in `state`.
+    fn runtime_in(state: &std::path::Path) -> std::sync::Arc<super::Runtime> {
+        let config = crate::config::Config::default();
+        let services =
+            crate::services::Services::new(&config.services(), state.join("spill")).unwrap();
+        std::sync::Arc::new(super::Runtime::new(services, Some(state.to_path_buf())).unwrap())
+    }
+
+    /// Two plugins loaded from the same bytes (one component under two names) share
+    /// one compiled component, mapped once from its entry, while either lives; each
+    /// still answers from instances of its own.
+    #[tokio::test]
+    async fn plugins_of_the_same_bytes_share_their_compiled_code() {
+        use super::plugin::{Plugin, PluginSource};
+        let state = tempfile::tempdir().unwrap();
+        let runtime = runtime_in(state.path());
+        let jobs = super::embedded::component("jobs").unwrap();
+        let entry = state.path().join("cache").join(jobs.digest());
+        let entry = entry.to_string_lossy();
+        let mappings = || {
+            let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+            maps.lines()
+                .filter(|line| line.contains(&*entry) && line.ends_with(".cwasm"))
+                .count()
+        };
+        // Granted what it imports under either name.
+        let granted = crate::config::PluginConfig {
+            interfaces: Some(vec!["jobs".into()]),
+            ..Default::default()
+        };
+        let load = |name: &'static str| {
+            Plugin::load(
+                &runtime,
+                name,
+                PluginSource::Embedded,
+                jobs.clone(),
+                granted.clone(),
+            )
+        };
+        let first = load("jobs").await.unwrap();
+        let once = mappings();
+        assert!(once > 0, "the entry is mapped");
+        let second = load("jobs_again").await.unwrap();
+        assert_eq!(mappings(), once, "the second plugin maps nothing more");
+        assert!(!second.specs.is_empty(), "the second describes its tools");
+        assert_eq!(first.specs.len(), second.specs.len());
+        drop(first);
+        assert_eq!(mappings(), once, "held by the second");
+        drop(second);
+        assert_eq!(mappings(), 0, "unmapped with the last plugin");
+    }
+
     /// A plugin loaded from the compile cache runs code mapped from its entry, while
     /// its linear memory starts from a sealed memfd image: no mapping of an entry is
     /// ever writable, so changing the file in place cannot reach a guest's memory.
@@ -226,12 +278,7 @@ mod tests {
     async fn guest_memory_never_maps_a_cache_entry() {
         use super::plugin::{Plugin, PluginSource};
         let state = tempfile::tempdir().unwrap();
-        let config = crate::config::Config::default();
-        let services =
-            crate::services::Services::new(&config.services(), state.path().join("spill")).unwrap();
-        let runtime = std::sync::Arc::new(
-            super::Runtime::new(services, Some(state.path().to_path_buf())).unwrap(),
-        );
+        let runtime = runtime_in(state.path());
         let jobs = super::embedded::component("jobs").unwrap();
         let digest = jobs.digest().to_string();
         let load = || {
@@ -243,9 +290,10 @@ mod tests {
                 Default::default(),
             )
         };
-        // Compiled and stored, then loaded again from the entry (both read `describe()`
-        // from a fresh instance).
-        let (_compiled, _cached) = (load().await.unwrap(), load().await.unwrap());
+        // Compiled and stored, then (once nothing holds it) loaded again from the entry;
+        // both read `describe()` from a fresh instance.
+        drop(load().await.unwrap());
+        let _cached = load().await.unwrap();
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         let entries: Vec<&str> = maps
             .lines()

@@ -193,6 +193,9 @@ pub struct Plugin {
     /// Calls running on this version now.
     in_flight: AtomicUsize,
     pre: Pre,
+    /// Its compiled component, held so that a plugin loaded from the same bytes while
+    /// this one lives shares it (see `cache`).
+    _compiled: Arc<wasmtime::component::Component>,
     /// The instance made ahead for the next call, if any.
     spare: Mutex<Option<Spare>>,
     /// When its last call ended.
@@ -370,6 +373,10 @@ impl Plugin {
                 None => LoadError::Compile(error),
             })?;
         match outcome {
+            CacheOutcome::Shared => tracing::info!(
+                plugin = name,
+                "compiled code shared with a loaded plugin of the same bytes"
+            ),
             CacheOutcome::Hit => tracing::info!(plugin = name, "compile cache hit"),
             CacheOutcome::Miss => tracing::info!(plugin = name, "compile cache miss: compiled"),
             CacheOutcome::Corrupt => {
@@ -470,6 +477,7 @@ impl Plugin {
             version,
             in_flight: AtomicUsize::new(0),
             pre,
+            _compiled: component,
             spare: Mutex::new(None),
             last_finished: Mutex::new(None),
         };
