@@ -8,6 +8,13 @@
 //! beneath the deepest preopen that holds it, matched by whole components (`/srv/docs2`
 //! is not in `/srv/docs`). Natively (the unit tests) it is `std::fs`. Symlinks are
 //! reported as such and never followed; only regular files are ever opened for reading.
+//!
+//! A FIFO, a socket or a device is never opened: an entry's type says so first, and the
+//! host's opens (dsh's `wasmtime-wasi`, `vendor/wasmtime-wasi`) never block and refuse
+//! anything but a regular file or a directory whatever the path was when it was looked
+//! at (a file swapped for a FIFO between the look and the open). Where the tools were
+//! asked to read one by name (a path argument, an ignore file of the walk), it is a
+//! [`Special`]: an error naming it and what it is.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -22,6 +29,41 @@ pub enum Kind {
     /// A FIFO, a device, a socket, or unknown: never opened.
     Other,
 }
+
+/// A path the tools had to read that is not a regular file: a FIFO, a socket, a device
+/// (or a file that was swapped for one while it was opened). Carried in an
+/// [`io::Error`] (see [`Special::of`]) so that the walk's callers can tell it apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Special {
+    /// Its absolute path.
+    pub path: PathBuf,
+    /// What it is, as a message names it: `a FIFO (named pipe)`, `a socket`, ...
+    pub kind: &'static str,
+}
+
+impl std::fmt::Display for Special {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} is {}", self.path.display(), self.kind)
+    }
+}
+
+impl std::error::Error for Special {}
+
+impl Special {
+    /// `error` as a special file, when it is one.
+    pub fn of(error: &io::Error) -> Option<&Special> {
+        error.get_ref()?.downcast_ref::<Special>()
+    }
+
+    fn error(path: PathBuf, kind: &'static str) -> io::Error {
+        io::Error::new(io::ErrorKind::InvalidInput, Special { path, kind })
+    }
+}
+
+/// What a file that is neither a regular file, a directory nor a symlink is, when the
+/// open of it found it one: the host refused it after the open (the path was swapped
+/// between a look at it and the open).
+const NOT_REGULAR: &str = "not a regular file (a FIFO, a socket or a device)";
 
 /// One entry of a directory.
 #[derive(Clone, Debug)]
@@ -56,18 +98,60 @@ impl Dir {
         Ok(entries)
     }
 
-    /// The file at `relative` (e.g. `.gitignore`, `.git/info/exclude`) when it is a small
-    /// regular file.
-    pub fn read_small(&self, relative: &str) -> Option<Vec<u8>> {
+    /// The file at `relative` (e.g. `.gitignore`, `.git/info/exclude`; `path` is its
+    /// absolute path) when it is a small regular file; `None` when there is none (or it
+    /// is a link, too large or unreadable); a [`Special`] error when it is a FIFO, a
+    /// socket or a device, which is never opened.
+    pub fn read_small(&self, relative: &str, path: &Path) -> io::Result<Option<Vec<u8>>> {
+        if let Some(kind) = self.special(relative) {
+            return Err(Special::error(path.to_path_buf(), kind));
+        }
         let mut buffer = Vec::new();
         match self.read_file(relative, &mut buffer, MAX_SMALL) {
             Ok(Loaded::Whole(len)) => {
                 buffer.truncate(len);
-                Some(buffer)
+                Ok(Some(buffer))
             }
-            _ => None,
+            Err(error) if error.kind() == io::ErrorKind::Unsupported => {
+                Err(Special::error(path.to_path_buf(), NOT_REGULAR))
+            }
+            _ => Ok(None),
         }
     }
+
+    /// What `relative` is when it is a FIFO, a socket, a device or of unknown type (a
+    /// symbolic link not followed); `None` for anything else, or nothing.
+    pub fn special(&self, relative: &str) -> Option<&'static str> {
+        imp::special_kind(self, relative)
+    }
+
+    /// Reads the file `name` as [`Dir::read_file`] does, where the tools were asked to
+    /// read it by name (`path`, absolute): a FIFO, a socket or a device is a [`Special`]
+    /// error (looked at first, and refused by the open if it was swapped in since).
+    pub fn read_named(
+        &self,
+        name: &str,
+        path: &Path,
+        buffer: &mut Vec<u8>,
+        whole_max: usize,
+    ) -> io::Result<Loaded> {
+        if let Some(kind) = self.special(name) {
+            return Err(Special::error(path.to_path_buf(), kind));
+        }
+        self.read_file(name, buffer, whole_max).map_err(|error| {
+            match error.kind() == io::ErrorKind::Unsupported {
+                true => Special::error(path.to_path_buf(), NOT_REGULAR),
+                false => error,
+            }
+        })
+    }
+}
+
+/// What the file at the absolute `path` is when it is a FIFO, a socket, a device or of
+/// unknown type (the last component not followed); `None` otherwise.
+pub fn special_at(path: &Path) -> Option<&'static str> {
+    let (parent, name) = (path.parent()?, path.file_name()?);
+    Dir::open(parent).ok()?.special(&name.to_string_lossy())
 }
 
 #[cfg(not(target_os = "wasi"))]
@@ -91,10 +175,35 @@ mod imp {
     /// The rest of a large file.
     pub struct Rest(File);
 
+    pub(super) fn special_kind(dir: &Dir, relative: &str) -> Option<&'static str> {
+        use std::os::unix::fs::FileTypeExt;
+        let t = std::fs::symlink_metadata(dir.path.join(relative))
+            .ok()?
+            .file_type();
+        if t.is_fifo() {
+            Some("a FIFO (named pipe)")
+        } else if t.is_socket() {
+            Some("a socket")
+        } else if t.is_char_device() {
+            Some("a character device")
+        } else if t.is_block_device() {
+            Some("a block device")
+        } else if t.is_file() || t.is_dir() || t.is_symlink() {
+            None
+        } else {
+            Some("a file of unknown type")
+        }
+    }
+
     impl io::Read for Rest {
         fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
             self.0.read(buf)
         }
+    }
+
+    /// `O_NONBLOCK` on the Linux targets the native tests run on.
+    fn libc_nonblock() -> i32 {
+        0o4000
     }
 
     impl Dir {
@@ -158,7 +267,18 @@ mod imp {
             buffer: &mut Vec<u8>,
             whole_max: usize,
         ) -> io::Result<Loaded> {
-            let mut file = File::open(self.path.join(name))?;
+            use std::os::unix::fs::OpenOptionsExt;
+            // As dsh's WASI opens do: without blocking, then only a regular file.
+            let mut file = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc_nonblock())
+                .open(self.path.join(name))?;
+            if !file.metadata()?.is_file() {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "not a regular file",
+                ));
+            }
             let mut filled = 0;
             loop {
                 if filled >= whole_max {
@@ -216,6 +336,8 @@ mod imp {
             ErrorCode::NotDirectory => io::ErrorKind::NotADirectory,
             ErrorCode::IsDirectory => io::ErrorKind::IsADirectory,
             ErrorCode::Interrupted => io::ErrorKind::Interrupted,
+            // dsh's host refuses to open a FIFO, a socket or a device.
+            ErrorCode::Unsupported => io::ErrorKind::Unsupported,
             _ => io::ErrorKind::Other,
         };
         io::Error::new(kind, format!("{code:?}"))
@@ -256,6 +378,20 @@ mod imp {
             }
         }
         best
+    }
+
+    pub(super) fn special_kind(dir: &Dir, relative: &str) -> Option<&'static str> {
+        match dir.fd.stat_at(PathFlags::empty(), relative).ok()?.type_ {
+            DescriptorType::Fifo => Some("a FIFO (named pipe)"),
+            DescriptorType::Socket => Some("a socket"),
+            DescriptorType::CharacterDevice => Some("a character device"),
+            DescriptorType::BlockDevice => Some("a block device"),
+            // wasmtime-wasi 48 calls both of these `unknown` (on Linux nothing else is).
+            DescriptorType::Unknown => Some("a FIFO or a socket"),
+            DescriptorType::RegularFile
+            | DescriptorType::Directory
+            | DescriptorType::SymbolicLink => None,
+        }
     }
 
     /// The guest path of the preopen (the workspace or an extra root) holding `path`.
@@ -400,9 +536,10 @@ mod tests {
                 ("big.bin", Kind::File)
             ]
         );
-        assert_eq!(root.read_small("b.txt").unwrap(), b"hello\n");
-        assert_eq!(root.read_small("a/inner.txt").unwrap(), b"x");
-        assert!(root.read_small("missing").is_none());
+        let small = |relative: &str| root.read_small(relative, &dir.path().join(relative));
+        assert_eq!(small("b.txt").unwrap().unwrap(), b"hello\n");
+        assert_eq!(small("a/inner.txt").unwrap().unwrap(), b"x");
+        assert!(small("missing").unwrap().is_none());
         let mut buffer = Vec::new();
         match root.read_file("big.bin", &mut buffer, usize::MAX).unwrap() {
             Loaded::Whole(len) => assert_eq!(&buffer[..len], &big[..]),
@@ -425,5 +562,32 @@ mod tests {
             root.open_dir("a").unwrap().sorted_entries().unwrap()[0].name,
             "inner.txt"
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_is_never_opened_and_is_named_when_asked_for() {
+        let dir = TestDir::new("fsys-fifo");
+        dir.write("a.txt", "x");
+        crate::walk::tests::mkfifo(&dir, "p");
+        let root = Dir::open(dir.path()).unwrap();
+        assert_eq!(root.special("p"), Some("a FIFO (named pipe)"));
+        assert_eq!(root.special("a.txt"), None);
+        assert_eq!(
+            special_at(&dir.path().join("p")),
+            Some("a FIFO (named pipe)")
+        );
+        let error = root.read_small("p", &dir.path().join("p")).unwrap_err();
+        assert_eq!(Special::of(&error).unwrap().path, dir.path().join("p"));
+        let mut buffer = Vec::new();
+        let error = root
+            .read_named("p", &dir.path().join("p"), &mut buffer, 100)
+            .err()
+            .unwrap();
+        assert_eq!(Special::of(&error).unwrap().kind, "a FIFO (named pipe)");
+        // The walk's own read (it never names a FIFO: its listing says what it is) is
+        // refused by the open, without waiting for a writer.
+        let error = root.read_file("p", &mut buffer, 100).err().unwrap();
+        assert_eq!(error.kind(), io::ErrorKind::Unsupported);
     }
 }

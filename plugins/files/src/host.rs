@@ -14,8 +14,10 @@ pub trait Files {
     fn read(&self, path: &str, max_bytes: u64, remember: bool) -> Result<FileRead, ToolError>;
     /// Applies `changes` all or none (`files.commit`).
     fn commit(&self, changes: &[Change]) -> Result<Vec<Changed>, ToolError>;
-    /// A look at a file's bytes that does not count as a read (through the read-only
-    /// preopen): `None` when it is not a regular file of at most `max_bytes`.
+    /// A look at a file's bytes that does not count as the model's read (`files.read`
+    /// without `remember`: the host still knows this call saw these bytes, so a change
+    /// computed from them is refused if the file no longer holds them): `None` when it
+    /// is not a regular file of at most `max_bytes`.
     fn peek(&self, path: &str, max_bytes: u64) -> Option<Vec<u8>>;
     /// True when `path` is a directory.
     fn is_dir(&self, path: &str) -> bool;
@@ -36,11 +38,11 @@ impl Files for Host {
     }
 
     fn peek(&self, path: &str, max_bytes: u64) -> Option<Vec<u8>> {
-        let metadata = std::fs::metadata(path).ok()?;
-        if !metadata.is_file() || metadata.len() > max_bytes {
-            return None;
-        }
-        std::fs::read(path).ok()
+        // Through the host: one open, non-blocking, whose type is checked (a look here
+        // was a stat, then an open: a FIFO swapped in between held the call).
+        files::read(path, max_bytes, false)
+            .ok()
+            .map(|read| read.contents)
     }
 
     fn is_dir(&self, path: &str) -> bool {

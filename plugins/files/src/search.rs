@@ -16,7 +16,7 @@ use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContex
 use ignore::overrides::{Override, OverrideBuilder};
 use ignore::types::{Types, TypesBuilder};
 
-use crate::fsys::{Dir, Kind, Loaded};
+use crate::fsys::{Dir, Kind, Loaded, Special};
 use crate::recent::Newest;
 use crate::sniff::has_nul_head;
 use crate::walk::{self, Filter, Flow};
@@ -182,6 +182,9 @@ pub struct Outcome {
     pub searched: usize,
     pub binary: usize,
     pub unreadable: usize,
+    /// The search stopped at a file it had to read that is a FIFO, a socket or a device
+    /// (the file searched, an ignore file): never opened, and no result stands.
+    pub refused: Option<Special>,
 }
 
 /// The results being written: capped in lines and bytes.
@@ -268,13 +271,21 @@ fn run<M: Matcher>(
     let mut newest = Newest::new(options.head_limit);
     let mut buffer = Vec::new();
 
-    // One file: its directory, then it.
+    // One file: its directory, then it. The file searched by its path (`root`, not one
+    // the walk came upon) is refused, naming it, if it is a FIFO, a socket or a device.
     let mut search_one = |dir: &Dir, path: &Path, name: &str, outcome: &mut Outcome| -> Flow {
         outcome.searched += 1;
-        let loaded = match dir.read_file(name, &mut buffer, WHOLE_FILE_MAX) {
+        let read = match path == root {
+            true => dir.read_named(name, path, &mut buffer, WHOLE_FILE_MAX),
+            false => dir.read_file(name, &mut buffer, WHOLE_FILE_MAX),
+        };
+        let loaded = match read {
             Ok(loaded) => loaded,
-            Err(_) => {
-                outcome.unreadable += 1;
+            Err(error) => {
+                match Special::of(&error) {
+                    Some(special) => outcome.refused = Some(special.clone()),
+                    None => outcome.unreadable += 1,
+                }
                 return Flow::Continue;
             }
         };
@@ -343,14 +354,18 @@ fn run<M: Matcher>(
         });
         match walked {
             Ok(stats) => outcome.unreadable += stats.unreadable,
-            Err(_) => outcome.unreadable += 1,
+            Err(error) => match Special::of(&error) {
+                Some(special) => outcome.refused = Some(special.clone()),
+                None => outcome.unreadable += 1,
+            },
         }
     } else {
-        // One file: read from its directory, and only if it is a regular file.
+        // One file: read from its directory, and only if it is a regular file (a FIFO,
+        // a socket or a device is refused, naming it).
         let parent = root.parent().unwrap_or(root);
         let name = root.file_name().map(|n| n.to_string_lossy().into_owned());
         match (Dir::open(parent), name) {
-            (Ok(dir), Some(name)) if dir.kind_of(&name).is_ok_and(|k| k == Kind::File) => {
+            (Ok(dir), Some(name)) if dir.kind_of(&name).is_ok_and(|k| k != Kind::Dir) => {
                 search_one(&dir, root, &name, &mut outcome);
             }
             _ => outcome.unreadable += 1,

@@ -6,7 +6,9 @@
 //! counts without a `.git` directory (the workspace may be part of a repository), the
 //! deepest rule that matches decides, and an ignored directory is not entered. A glob override (`grep`'s `glob`) and a file-type
 //! filter (`grep`'s `type`) narrow the files further, as ripgrep's `--glob` and `--type`.
-//! Ignore files are read only in directories whose listing shows them.
+//! Ignore files are read only in directories whose listing shows them. An ignore file
+//! that is a FIFO, a socket or a device ends the walk with a [`Special`] error naming
+//! it: it is never opened, and the walk would not know what it leaves out.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +17,8 @@ use ignore::overrides::Override;
 use ignore::types::Types;
 use ignore::Match;
 
+#[cfg(doc)]
+use crate::fsys::Special;
 use crate::fsys::{Dir, Entry, Kind};
 
 /// Which entries a walk leaves out.
@@ -54,9 +58,15 @@ pub enum Flow {
 struct Rules(Vec<Gitignore>);
 
 impl Rules {
-    fn load(dir: &Dir, path: &Path, entries: Option<&[Entry]>) -> Rules {
+    /// The rules of the directory `dir` at `path` (`entries`: its listing, when known;
+    /// an ignore file the listing shows as a FIFO, a socket or a device counts too, and
+    /// is refused).
+    fn load(dir: &Dir, path: &Path, entries: Option<&[Entry]>) -> std::io::Result<Rules> {
         let has = |name: &str, kind: Kind| {
-            entries.is_none_or(|e| e.iter().any(|e| e.name == name && e.kind == kind))
+            entries.is_none_or(|e| {
+                e.iter()
+                    .any(|e| e.name == name && (e.kind == kind || e.kind == Kind::Other))
+            })
         };
         let mut rules = Vec::new();
         for (name, kind) in [
@@ -72,7 +82,7 @@ impl Rules {
             } else {
                 name
             };
-            if let Some(bytes) = dir.read_small(file) {
+            if let Some(bytes) = dir.read_small(file, &path.join(file))? {
                 let mut builder = GitignoreBuilder::new(path);
                 let from = path.join(file);
                 for line in String::from_utf8_lossy(&bytes).lines() {
@@ -85,7 +95,7 @@ impl Rules {
                 }
             }
         }
-        Rules(rules)
+        Ok(Rules(rules))
     }
 }
 
@@ -106,7 +116,8 @@ pub struct Stats {
 /// Walks the directory `root` (whose ancestors' ignore rules count up to and including
 /// `top`, the workspace, or when `root` is outside it, the preopen holding it: an extra
 /// root), calling `visit` for every non-directory entry that `filter` keeps, until it
-/// says stop.
+/// says stop. An ignore file that is a FIFO, a socket or a device (on the way or in the
+/// tree) is a [`Special`] error.
 pub fn walk(
     root: &Path,
     top: &Path,
@@ -135,7 +146,7 @@ pub fn walk(
             }
             for ancestor in ancestors {
                 if let Ok(dir) = Dir::open(&ancestor) {
-                    rules.push(Rules::load(&dir, &ancestor, None));
+                    rules.push(Rules::load(&dir, &ancestor, None)?);
                 }
             }
         }
@@ -144,7 +155,7 @@ pub fn walk(
     let root_dir = Dir::open(root)?;
     let entries = root_dir.sorted_entries()?;
     if honour {
-        rules.push(Rules::load(&root_dir, root, Some(&entries)));
+        rules.push(Rules::load(&root_dir, root, Some(&entries))?);
     }
     let mut stack = vec![Frame {
         dir: root_dir,
@@ -182,7 +193,7 @@ pub fn walk(
             match opened {
                 Ok((dir, entries)) => {
                     if honour {
-                        rules.push(Rules::load(&dir, &path, Some(&entries)));
+                        rules.push(Rules::load(&dir, &path, Some(&entries))?);
                     }
                     stack.push(Frame {
                         dir,
@@ -300,7 +311,7 @@ pub mod testdir {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::testdir::TestDir;
     use super::*;
 
@@ -453,5 +464,50 @@ mod tests {
                 ("real/a.txt".to_string(), Kind::File)
             ]
         );
+    }
+
+    /// Makes a FIFO at `relative` in `dir` (its directories made).
+    pub fn mkfifo(dir: &TestDir, relative: &str) {
+        let path = dir.path().join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_ignore_file_that_is_a_fifo_ends_the_walk_naming_it() {
+        for (fifo, root) in [
+            (".gitignore", ""),
+            (".ignore", ""),
+            (".git/info/exclude", ""),
+            ("sub/.gitignore", ""),
+            // Above the directory walked: the rules on the way are read too.
+            (".gitignore", "sub"),
+            (".git/info/exclude", "sub"),
+        ] {
+            let dir = TestDir::new("walk-fifo");
+            dir.write("sub/a.txt", "x");
+            dir.write(".git/config", "x");
+            mkfifo(&dir, fifo);
+            let root_path = dir.path().join(root);
+            let error = walk(&root_path, dir.path(), &Filter::default(), |_| {
+                Flow::Continue
+            })
+            .err()
+            .unwrap_or_else(|| panic!("{fifo} walked from {root:?}"));
+            let special = crate::fsys::Special::of(&error).expect("a special file");
+            assert_eq!(special.path, dir.path().join(fifo));
+            assert_eq!(special.kind, "a FIFO (named pipe)");
+            // Not read when ignored files are asked for.
+            let all = Filter {
+                include_ignored: true,
+                ..Filter::default()
+            };
+            assert!(walk(&root_path, dir.path(), &all, |_| Flow::Continue).is_ok());
+        }
     }
 }

@@ -73,6 +73,11 @@ pub fn search_root(
 pub fn run(context: &CallContext, args: Args) -> Result<ToolResult, ToolError> {
     let root = search_root(context, args.path.as_deref(), "glob")?;
     let root_shown = paths::display(&context.workdir, &root);
+    if let Some(kind) = crate::fsys::special_at(Path::new(&root)) {
+        return Err(invalid(format!(
+            "{root_shown} is {kind}, not a directory: give glob a directory as `path` (a FIFO, a socket or a device is never opened)"
+        )));
+    }
     if !Path::new(&root).is_dir() {
         return Err(invalid(format!(
             "{root_shown} is a file, not a directory: give glob a directory as `path` (read the file with read)"
@@ -87,7 +92,10 @@ pub fn run(context: &CallContext, args: Args) -> Result<ToolResult, ToolError> {
         args.include_ignored,
         limit,
     )
-    .map_err(|e| invalid(format!("cannot list {root_shown}: {e}")))?;
+    .map_err(|e| match crate::fsys::Special::of(&e) {
+        Some(special) => super::special_refused(context, "glob", &root, special),
+        None => invalid(format!("cannot list {root_shown}: {e}")),
+    })?;
     Ok(text(render(context, &root, &root_shown, &args, &found)))
 }
 
@@ -196,5 +204,36 @@ mod tests {
         let (code, message) = failed(glob(&dir, serde_json::json!({"pattern": "[x"})));
         assert_eq!(code, ErrorCode::InvalidArguments);
         assert!(message.contains("not a valid glob"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_as_the_path_or_an_ignore_file_on_the_way_is_refused_naming_it() {
+        let dir = TestDir::new("glob-fifo");
+        dir.write("sub/a.rs", "x");
+        crate::walk::tests::mkfifo(&dir, "p");
+        let (code, message) = failed(glob(&dir, serde_json::json!({"pattern": "*", "path": "p"})));
+        assert_eq!(code, dsh_plugin::ErrorCode::InvalidArguments);
+        assert!(
+            message.starts_with("p is a FIFO (named pipe), not a directory"),
+            "{message}"
+        );
+        crate::walk::tests::mkfifo(&dir, ".git/info/exclude");
+        let (code, message) = failed(glob(
+            &dir,
+            serde_json::json!({"pattern": "*", "path": "sub"}),
+        ));
+        assert_eq!(code, dsh_plugin::ErrorCode::InvalidArguments);
+        assert!(
+            message.starts_with(
+                ".git/info/exclude is a FIFO (named pipe), and glob reads it as an ignore file"
+            ),
+            "{message}"
+        );
+        let listed = ok_text(glob(
+            &dir,
+            serde_json::json!({"pattern": "*", "path": "sub", "include_ignored": true}),
+        ));
+        assert_eq!(listed, "sub/a.rs");
     }
 }

@@ -118,6 +118,9 @@ pub fn run(context: &CallContext, args: Args) -> Result<ToolResult, ToolError> {
         &options,
     );
 
+    if let Some(special) = &outcome.refused {
+        return Err(super::special_refused(context, "grep", &root, special));
+    }
     if outcome.shown == 0 && outcome.more.is_none() {
         let mut out = format!("no matches for `{}` in {root_shown}", args.pattern);
         let mut notes = vec![format!(
@@ -243,5 +246,27 @@ mod tests {
             serde_json::json!({"pattern": "x", "path": "missing"}),
         ));
         assert_eq!(code, ErrorCode::NotFound);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_as_the_path_or_an_ignore_file_is_refused_naming_it() {
+        let dir = tree();
+        crate::walk::tests::mkfifo(&dir, "p");
+        let (code, message) = failed(grep(&dir, serde_json::json!({"pattern": "x", "path": "p"})));
+        assert_eq!(code, ErrorCode::InvalidArguments);
+        assert!(
+            message.starts_with("p is a FIFO (named pipe): grep reads only regular files"),
+            "{message}"
+        );
+        crate::walk::tests::mkfifo(&dir, "src/.gitignore");
+        let (code, message) = failed(grep(&dir, serde_json::json!({"pattern": "run"})));
+        assert_eq!(code, ErrorCode::InvalidArguments);
+        assert!(
+            message.starts_with(
+                "src/.gitignore is a FIFO (named pipe), and grep reads it as an ignore file"
+            ),
+            "{message}"
+        );
     }
 }

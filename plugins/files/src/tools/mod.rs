@@ -56,6 +56,32 @@ pub fn invalid(message: impl Into<String>) -> ToolError {
     error(ErrorCode::InvalidArguments, message)
 }
 
+/// The `invalid-arguments` error of `tool` (glob or grep) searching `root` that came
+/// upon `special`, a FIFO, a socket or a device it had to read (`root` itself, or an
+/// ignore file of the walk): never opened, so never waited on.
+pub fn special_refused(
+    context: &CallContext,
+    tool: &str,
+    root: &str,
+    special: &crate::fsys::Special,
+) -> ToolError {
+    let shown = crate::paths::display(&context.workdir, &special.path.to_string_lossy());
+    match special.path.as_path() == std::path::Path::new(root) {
+        true => invalid(format!(
+            "{shown} is {}: {tool} reads only regular files and directories (a FIFO, a \
+             socket or a device is never opened)",
+            special.kind
+        )),
+        false => invalid(format!(
+            "{shown} is {}, and {tool} reads it as an ignore file (.gitignore, .ignore and \
+             .git/info/exclude say what a search leaves out): it is never opened, so nothing \
+             was searched. Remove it or make it a regular file, or set include_ignored \
+             (glob) to search without ignore files",
+            special.kind
+        )),
+    }
+}
+
 /// Bytes of the output budget kept for a result's notes and footer.
 pub const NOTE_ROOM: usize = 400;
 
