@@ -112,6 +112,8 @@ pub struct CallCtx<'a> {
     pub services: &'a Services,
     /// Wall time spent in dsh's host calls; a binding adds what a slow call took.
     pub host_time: &'a mut Duration,
+    /// What this call read through the files service (the digests its commits check).
+    pub file_reads: &'a Arc<files::CallReads>,
 }
 
 impl CallCtx<'_> {

@@ -235,6 +235,23 @@ pub fn open_child_dir(dir: &impl AsFd, name: &str) -> io::Result<File> {
     Ok(File::from(fd))
 }
 
+/// Opens the file `name` of `dir` for reading without blocking, a symbolic link at the
+/// name not followed (`ELOOP`); `None` when it is not a regular file (a FIFO or a device
+/// opens at once and is closed unread).
+pub fn open_regular_at(dir: &impl AsFd, name: &str) -> io::Result<Option<File>> {
+    let fd: OwnedFd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let file = File::from(fd);
+    match is_regular(&fstat(&file)?) {
+        true => Ok(Some(file)),
+        false => Ok(None),
+    }
+}
+
 /// Opens `dir` itself for reading (what `fsync` of a directory needs; an `O_PATH`
 /// descriptor cannot be synced).
 pub fn open_dir_for_sync(dir: &impl AsFd) -> io::Result<File> {

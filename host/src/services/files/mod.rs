@@ -43,6 +43,18 @@
 //! `[files] max_tracked_files_per_owner` stamps are kept per owner (the oldest go), and
 //! all of an owner's go with it.
 //!
+//! **What a change was computed from.** The owner's stamp says the model saw the file
+//! as it is; it does not say what a call's change was computed from: two `edit`s of one
+//! file sent at once both read the same text, and the first commit refreshes the owner's
+//! stamp, so the second, computed from the old text, would pass and undo the first. So
+//! every read also records, for its call ([`CallReads`], one per call, kept in the call's
+//! store), the SHA-256 digest of the bytes it returned, under the file's kernel path. A
+//! commit (serialized with every other: see below) changing or removing a file its call
+//! read compares the digest of the file's bytes now with the one recorded: another
+//! digest, or no file, is `STALE_FILE` (the bytes decide, not the stat: a rewrite in
+//! place within one timestamp tick keeps size and times). After a commit the call's
+//! record holds the digests of what it wrote.
+//!
 //! **Commits** ([`FileService::commit`]) resolve and check every change first; then each
 //! write goes to a new file beside its target (`.NAME.dsh-XXXXXX`, created exclusively,
 //! mode 0600), is written and synced, and gets its permission bits (the replaced file's,
@@ -75,6 +87,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use rustix::fs::Stat;
+use sha2::{Digest as _, Sha256};
 
 use crate::error::{ErrorCode, ToolError};
 use crate::own_files::{OwnFiles, Reach};
@@ -145,6 +158,53 @@ impl Stamp {
 
 /// A file's identity: (device, inode).
 type FileId = (u64, u64);
+
+/// SHA-256 of a file's bytes.
+type Digest = [u8; 32];
+
+fn digest_of(bytes: &[u8]) -> Digest {
+    Sha256::digest(bytes).into()
+}
+
+/// What one call read of each file: the digest of the bytes each read returned (or its
+/// commit wrote), by the file's kernel path (and its identity, for a file reached by
+/// another name). A fresh one per call, in its store; shared with the call's blocking
+/// file work.
+#[derive(Debug, Default)]
+pub struct CallReads(Mutex<HashMap<PathBuf, (FileId, Digest)>>);
+
+impl CallReads {
+    fn record(&self, path: PathBuf, id: FileId, digest: Digest) {
+        self.0.lock().unwrap().insert(path, (id, digest));
+    }
+
+    fn forget(&self, path: &Path) {
+        self.0.lock().unwrap().remove(path);
+    }
+
+    /// The digest of what the call read at `path`, or of the file `id` under another
+    /// name.
+    fn get(&self, path: &Path, id: Option<FileId>) -> Option<Digest> {
+        let reads = self.0.lock().unwrap();
+        if let Some((_, digest)) = reads.get(path) {
+            return Some(*digest);
+        }
+        let id = id?;
+        reads
+            .values()
+            .find(|(read, _)| *read == id)
+            .map(|(_, digest)| *digest)
+    }
+
+    /// How many files the call has read.
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
 
 /// One owner's remembered reads, oldest first in `order`.
 #[derive(Debug, Default)]
@@ -395,7 +455,8 @@ impl FileService {
     /// extra root) whole, if it is a regular file of at most `max_bytes` (and `[files]
     /// max_read_bytes`), and with `remember` remembers for `owner` that it has read the
     /// file as it is now (a tool reading what it is about to change does not: only what
-    /// the model saw counts). Blocking.
+    /// the model saw counts). Either way `call` records the digest of what it returned:
+    /// a commit of the same call checks the file still holds it. Blocking.
     pub fn read(
         &self,
         owner: &str,
@@ -403,6 +464,7 @@ impl FileService {
         path: &str,
         max_bytes: u64,
         remember: bool,
+        call: &CallReads,
     ) -> Result<FileRead, ToolError> {
         let places = Places::open(workdir, &self.config.extra_roots)?;
         let at = places.locate(path)?;
@@ -412,7 +474,7 @@ impl FileService {
                 "{path} is {within} itself, a directory: the file tools read files"
             )));
         }
-        let (mut file, stat) = self.open_regular(&places, &at)?;
+        let (mut file, stat, real) = self.open_regular(&places, &at)?;
         let shown = at.shown;
         let limit = max_bytes.min(self.config.max_read_bytes);
         let stamp = Stamp::of(&stat);
@@ -441,6 +503,7 @@ impl FileService {
             let max = self.config.max_tracked_files_per_owner;
             self.with_reads(owner, |reads| reads.record(stamp, max));
         }
+        call.record(real, stamp.id(), digest_of(&contents));
         Ok(FileRead {
             path: shown,
             contents,
@@ -448,8 +511,13 @@ impl FileService {
         })
     }
 
-    /// Opens the file `at` names for reading: a regular file, not in the state directory.
-    fn open_regular(&self, places: &Places, at: &Located) -> Result<(File, Stat), ToolError> {
+    /// Opens the file `at` names for reading: a regular file, not in the state directory;
+    /// with its status and its kernel path.
+    fn open_regular(
+        &self,
+        places: &Places,
+        at: &Located,
+    ) -> Result<(File, Stat, PathBuf), ToolError> {
         let (shown, within) = (&at.shown, places.within(at.place));
         let file = places
             .root(at.place)?
@@ -474,15 +542,17 @@ impl FileService {
                 confined::kind_of(&stat)
             )));
         }
-        Ok((file, stat))
+        Ok((file, stat, real))
     }
 
-    /// Applies `changes` for `owner` all or none (see the module doc). Blocking.
+    /// Applies `changes` for `owner` all or none (see the module doc); a file `call` read
+    /// must still hold the bytes it read. Blocking.
     pub fn commit(
         &self,
         owner: &str,
         workdir: &Path,
         changes: Vec<Change>,
+        call: &CallReads,
     ) -> Result<Vec<Changed>, ToolError> {
         if changes.len() > MAX_CHANGES {
             return Err(ToolError::new(
@@ -496,7 +566,7 @@ impl FileService {
         }
         let places = Places::open(workdir, &self.config.extra_roots)?;
         let _serial = self.commits.lock().unwrap_or_else(|e| e.into_inner());
-        let mut plan = self.plan(owner, &places, changes)?;
+        let mut plan = self.plan(owner, &places, changes, call)?;
         let mut undo = Undo::default();
         let staged = match self.stage(&mut plan, &mut undo) {
             Ok(staged) => staged,
@@ -527,7 +597,29 @@ impl FileService {
                 ));
             }
         }
-        self.apply(owner, &plan, staged, &mut undo)
+        // What the call will have read after this commit: what it wrote.
+        let written: Vec<(PathBuf, FileId, Digest)> = staged
+            .iter()
+            .filter_map(|stage| {
+                let planned = &plan[stage.index];
+                match &planned.action {
+                    Action::Write { contents, .. } => Some((
+                        planned.target.clone(),
+                        stage.written.id(),
+                        digest_of(contents),
+                    )),
+                    Action::Remove => None,
+                }
+            })
+            .collect();
+        let changed = self.apply(owner, &plan, staged, &mut undo)?;
+        for planned in plan.iter().filter(|p| matches!(p.action, Action::Remove)) {
+            call.forget(&planned.target);
+        }
+        for (target, id, digest) in written {
+            call.record(target, id, digest);
+        }
+        Ok(changed)
     }
 
     /// Resolves and checks every change: nothing is written yet.
@@ -536,6 +628,7 @@ impl FileService {
         owner: &str,
         places: &Places,
         changes: Vec<Change>,
+        call: &CallReads,
     ) -> Result<Vec<Planned>, ToolError> {
         let mut plan: Vec<Planned> = Vec::with_capacity(changes.len());
         let mut dirs: HashMap<PathBuf, Arc<File>> = HashMap::new();
@@ -619,6 +712,13 @@ impl FileService {
                              changed"
                         )))
                     }
+                    Some(stat) if !confined::is_regular(stat) && !confined::is_symlink(stat) => {
+                        return Err(invalid(format!(
+                            "{shown} is {}: a commit removes regular files and links only; \
+                             nothing was changed",
+                            confined::kind_of(stat)
+                        )))
+                    }
                     Some(_) => Action::Remove,
                 },
             };
@@ -650,6 +750,7 @@ impl FileService {
                     Some(_) => {}
                 }
             }
+            self.check_call_read(call, &target, &dir, &name, before.as_ref(), &shown)?;
             plan.push(Planned {
                 target,
                 shown,
@@ -686,6 +787,56 @@ impl FileService {
             }
         }
         Ok(plan)
+    }
+
+    /// Refuses a change of `target` (`name` in `dir`, `before` as it is now) when its
+    /// call read it and the file no longer holds the bytes that read returned: the change
+    /// was computed from text that is gone (another call changed it meanwhile).
+    fn check_call_read(
+        &self,
+        call: &CallReads,
+        target: &Path,
+        dir: &File,
+        name: &str,
+        before: Option<&Stat>,
+        shown: &str,
+    ) -> Result<(), ToolError> {
+        let Some(read) = call.get(target, before.map(|stat| Stamp::of(stat).id())) else {
+            return Ok(());
+        };
+        let stale = |what: &str| {
+            ToolError::new(
+                ErrorCode::StaleFile,
+                format!(
+                    "{shown} {what} since this call read it (another call, a command or an \
+                     editor changed it while this one ran): this change was computed from \
+                     text the file no longer holds. Read it again, then change it again; \
+                     nothing was changed"
+                ),
+            )
+        };
+        let Some(stat) = before else {
+            return Err(stale("was removed"));
+        };
+        if confined::is_symlink(stat) {
+            // A link holds no content (and is never written through).
+            return Ok(());
+        }
+        let now = confined::open_regular_at(dir, name)
+            .and_then(|file| {
+                let Some(mut file) = file else {
+                    return Ok(None);
+                };
+                let mut bytes = Vec::new();
+                file.read_to_end(&mut bytes)?;
+                Ok(Some(digest_of(&bytes)))
+            })
+            .map_err(|error| fs_error(error, shown, "its root", Doing::Writing))?;
+        match now == Some(read) {
+            true => Ok(()),
+            // Another digest, or no longer a regular file.
+            false => Err(stale("changed")),
+        }
     }
 
     /// Opens the directory `parents` names, or the deepest one of them that exists;
@@ -783,7 +934,7 @@ impl FileService {
     /// The permission bits of the file `from` names (a write's `mode-from`).
     fn mode_of(&self, places: &Places, from: &str) -> Result<u32, ToolError> {
         let at = places.locate(from)?;
-        let (_, stat) = self.open_regular(places, &at).map_err(|error| ToolError {
+        let (_, stat, _) = self.open_regular(places, &at).map_err(|error| ToolError {
             message: format!("mode-from: {}", error.message),
             ..error
         })?;

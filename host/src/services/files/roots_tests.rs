@@ -75,12 +75,19 @@ fn fixture_with(
 
 impl Fixture {
     fn read(&self, path: &Path) -> Result<FileRead, ToolError> {
-        self.service
-            .read("a", &self.ws, &path.display().to_string(), u64::MAX, true)
+        self.service.read(
+            "a",
+            &self.ws,
+            &path.display().to_string(),
+            u64::MAX,
+            true,
+            &CallReads::default(),
+        )
     }
 
     fn commit(&self, changes: Vec<Change>) -> Result<Vec<Changed>, ToolError> {
-        self.service.commit("a", &self.ws, changes)
+        self.service
+            .commit("a", &self.ws, changes, &CallReads::default())
     }
 
     /// Every name under `root/` (recursively), sorted.

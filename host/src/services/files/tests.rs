@@ -51,11 +51,13 @@ fn fixture_with(config: FilesConfig, state_inside: bool) -> Fixture {
 
 impl Fixture {
     fn read(&self, owner: &str, path: &str) -> Result<FileRead, ToolError> {
-        self.service.read(owner, &self.ws, path, u64::MAX, true)
+        self.service
+            .read(owner, &self.ws, path, u64::MAX, true, &CallReads::default())
     }
 
     fn commit(&self, owner: &str, changes: Vec<Change>) -> Result<Vec<Changed>, ToolError> {
-        self.service.commit(owner, &self.ws, changes)
+        self.service
+            .commit(owner, &self.ws, changes, &CallReads::default())
     }
 
     fn write(&self, owner: &str, path: &str, contents: &str) -> Result<Vec<Changed>, ToolError> {
@@ -167,7 +169,7 @@ fn a_read_not_remembered_does_not_count() {
     f.put("a.txt", "one");
     let peeked = f
         .service
-        .read("a", &f.ws, "a.txt", u64::MAX, false)
+        .read("a", &f.ws, "a.txt", u64::MAX, false, &CallReads::default())
         .unwrap();
     assert_eq!(peeked.contents, b"one");
     let (code, _) = fails(f.write("a", "a.txt", "two"));
@@ -177,11 +179,87 @@ fn a_read_not_remembered_does_not_count() {
     std::thread::sleep(std::time::Duration::from_millis(5));
     std::fs::write(f.ws.join("a.txt"), "ONE").unwrap();
     f.service
-        .read("a", &f.ws, "a.txt", u64::MAX, false)
+        .read("a", &f.ws, "a.txt", u64::MAX, false, &CallReads::default())
         .unwrap();
     let (code, _) = fails(f.write("a", "a.txt", "two"));
     assert_eq!(code, ErrorCode::StaleFile, "a peek refreshed the stamp");
     assert_eq!(f.text("a.txt"), "ONE");
+}
+
+/// Two calls of one owner that read a file and then change it, as two `edit`s sent at
+/// once do: the second commit was computed from text the first replaced.
+#[test]
+fn a_change_computed_from_text_another_call_replaced_is_stale() {
+    let f = fixture();
+    f.put("conc.txt", "alpha\nmiddle\nbeta\n");
+    f.read("a", "conc.txt").unwrap();
+    let (first, second) = (CallReads::default(), CallReads::default());
+    let peek = |call: &CallReads| {
+        f.service
+            .read("a", &f.ws, "conc.txt", u64::MAX, false, call)
+            .unwrap()
+    };
+    let commit = |call: &CallReads, text: &str| {
+        f.service
+            .commit("a", &f.ws, vec![write("conc.txt", text)], call)
+    };
+    assert_eq!(peek(&first).contents, peek(&second).contents);
+    assert_eq!((first.len(), second.len()), (1, 1));
+    commit(&first, "ALPHA\nmiddle\nbeta\n").unwrap();
+    // The owner's stamp is the first commit's: only the call's record knows.
+    let (code, message) = fails(commit(&second, "alpha\nmiddle\nBETA\n"));
+    assert_eq!(code, ErrorCode::StaleFile);
+    assert!(
+        message.contains("conc.txt changed since this call read it"),
+        "{message}"
+    );
+    assert_eq!(f.text("conc.txt"), "ALPHA\nmiddle\nbeta\n");
+    // Read again, computed again: it applies, and both changes are kept.
+    let now = String::from_utf8(peek(&second).contents).unwrap();
+    commit(&second, &now.replace("beta", "BETA")).unwrap();
+    assert_eq!(f.text("conc.txt"), "ALPHA\nmiddle\nBETA\n");
+    // A call's second commit of a file it wrote is computed from what it wrote.
+    commit(&second, "ALPHA\nBETA\n").unwrap();
+    // The file removed behind a call that read it: recreating it from the old text is
+    // stale too.
+    let third = CallReads::default();
+    peek(&third);
+    f.read("a", "conc.txt").unwrap();
+    f.commit("a", vec![Change::Remove("conc.txt".into())])
+        .unwrap();
+    let (code, message) = fails(commit(&third, "ALPHA\n"));
+    assert_eq!(code, ErrorCode::StaleFile);
+    assert!(
+        message.contains("conc.txt was removed since this call read it"),
+        "{message}"
+    );
+    assert!(!f.ws.join("conc.txt").exists());
+}
+
+/// The bytes decide, not the stat: a rewrite in place that keeps the size, and whose
+/// times are put back, still makes a change computed from the old text stale.
+#[test]
+fn a_rewrite_that_keeps_size_and_times_is_caught_by_the_digest() {
+    let f = fixture();
+    f.put("same.txt", "one\n");
+    let call = CallReads::default();
+    f.service
+        .read("a", &f.ws, "same.txt", u64::MAX, true, &call)
+        .unwrap();
+    let path = f.ws.join("same.txt");
+    let before = std::fs::metadata(&path).unwrap();
+    std::fs::write(&path, "two\n").unwrap();
+    let file = std::fs::File::options().write(true).open(&path).unwrap();
+    file.set_modified(before.modified().unwrap()).unwrap();
+    // The owner's stamp would now differ by its change time alone; make the owner's
+    // record the file as it is, as a read by another call would.
+    f.read("a", "same.txt").unwrap();
+    let (code, _) = fails(
+        f.service
+            .commit("a", &f.ws, vec![write("same.txt", "one!\n")], &call),
+    );
+    assert_eq!(code, ErrorCode::StaleFile);
+    assert_eq!(f.text("same.txt"), "two\n");
 }
 
 #[test]
@@ -421,6 +499,13 @@ fn fifos_devices_and_directories_are_refused_without_blocking() {
     let (code, message) = fails(f.write("a", "fifo", "x"));
     assert_eq!(code, ErrorCode::InvalidArguments);
     assert!(message.contains("FIFO"), "{message}");
+    let (code, message) = fails(f.commit("a", vec![Change::Remove("fifo".into())]));
+    assert_eq!(code, ErrorCode::InvalidArguments);
+    assert!(
+        message.starts_with("fifo is a FIFO (named pipe): a commit removes"),
+        "{message}"
+    );
+    assert!(f.ws.join("fifo").exists());
     std::fs::create_dir(f.ws.join("dir")).unwrap();
     let (_, message) = fails(f.read("a", "dir"));
     assert!(message.contains("a directory"), "{message}");
@@ -465,7 +550,11 @@ fn a_file_larger_than_max_bytes_is_not_read() {
         false,
     );
     f.put("big.txt", "0123456789abc");
-    let (code, message) = fails(f.service.read("a", &f.ws, "big.txt", 5, true));
+    let (code, message) =
+        fails(
+            f.service
+                .read("a", &f.ws, "big.txt", 5, true, &CallReads::default()),
+        );
     assert_eq!(code, ErrorCode::LimitExceeded);
     assert!(message.contains("13 bytes"), "{message}");
     let (code, message) = fails(f.read("a", "big.txt"));
@@ -565,8 +654,12 @@ fn the_configuration_and_the_plugins_are_read_never_written() {
         ..own
     };
     let service = FileService::new(FilesConfig::default(), Some(f.ws.clone()), own);
-    let (code, message) =
-        fails(service.commit("a", &f.ws, vec![Change::Remove("conf-link.toml".into())]));
+    let (code, message) = fails(service.commit(
+        "a",
+        &f.ws,
+        vec![Change::Remove("conf-link.toml".into())],
+        &CallReads::default(),
+    ));
     assert_eq!(code, ErrorCode::InvalidArguments);
     assert!(message.contains("a link on the way"), "{message}");
 }

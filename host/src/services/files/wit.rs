@@ -1,6 +1,6 @@
-//! The `dsh:plugin/files` binding: the call's owner and workdir go to the service with
-//! the arguments, one to one; the service's blocking file I/O runs on tokio's blocking
-//! pool (never on the executor), its wall time counted as host time.
+//! The `dsh:plugin/files` binding: the call's owner, workdir and record of what it read
+//! go to the service with the arguments, one to one; the service's blocking file I/O runs
+//! on tokio's blocking pool (never on the executor), its wall time counted as host time.
 
 use wasmtime::component::Linker;
 
@@ -42,10 +42,11 @@ impl Host for CallCtx<'_> {
     ) -> Result<WitFileRead, WitToolError> {
         let service = self.services.files.clone();
         let (owner, workdir) = (self.call.owner.clone(), self.call.workdir.clone());
+        let call = self.file_reads.clone();
         let read = self
             .host_call(
                 "files.read",
-                blocking(move || service.read(&owner, &workdir, &path, max_bytes, remember)),
+                blocking(move || service.read(&owner, &workdir, &path, max_bytes, remember, &call)),
             )
             .await?;
         Ok(WitFileRead {
@@ -69,10 +70,11 @@ impl Host for CallCtx<'_> {
             .collect();
         let service = self.services.files.clone();
         let (owner, workdir) = (self.call.owner.clone(), self.call.workdir.clone());
+        let call = self.file_reads.clone();
         let changed = self
             .host_call(
                 "files.commit",
-                blocking(move || service.commit(&owner, &workdir, changes)),
+                blocking(move || service.commit(&owner, &workdir, changes, &call)),
             )
             .await?;
         Ok(changed
