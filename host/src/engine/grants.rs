@@ -5,7 +5,9 @@
 //! denied. No granted directory may overlap dsh's state directory (event logs, spill
 //! files, the compile cache and its key, control sockets). The `files` grant also maps
 //! the session workspace and every extra root (`[files] extra_roots`) into the plugin,
-//! read-only, under the same rule.
+//! read-only, under the same rule; when one of those cannot be mapped, none is, and the
+//! plugin's grants say why (`Grants::withheld`): a tool plugin then stays listed and each
+//! of its calls answers `DENIED` with that reason and its fix (`engine::plugin`).
 //!
 //! The network is granted three ways: `network` (alias `connect`) lists the addresses a
 //! plugin may connect or send datagrams to, `bind` the ones it may bind and listen on,
@@ -141,6 +143,10 @@ pub struct GrantsView {
 #[derive(Debug, Clone)]
 pub struct Grants {
     pub view: GrantsView,
+    /// Why the `files` grant's directories (the workspace, the extra roots) could not be
+    /// given, and how to fix it: a tool plugin then loads without them and answers every
+    /// call with this (`DENIED`), so the model is told why; a guard or a filter is refused.
+    pub withheld: Option<String>,
     env: Vec<(String, String)>,
     network: Arc<NetworkGrants>,
 }
@@ -360,7 +366,9 @@ impl Grants {
     /// parsed (host names are looked up when a call uses them, see [`NAME_TTL`]). A
     /// plugin granted `files` also gets the session `workspace` (if the host has one)
     /// and the `extra_roots` read-only at their own paths, under the same state
-    /// directory rule.
+    /// directory rule; when those cannot be given (the workspace holds the state
+    /// directory, a root is missing, ...) the plugin gets none of them and `withheld`
+    /// says why.
     pub async fn resolve(
         name: &str,
         source: &PluginSource,
@@ -406,17 +414,26 @@ impl Grants {
                 mode: grant.mode,
             });
         }
+        let mut withheld = None;
         if interfaces.contains(FILES) {
-            let mut reach = Vec::new();
-            if let Some(workspace) = workspace {
-                reach.extend(workspace_dir(workspace, state_dir)?);
-            }
-            reach.extend(extra_root_dirs(extra_roots, state_dir)?);
-            for dir in reach {
-                // A directory granted at the same guest path is the operator's word.
-                if !fs.iter().any(|granted| granted.guest == dir.guest) {
-                    fs.push(dir);
+            let reach = || -> Result<Vec<GrantedDir>, GrantError> {
+                let mut reach = Vec::new();
+                if let Some(workspace) = workspace {
+                    reach.extend(workspace_dir(workspace, state_dir)?);
                 }
+                reach.extend(extra_root_dirs(extra_roots, state_dir)?);
+                Ok(reach)
+            };
+            match reach() {
+                Ok(reach) => {
+                    for dir in reach {
+                        // A directory granted at the same guest path is the operator's word.
+                        if !fs.iter().any(|granted| granted.guest == dir.guest) {
+                            fs.push(dir);
+                        }
+                    }
+                }
+                Err(error) => withheld = Some(error.to_string()),
             }
         }
         let network = NetworkGrants::new(config)?;
@@ -433,6 +450,7 @@ impl Grants {
                 dns,
                 fs,
             },
+            withheld,
             env,
             network: Arc::new(network),
         })
@@ -684,6 +702,7 @@ mod tests {
                 interfaces: vec!["log".into()],
                 ..GrantsView::default()
             },
+            withheld: None,
             env: Vec::new(),
             network: Arc::default(),
         };
@@ -709,6 +728,7 @@ mod tests {
                 interfaces: interfaces.iter().map(|i| i.to_string()).collect(),
                 ..GrantsView::default()
             },
+            withheld: None,
             env: Vec::new(),
             network: Arc::default(),
         };
@@ -792,9 +812,11 @@ mod tests {
         // Without the grant, no workspace.
         let grants = resolve(&["log"], state.clone()).await.unwrap();
         assert!(grants.view.fs.is_empty());
-        // A workspace holding the state directory refuses the plugin, saying how to fix it.
-        let error = resolve(&["files"], ws.join(".state")).await.unwrap_err();
-        let text = error.to_string();
+        // A workspace holding the state directory is withheld from the plugin (which
+        // answers every call saying so), saying how to fix it.
+        let grants = resolve(&["files"], ws.join(".state")).await.unwrap();
+        assert!(grants.view.fs.is_empty(), "{:?}", grants.view.fs);
+        let text = grants.withheld.unwrap();
         assert!(
             text.contains("the workspace contains dsh's state directory"),
             "{text}"
@@ -870,10 +892,11 @@ mod tests {
             (root.join("file"), "not a directory"),
             (PathBuf::from("srv/docs"), "not an absolute path"),
         ] {
-            let error = resolve(&["files"], vec![extra(path.clone(), false)])
+            let grants = resolve(&["files"], vec![extra(path.clone(), false)])
                 .await
-                .unwrap_err();
-            let text = error.to_string();
+                .unwrap();
+            assert!(grants.view.fs.is_empty(), "{:?}", grants.view.fs);
+            let text = grants.withheld.unwrap();
             assert!(
                 text.contains(&format!("the extra root {}", path.display())) && text.contains(says),
                 "{text}"
@@ -885,10 +908,11 @@ mod tests {
             (state.join("sessions"), "is inside"),
         ] {
             std::fs::create_dir_all(&path).unwrap();
-            let error = resolve(&["files"], vec![extra(path.clone(), true)])
+            let grants = resolve(&["files"], vec![extra(path.clone(), true)])
                 .await
-                .unwrap_err();
-            let text = error.to_string();
+                .unwrap();
+            assert!(grants.view.fs.is_empty(), "{:?}", grants.view.fs);
+            let text = grants.withheld.unwrap();
             assert!(
                 text.contains(&format!("the extra root {}", path.display()))
                     && text.contains(&format!("that root {overlap} dsh's state directory"))

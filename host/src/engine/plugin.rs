@@ -454,6 +454,13 @@ impl Plugin {
             }
         };
         refuse_client_asks(name, kind_of(&pre), &grants.view.interfaces)?;
+        // Only a tool can answer a call with why its `files` directories were withheld:
+        // a guard or a filter without them is refused, as it would fail closed anyway.
+        if let (Some(why), PluginKind::Guard | PluginKind::ResultFilter) =
+            (&grants.withheld, kind_of(&pre))
+        {
+            return Err(LoadError::NotGranted(why.clone()));
+        }
         let settings_json = serde_json::to_string(&config.settings).unwrap_or_else(|_| "{}".into());
         let default_cpu_ms = match kind_of(&pre) {
             PluginKind::Tool => DEFAULT_CPU_MS,
@@ -677,6 +684,16 @@ impl Plugin {
         let _in_flight = InFlight::enter(&self.in_flight);
         if self.kind() != PluginKind::Tool {
             return CallResult::failed(self.not_a(PluginKind::Tool));
+        }
+        if let Some(why) = &self.grants.withheld {
+            // Refused, kept listed so that a call says why and how to fix it.
+            return CallResult::failed(ToolError::new(
+                ErrorCode::Denied,
+                format!(
+                    "{name} cannot run: plugin {} is refused: {why}",
+                    self.name
+                ),
+            ));
         }
         let wit_context = self.wit_context(&context);
         let (mut store, spare) = self.store_for_call(runtime, context);

@@ -235,7 +235,9 @@ pub struct PluginStatus {
 }
 
 impl PluginStatus {
-    /// The row of the version of `plugin` serving, without its calls in flight.
+    /// The row of the version of `plugin` serving, without its calls in flight. One whose
+    /// `files` directories were withheld (`Grants::withheld`) is shown refused, with why:
+    /// its tools stay listed only to answer each call with that reason.
     fn serving(plugin: &Plugin) -> Self {
         PluginStatus {
             name: plugin.name.to_string(),
@@ -244,8 +246,11 @@ impl PluginStatus {
             source: plugin.source.to_string(),
             digest: plugin.digest.clone(),
             loaded_at: unix_seconds(plugin.loaded_at),
-            status: PluginState::Serving,
-            reason: None,
+            status: match plugin.grants.withheld {
+                Some(_) => PluginState::Refused,
+                None => PluginState::Serving,
+            },
+            reason: plugin.grants.withheld.clone(),
             tools: plugin.specs.iter().map(|spec| spec.name.clone()).collect(),
             grants: Some(plugin.grants.view.clone()),
             imports: plugin.imports.clone(),
