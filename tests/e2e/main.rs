@@ -14,6 +14,7 @@ mod contract;
 mod cpu_budget;
 mod environment;
 mod event_log;
+mod files_never_block;
 mod fresh_instances;
 mod full_disk;
 mod guards;
