@@ -689,10 +689,7 @@ impl Plugin {
             // Refused, kept listed so that a call says why and how to fix it.
             return CallResult::failed(ToolError::new(
                 ErrorCode::Denied,
-                format!(
-                    "{name} cannot run: plugin {} is refused: {why}",
-                    self.name
-                ),
+                format!("{name} cannot run: plugin {} is refused: {why}", self.name),
             ));
         }
         let wit_context = self.wit_context(&context);
