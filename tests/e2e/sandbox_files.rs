@@ -687,13 +687,16 @@ fn some_cwasm(state: &Path) -> String {
 }
 
 /// What the sandbox half of a state-directory attack at `state` must not have shown:
-/// the key, or any entry of the state directory but the way to the run's own TMPDIR.
+/// the key, or any entry of the state directory but the way to the run's own TMPDIR
+/// and its slot's `/dev/shm`.
 fn assert_state_hidden(text: &str, key: &str, state: &Path) {
     assert!(!text.contains(key), "the key leaked:\n{text}");
     let tmp = said(text, "tmpdir");
     let tmp = Path::new(tmp.first().copied().unwrap_or("/nonexistent"));
-    // A path is the run's own: on the way to its TMPDIR, or inside it.
-    let own = |path: &Path| tmp.starts_with(path) || path.starts_with(tmp);
+    let shm = tmp.with_file_name("shm");
+    // A path is the run's own: on the way to its TMPDIR, or inside it or its `/dev/shm`.
+    let own =
+        |path: &Path| tmp.starts_with(path) || path.starts_with(tmp) || path.starts_with(&shm);
     let listed: Vec<&str> = said(text, "entry")
         .into_iter()
         .filter(|entry| !own(&state.join(entry)))
@@ -831,11 +834,15 @@ fn a_state_directory_inside_the_workspace_stays_hidden_and_cannot_be_replaced() 
     assert_state_hidden(&text, &key, &state);
     let tmp = said(&text, "tmpdir");
     let tmp = Path::new(tmp.first().copied().unwrap_or("/nonexistent"));
+    let shm = tmp.with_file_name("shm");
     let walked: Vec<&str> = said(&text, "wfound")
         .into_iter()
         .filter(|found| {
             let path = env.workdir().join(found);
-            path.starts_with(&state) && !tmp.starts_with(&path) && !path.starts_with(tmp)
+            path.starts_with(&state)
+                && !tmp.starts_with(&path)
+                && !path.starts_with(tmp)
+                && !path.starts_with(&shm)
         })
         .collect();
     assert!(
@@ -1649,7 +1656,8 @@ fn the_root_disk_a_device_node_made_for_it_and_dev_shm_and_mqueue_are_closed_to_
             "the root disk is unreadable to this test itself: only its sandbox half is asserted"
         );
     }
-    let mut names = vec!["shm"];
+    // `/dev/shm` is the run's own (its slot's): the probe writes there, never the host's.
+    let mut names = vec![];
     let mut local_names = vec!["shm"];
     if disk.is_some() {
         names.extend(["raw_read", "mknod", "mknod_read"]);
@@ -1695,6 +1703,7 @@ fn the_root_disk_a_device_node_made_for_it_and_dev_shm_and_mqueue_are_closed_to_
     assert_probes("local", &text, &local_names, true);
     let text = ran("sandbox", &bash(&env, SANDBOX, &attack("s")));
     assert_probes("sandbox", &text, &names, false);
+    assert_eq!(probe(&text, "shm"), Some(true), "its own /dev/shm: {text}");
     assert!(
         !Path::new(&format!("/dev/shm/dsh-{marker}-s")).exists(),
         "{text}"

@@ -23,6 +23,11 @@
 //!   `pthread_create` and `posix_spawn` working. `clone` and `unshare` with any namespace
 //!   flag and `setns` get `EPERM` (a user namespace would hand the command every
 //!   capability inside it, and each namespace is kernel attack surface).
+//! - **Setuid and setgid bits** (`EPERM`): `chmod`, `fchmod`, `fchmodat`, `fchmodat2`,
+//!   `open`, `openat`, `creat`, `mkdir`, `mkdirat`, `mknod` and `mknodat` with a mode
+//!   holding `S_ISUID` or `S_ISGID` (a run owns what it writes: a root host's run would
+//!   leave a setuid-root shell behind); `openat2`, whose mode seccomp cannot read,
+//!   answers `ENOSYS` (callers fall back to `openat`).
 //! - **Touching processes outside the run** (`EPERM`; same-user processes are fair game
 //!   to the kernel and Landlock scopes signals and ptrace only): `prlimit64` setting
 //!   another process's limits (a run once set dsh's `RLIMIT_FSIZE` to 0, which killed it
@@ -89,6 +94,11 @@ const TIOCSTI: u64 = 0x5412;
 const TIOCLINUX: u64 = 0x541C;
 /// `open_tree_attr` (Linux 6.15; the same number on every architecture since 424).
 const SYS_OPEN_TREE_ATTR: i64 = 467;
+/// `openat2` and `fchmodat2`, the same number on x86-64 and aarch64.
+const SYS_OPENAT2: i64 = 437;
+const SYS_FCHMODAT2: i64 = 452;
+/// The setuid and setgid bits of a mode.
+const SET_ID_BITS: [u64; 2] = [libc::S_ISUID as u64, libc::S_ISGID as u64];
 /// The `personality` values allowed: the query, `PER_LINUX`, `PER_LINUX32`, `UNAME26`
 /// and `PER_LINUX32 | UNAME26` (Docker's default profile allows the same).
 const PERSONALITIES: [u64; 5] = [0xffff_ffff, 0, 0x0008, 0x0002_0000, 0x0002_0008];
@@ -145,7 +155,9 @@ fn enosys() -> Rules {
     // ENOSYS (and on nothing else): the sandbox keeps threads and spawning, and loses
     // CLONE_INTO_CGROUP, by which a child would start in any cgroup it can write (out of
     // its run), and clone3's namespace flags, which sit in memory seccomp cannot read.
-    Rules::from([(libc::SYS_clone3, Vec::new())])
+    // openat2 carries its mode in a struct seccomp cannot read (the setuid rule below
+    // would not see it); its callers fall back to openat on ENOSYS.
+    Rules::from([(libc::SYS_clone3, Vec::new()), (SYS_OPENAT2, Vec::new())])
 }
 
 /// The calls answered `EPERM`.
@@ -213,6 +225,33 @@ fn eperm() -> Result<Rules, SandboxError> {
             SeccompRule::new(vec![cond(1, SeccompCmpOp::Eq, TIOCLINUX)?])?,
         ],
     );
+    // A mode with the setuid or setgid bit, given to anything the run creates or
+    // changes: a confined run owns what it writes, so a root host's run could otherwise
+    // leave a setuid-root copy of a shell in the workspace for any local user (a
+    // container's root too, through its idmapped workspace). The mode is each call's
+    // argument (open's and creat's only read with O_CREAT or O_TMPFILE, and refused
+    // with the bits whatever the flags). File capabilities need CAP_SETFCAP, which no
+    // run holds.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+    let mut mode_args = vec![
+        (libc::SYS_fchmod, 1),
+        (libc::SYS_fchmodat, 2),
+        (SYS_FCHMODAT2, 2),
+        (libc::SYS_openat, 3),
+        (libc::SYS_mkdirat, 2),
+        (libc::SYS_mknodat, 2),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    mode_args.extend([
+        (libc::SYS_chmod, 1),
+        (libc::SYS_open, 2),
+        (libc::SYS_creat, 1),
+        (libc::SYS_mkdir, 1),
+        (libc::SYS_mknod, 1),
+    ]);
+    for (call, arg) in mode_args {
+        rules.insert(call, any_flag(arg, &SET_ID_BITS)?);
+    }
     // Personalities change how the kernel lays out and runs a process (READ_IMPLIES_EXEC,
     // MMAP_PAGE_ZERO, ADDR_NO_RANDOMIZE): only the query and the plain ones pass.
     rules.insert(
@@ -502,6 +541,60 @@ mod tests {
         let ns = |f: libc::c_int| f as u64;
         let cases: &[(&str, i64, [u64; 6], u32)] = &[
             ("getpid", libc::SYS_getpid, [0; 6], ALLOW),
+            (
+                "fchmod 0755",
+                libc::SYS_fchmod,
+                [3, 0o755, 0, 0, 0, 0],
+                ALLOW,
+            ),
+            (
+                "fchmod 4755",
+                libc::SYS_fchmod,
+                [3, 0o4755, 0, 0, 0, 0],
+                errno(libc::EPERM),
+            ),
+            (
+                "fchmodat g+s",
+                libc::SYS_fchmodat,
+                [3, 0, 0o2755, 0, 0, 0],
+                errno(libc::EPERM),
+            ),
+            (
+                "fchmodat2 u+s",
+                SYS_FCHMODAT2,
+                [3, 0, 0o4700, 0, 0, 0],
+                errno(libc::EPERM),
+            ),
+            (
+                "openat O_CREAT 0644",
+                libc::SYS_openat,
+                [3, 0, libc::O_CREAT as u64, 0o644, 0, 0],
+                ALLOW,
+            ),
+            (
+                "openat O_CREAT 4755",
+                libc::SYS_openat,
+                [3, 0, libc::O_CREAT as u64, 0o4755, 0, 0],
+                errno(libc::EPERM),
+            ),
+            (
+                "mknodat S_IFREG|2755",
+                libc::SYS_mknodat,
+                [3, 0, libc::S_IFREG as u64 | 0o2755, 0, 0, 0],
+                errno(libc::EPERM),
+            ),
+            (
+                "mkdirat 0755",
+                libc::SYS_mkdirat,
+                [3, 0, 0o755, 0, 0, 0],
+                ALLOW,
+            ),
+            (
+                "openat2",
+                SYS_OPENAT2,
+                [3, 0, 0, 24, 0, 0],
+                errno(libc::ENOSYS),
+            ),
             ("clone3", libc::SYS_clone3, [0; 6], errno(libc::ENOSYS)),
             (
                 "fork",

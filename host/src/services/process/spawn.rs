@@ -111,7 +111,7 @@ struct RawStep {
     source: *const libc::c_char,
 }
 
-const OP_SLAVE_ALL: u32 = 0;
+const OP_PRIVATE_ALL: u32 = 0;
 const OP_READ_ONLY: u32 = 1;
 const OP_WRITABLE: u32 = 2;
 const OP_BIND: u32 = 3;
@@ -123,6 +123,12 @@ const OP_COVER_PASSABLE: u32 = 8;
 const OP_MKDIR_PASSABLE: u32 = 9;
 const OP_ATTACH_WORKSPACE: u32 = 10;
 const OP_PROC: u32 = 11;
+const OP_COVER_DEV: u32 = 12;
+const OP_MKFILE: u32 = 13;
+const OP_BIND_DEVICE: u32 = 14;
+const OP_SYMLINK: u32 = 15;
+const OP_UNMOUNT: u32 = 16;
+const OP_SEAL: u32 = 17;
 
 /// What the child was doing when it failed (an index into [`STAGES`]).
 const STAGES: &[&str] = &[
@@ -311,7 +317,7 @@ fn spawn_inner(spec: &SpawnSpec<'_>, fd3: RawFd) -> io::Result<Child> {
         .map(|step| {
             use super::executor::MountOp;
             let (op, recursive, source) = match &step.op {
-                MountOp::SlaveAll => (OP_SLAVE_ALL, true, std::ptr::null()),
+                MountOp::PrivateAll => (OP_PRIVATE_ALL, true, std::ptr::null()),
                 MountOp::ReadOnly { recursive } => (OP_READ_ONLY, *recursive, std::ptr::null()),
                 MountOp::Writable => (OP_WRITABLE, false, std::ptr::null()),
                 MountOp::Bind { source } => (OP_BIND, true, source.as_ptr()),
@@ -323,6 +329,12 @@ fn spawn_inner(spec: &SpawnSpec<'_>, fd3: RawFd) -> io::Result<Child> {
                 MountOp::MkdirPassable => (OP_MKDIR_PASSABLE, false, std::ptr::null()),
                 MountOp::AttachWorkspace => (OP_ATTACH_WORKSPACE, false, std::ptr::null()),
                 MountOp::Proc => (OP_PROC, false, std::ptr::null()),
+                MountOp::CoverDev => (OP_COVER_DEV, false, std::ptr::null()),
+                MountOp::MkFile => (OP_MKFILE, false, std::ptr::null()),
+                MountOp::BindDevice { source } => (OP_BIND_DEVICE, false, source.as_ptr()),
+                MountOp::Symlink { target } => (OP_SYMLINK, false, target.as_ptr()),
+                MountOp::Unmount => (OP_UNMOUNT, false, std::ptr::null()),
+                MountOp::Seal => (OP_SEAL, true, std::ptr::null()),
             };
             RawStep {
                 op,
@@ -678,6 +690,8 @@ pub(crate) struct MountAttr {
 }
 
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
 pub(crate) const AT_RECURSIVE: libc::c_int = 0x8000;
 pub(crate) const OPEN_TREE_CLONE: libc::c_uint = 1;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
@@ -717,16 +731,53 @@ unsafe fn mount_step(step: &RawStep, detached: &mut libc::c_int, workspace_tree:
     // SAFETY: mount and mkdir on the step's valid strings.
     unsafe {
         match step.op {
-            OP_SLAVE_ALL => {
+            OP_PRIVATE_ALL => {
                 libc::mount(
                     std::ptr::null(),
                     step.path,
                     std::ptr::null(),
-                    libc::MS_REC | libc::MS_SLAVE,
+                    libc::MS_REC | libc::MS_PRIVATE,
                     std::ptr::null(),
                 ) == 0
             }
-            OP_READ_ONLY => set_attr(MOUNT_ATTR_RDONLY, 0, step.recursive),
+            OP_READ_ONLY => set_attr(
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                0,
+                step.recursive,
+            ),
+            OP_SEAL => set_attr(MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, step.recursive),
+            OP_COVER_DEV => {
+                libc::mount(
+                    c"tmpfs".as_ptr(),
+                    step.path,
+                    c"tmpfs".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    c"size=64k,nr_inodes=64,mode=0755".as_ptr().cast(),
+                ) == 0
+            }
+            OP_MKFILE => {
+                let fd = libc::open(
+                    step.path,
+                    libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
+                    0o600,
+                );
+                fd >= 0 && libc::close(fd) == 0
+            }
+            OP_BIND_DEVICE => {
+                // The one kind of mount without `nodev`: a single device node.
+                libc::mount(
+                    step.source,
+                    step.path,
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                ) == 0
+                    && set_attr(MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV, false)
+            }
+            OP_SYMLINK => libc::symlink(step.source, step.path) == 0,
+            OP_UNMOUNT => {
+                libc::umount2(step.path, libc::MNT_DETACH) == 0 && libc::rmdir(step.path) == 0
+            }
             OP_WRITABLE => set_attr(0, MOUNT_ATTR_RDONLY, false),
             OP_BIND => {
                 libc::mount(
@@ -760,6 +811,7 @@ unsafe fn mount_step(step: &RawStep, detached: &mut libc::c_int, workspace_tree:
                 libc::mkdir(step.path, 0o711) == 0 && libc::chmod(step.path, 0o711) == 0
             }
             OP_ATTACH_WORKSPACE => {
+                // The idmapped tree is a copy of the host's mounts, with their flags.
                 libc::syscall(
                     libc::SYS_move_mount,
                     workspace_tree,
@@ -768,6 +820,7 @@ unsafe fn mount_step(step: &RawStep, detached: &mut libc::c_int, workspace_tree:
                     step.path,
                     MOVE_MOUNT_F_EMPTY_PATH,
                 ) == 0
+                    && set_attr(MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, true)
             }
             OP_PROC => {
                 libc::mount(
@@ -790,14 +843,17 @@ unsafe fn mount_step(step: &RawStep, detached: &mut libc::c_int, workspace_tree:
                 *detached >= 0
             }
             OP_ATTACH => {
-                libc::syscall(
+                let attached = libc::syscall(
                     libc::SYS_move_mount,
                     *detached,
                     c"".as_ptr(),
                     libc::AT_FDCWD,
                     step.path,
                     MOVE_MOUNT_F_EMPTY_PATH,
-                ) == 0
+                ) == 0;
+                libc::close(*detached);
+                *detached = -1;
+                attached
             }
             _ => false,
         }

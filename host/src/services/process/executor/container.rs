@@ -352,15 +352,14 @@ impl Container {
     }
 
     /// One run's confinement: the sandbox's (its slot, a ruleset of its own, its
-    /// `TMPDIR` owned by the container's root) and its idmapped workspace.
+    /// `TMPDIR` and `/dev/shm` owned by the container's root) and its idmapped workspace.
     pub fn prepare_run(&self, terminal: Option<&Path>) -> Result<Prepared, SandboxError> {
         let mut prepared = self.sandbox.prepare_run(terminal)?;
-        std::os::unix::fs::chown(prepared.tmp(), Some(self.uid), Some(self.gid)).map_err(
-            |source| SandboxError::Tmp {
-                path: prepared.tmp().to_path_buf(),
-                source,
-            },
-        )?;
+        let own = std::iter::once(prepared.tmp().to_path_buf()).chain(prepared.shm());
+        for dir in own {
+            std::os::unix::fs::chown(&dir, Some(self.uid), Some(self.gid))
+                .map_err(|source| SandboxError::Tmp { path: dir, source })?;
+        }
         let net_ns = if self.nets.loopback {
             // Its loopback must be up: a namespace `clone` made would have it down.
             Some(self.nets.take_or_make().map_err(|source| {

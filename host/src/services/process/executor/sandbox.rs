@@ -113,11 +113,16 @@ pub struct MountStep {
 /// What a [`MountStep`] does to its path.
 #[derive(Debug, Clone)]
 pub enum MountOp {
-    /// Every mount becomes a slave: nothing mounted in the run's namespace reaches the
-    /// host's (the path is `/`).
-    SlaveAll,
-    /// The mount at the path (and, `recursive`, every mount beneath) becomes read-only.
+    /// Every mount becomes private: nothing mounted in the run's namespace reaches the
+    /// host's, and nothing the host mounts later (a disk, a bind of dsh's state) appears
+    /// in the run's view without the flags below (the path is `/`).
+    PrivateAll,
+    /// The mount at the path (and, `recursive`, every mount beneath) becomes read-only,
+    /// `nodev` and `nosuid`.
     ReadOnly { recursive: bool },
+    /// Every mount beneath the path (`/`) becomes `nodev` and `nosuid`, whatever made it:
+    /// the last step before the run's `/dev` is built.
+    Seal,
     /// The mount at the path becomes writable again (a bind of a writable root).
     Writable,
     /// Binds `source` (every mount beneath it too) onto the path.
@@ -140,6 +145,18 @@ pub enum MountOp {
     AttachWorkspace,
     /// A container's: a fresh `proc` (of the run's PID namespace) on the path.
     Proc,
+    /// An empty tmpfs (0755, `nodev`, `nosuid`, `noexec`) on `/dev`: the run's `/dev`,
+    /// holding only what the steps after it put there.
+    CoverDev,
+    /// Makes an empty file (a device's mount point).
+    MkFile,
+    /// Binds the device node `source` onto the path: the only mounts of a run without
+    /// `nodev` are these, one device node each.
+    BindDevice { source: CString },
+    /// Makes a symbolic link at the path pointing to `target` (`/dev/fd`, `/dev/stdin`…).
+    Symlink { target: CString },
+    /// Detaches the mount tree at the path and removes the directory it was on.
+    Unmount,
 }
 
 /// The confinement every sandboxed run of this host gets; see the module doc.
@@ -191,8 +208,22 @@ struct Slot {
     dir: PathBuf,
     /// None: the kernel offers none of the Landlock features (and none is required).
     ruleset: Option<Arc<OwnedFd>>,
+    /// Every step but the run's `/dev` (a terminal run adds its own, with its PTY).
+    base_steps: Arc<Vec<MountStep>>,
+    /// `base_steps` and the `/dev` of a run without a terminal.
     steps: Arc<Vec<MountStep>>,
 }
+
+impl Slot {
+    /// The directory bound on the run's `/dev/shm` (kept with the slot: its ruleset
+    /// names it; emptied after each run).
+    fn shm(&self) -> PathBuf {
+        self.dir.join(SHM)
+    }
+}
+
+/// The name of a slot's `/dev/shm` directory.
+const SHM: &str = "shm";
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
@@ -230,17 +261,10 @@ impl Drop for Prepared {
     fn drop(&mut self) {
         drop(self.tmp.take());
         let Some(slot) = self.slot.take() else { return };
-        // Whatever the run left in its slot goes too, so the next run finds it empty;
-        // a slot that cannot be emptied is not used again.
-        let emptied = std::fs::read_dir(&slot.dir).is_ok_and(|entries| {
-            entries.flatten().all(|entry| {
-                let path = entry.path();
-                match entry.file_type() {
-                    Ok(kind) if kind.is_dir() => std::fs::remove_dir_all(&path).is_ok(),
-                    _ => std::fs::remove_file(&path).is_ok(),
-                }
-            })
-        });
+        // Whatever the run left in its slot goes too, so the next run finds it empty
+        // (its `/dev/shm` directory stays, emptied); a slot that cannot be emptied is not
+        // used again.
+        let emptied = empty_dir(&slot.dir, Some(SHM)) && empty_dir(&slot.shm(), None);
         match self.pool.upgrade() {
             Some(pool) if emptied => pool.lock().unwrap_or_else(|e| e.into_inner()).push(slot),
             _ => {
@@ -260,6 +284,11 @@ impl Prepared {
     /// The mount steps the child takes in its new namespace.
     pub fn steps(&self) -> &[MountStep] {
         &self.steps
+    }
+
+    /// The directory the run sees as `/dev/shm`.
+    pub fn shm(&self) -> Option<PathBuf> {
+        self.slot.as_ref().map(Slot::shm)
     }
 
     /// The run's `TMPDIR`.
@@ -294,6 +323,20 @@ impl Prepared {
             proc_access: parts.map_or(0, |p| p.proc_access),
         }
     }
+}
+
+/// Removes everything in `dir` but the directory `keep`; false when something stayed.
+fn empty_dir(dir: &Path, keep: Option<&str>) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.flatten().all(|entry| {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() && keep.is_some_and(|k| entry.file_name() == k) => true,
+                Ok(kind) if kind.is_dir() => std::fs::remove_dir_all(&path).is_ok(),
+                _ => std::fs::remove_file(&path).is_ok(),
+            }
+        })
+    })
 }
 
 /// A directory removed, with everything in it, when dropped.
@@ -508,23 +551,8 @@ impl Sandbox {
             )));
         }
         let mut steps = shared_steps(&writable_roots, own, for_container)?;
-        if let Some(state) = &state_dir {
-            // The state directory seen through another mount of its filesystem (a bind
-            // mount of a directory above it, a second mount of its disk) is covered too.
-            let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-            for alias in aliases(&mountinfo, state) {
-                if alias.is_dir() {
-                    steps.push(MountStep {
-                        op: MountOp::Cover,
-                        path: c_path(&alias)?,
-                    });
-                    steps.push(MountStep {
-                        op: MountOp::ReadOnly { recursive: false },
-                        path: c_path(&alias)?,
-                    });
-                }
-            }
-        }
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        steps.extend(view_steps(&mountinfo, &writable_roots, own)?);
         if for_container {
             steps.push(MountStep {
                 op: MountOp::Proc,
@@ -658,11 +686,19 @@ impl Sandbox {
             None if self.for_container => self.ruleset(&slot.dir, None)?.map(Arc::new),
             None => slot.ruleset.clone(),
         };
+        let steps = match terminal {
+            Some(pty) => {
+                let mut steps = Vec::clone(&slot.base_steps);
+                steps.extend(dev_steps(&slot.shm(), Some(pty))?);
+                Arc::new(steps)
+            }
+            None => slot.steps.clone(),
+        };
         let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
         let tmp = PrivateTmp::create(slot.dir.join(format!("run-{n}")))?;
         Ok(Prepared {
             ruleset,
-            steps: slot.steps.clone(),
+            steps,
             filter: self.filter.clone(),
             namespaces: self.namespaces,
             user_ns: self.user_ns.clone(),
@@ -697,14 +733,32 @@ impl Sandbox {
                 },
             )?;
         }
+        let shm = dir.join(SHM);
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&shm)
+                .map_err(|source| SandboxError::Tmp {
+                    path: shm.clone(),
+                    source,
+                })?;
+        }
         let ruleset = self.ruleset(&dir, None)?.map(Arc::new);
         let mut steps = self.steps.clone();
         if let Some(state) = &self.state_dir {
             steps.extend(cover_steps(state, &dir, self.for_container)?);
         }
+        steps.push(MountStep {
+            op: MountOp::Seal,
+            path: c"/".to_owned(),
+        });
+        let base_steps = Arc::new(steps.clone());
+        steps.extend(dev_steps(&shm, None)?);
         Ok(Slot {
             dir,
             ruleset,
+            base_steps,
             steps: Arc::new(steps),
         })
     }
@@ -827,6 +881,12 @@ impl Sandbox {
                     .map_err(|e| SandboxError::Setup(format!("{}: {e}", path.display())))
             };
             created = created.add_rule(PathBeneath::new(open(tmp)?, all))?;
+            // The slot's `/dev/shm`, seen there as a mount of its own (a rule on the slot
+            // does not reach beneath another mount's root).
+            let shm = tmp.join(SHM);
+            if shm.is_dir() {
+                created = created.add_rule(PathBeneath::new(open(&shm)?, all))?;
+            }
             if let Some(pty) = terminal {
                 created = created.add_rule(PathBeneath::new(open(pty)?, file))?;
             }
@@ -856,7 +916,7 @@ fn shared_steps(
         })
     };
     let mut steps = vec![
-        step(MountOp::SlaveAll, Path::new("/"))?,
+        step(MountOp::PrivateAll, Path::new("/"))?,
         step(MountOp::ReadOnly { recursive: true }, Path::new("/"))?,
     ];
     for root in writable_roots {
@@ -909,9 +969,21 @@ fn shared_steps(
     Ok(steps)
 }
 
-/// One mount of `/proc/self/mountinfo`: its device, the path of its root inside the
-/// filesystem, and where it is mounted (octal escapes decoded).
-fn mounts(mountinfo: &str) -> Vec<(&str, PathBuf, PathBuf)> {
+/// One mount of `/proc/self/mountinfo`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Mount {
+    /// The filesystem's device (`major:minor`).
+    device: String,
+    /// The path of the mount's root inside its filesystem.
+    root: PathBuf,
+    /// Where it is mounted.
+    point: PathBuf,
+    /// The filesystem type (`ext4`, `proc`, `tmpfs`…).
+    fstype: String,
+}
+
+/// The mounts of a `/proc/self/mountinfo` text (octal escapes decoded).
+fn mounts(mountinfo: &str) -> Vec<Mount> {
     let unescape = |field: &str| -> PathBuf {
         let mut bytes = Vec::new();
         let raw = field.as_bytes();
@@ -940,43 +1012,194 @@ fn mounts(mountinfo: &str) -> Vec<(&str, PathBuf, PathBuf)> {
         .lines()
         .filter_map(|line| {
             let fields: Vec<&str> = line.split(' ').collect();
-            Some((
-                *fields.get(2)?,
-                unescape(fields.get(3)?),
-                unescape(fields.get(4)?),
-            ))
+            let separator = fields.iter().position(|f| *f == "-")?;
+            Some(Mount {
+                device: fields.get(2)?.to_string(),
+                root: unescape(fields.get(3)?),
+                point: unescape(fields.get(4)?),
+                fstype: fields.get(separator + 1)?.to_string(),
+            })
         })
         .collect()
 }
 
-/// Where else than `path` (canonical) the directory `path` is reachable: through every
-/// other mount of the same filesystem whose root lies above it.
-fn aliases(mountinfo: &str, path: &Path) -> Vec<PathBuf> {
+/// Every other place than `path` (canonical) where any part of what is at `path` is
+/// reachable: for the part of its filesystem `path` shows, and for each mount placed
+/// beneath `path`, every other mount of the same filesystem whose root lies above it (a
+/// bind of a directory above, a second mount of the disk: the same place further down) or
+/// inside it (a bind of a subdirectory elsewhere: that whole mount), so the source of a
+/// volume mounted inside `path` is found too. Places inside `path` are left out (covering
+/// `path` hides them), and so are places inside another place found.
+fn exposures(mountinfo: &str, path: &Path) -> Vec<PathBuf> {
     let mounts = mounts(mountinfo);
     // The mount `path` is on: the last (topmost) with the longest mount point above it.
-    let Some((device, root, point)) = mounts
+    let Some(on) = mounts
         .iter()
-        .filter(|(_, _, point)| path.starts_with(point))
-        .max_by_key(|(_, _, point)| point.components().count())
+        .filter(|m| path.starts_with(&m.point))
+        .max_by_key(|m| m.point.components().count())
     else {
         return Vec::new();
     };
-    let Ok(inside) = path.strip_prefix(point) else {
+    let Ok(inside) = path.strip_prefix(&on.point) else {
         return Vec::new();
     };
-    let in_filesystem = root.join(inside);
-    let mut found: Vec<PathBuf> = mounts
-        .iter()
-        .filter(|(other, _, other_point)| other == device && other_point != point)
-        .filter_map(|(_, other_root, other_point)| {
-            let rest = in_filesystem.strip_prefix(other_root).ok()?;
-            Some(other_point.join(rest))
-        })
-        .filter(|alias| alias != path)
-        .collect();
+    // What `path` shows, as (device, path inside the filesystem).
+    let mut regions = vec![(on.device.as_str(), on.root.join(inside))];
+    regions.extend(
+        mounts
+            .iter()
+            .filter(|m| m.point != path && m.point.starts_with(path))
+            .map(|m| (m.device.as_str(), m.root.clone())),
+    );
+    let mut found: Vec<PathBuf> = Vec::new();
+    for (device, region) in &regions {
+        for other in mounts.iter().filter(|m| m.device == *device) {
+            if other.root.starts_with(region) {
+                found.push(other.point.clone());
+            } else if let Ok(rest) = region.strip_prefix(&other.root) {
+                found.push(other.point.join(rest));
+            }
+        }
+    }
+    found.retain(|place| !place.starts_with(path));
     found.sort();
     found.dedup();
+    let all = found.clone();
+    found.retain(|place| {
+        !all.iter()
+            .any(|outer| outer != place && place.starts_with(outer))
+    });
     found
+}
+
+/// The steps that close what the run's view would otherwise show through other mounts:
+/// every other place dsh's state directory is reachable (covered: an empty read-only
+/// tmpfs on a directory, a `nodev` device node on a file), dsh's read-only files wherever
+/// a writable root reaches them through another mount (bound read-only onto themselves),
+/// and every `proc` mounted anywhere but `/proc` (covered: one procfs, the run's own).
+fn view_steps(
+    mountinfo: &str,
+    writable_roots: &[PathBuf],
+    own: &OwnFiles,
+) -> Result<Vec<MountStep>, SandboxError> {
+    let step = |op, path: &Path| -> Result<MountStep, SandboxError> {
+        Ok(MountStep {
+            op,
+            path: c_path(path)?,
+        })
+    };
+    let mut steps = Vec::new();
+    let cover = |place: &Path, steps: &mut Vec<MountStep>| -> Result<(), SandboxError> {
+        match std::fs::symlink_metadata(place) {
+            Ok(meta) if meta.is_dir() => {
+                steps.push(step(MountOp::Cover, place)?);
+                steps.push(step(MountOp::ReadOnly { recursive: false }, place)?);
+            }
+            Ok(_) => steps.push(step(
+                MountOp::Bind {
+                    source: c"/dev/null".to_owned(),
+                },
+                place,
+            )?),
+            Err(_) => {}
+        }
+        Ok(())
+    };
+    if let Some(state) = &own.state_dir {
+        for place in exposures(mountinfo, state) {
+            cover(&place, &mut steps)?;
+        }
+    }
+    for path in &own.read_only {
+        for place in exposures(mountinfo, path) {
+            let Some(root) = writable_roots.iter().find(|root| place.starts_with(root)) else {
+                continue;
+            };
+            for pin in between(root, &place) {
+                steps.push(step(
+                    MountOp::Bind {
+                        source: c_path(&pin)?,
+                    },
+                    &pin,
+                )?);
+            }
+            steps.push(step(
+                MountOp::Bind {
+                    source: c_path(&place)?,
+                },
+                &place,
+            )?);
+            steps.push(step(MountOp::ReadOnly { recursive: true }, &place)?);
+        }
+    }
+    for mount in mounts(mountinfo) {
+        if mount.fstype == "proc" && mount.point != Path::new("/proc") {
+            cover(&mount.point, &mut steps)?;
+        }
+    }
+    Ok(steps)
+}
+
+/// The run's `/dev`, built from what a run may use and nothing else: an empty tmpfs on
+/// `/dev`; in it, bound from the host's, the devices of [`DEVICES`] and the run's own
+/// terminal (`terminal`: its PTY's path under `/dev`), each a mount of one device node
+/// (the only mounts of a run without `nodev`); `/dev/shm` (the slot's `shm`, emptied after
+/// each run); the `fd`, `stdin`, `stdout` and `stderr` links into `/proc/self/fd`; then
+/// read-only. A disk, another terminal, `kvm`, the next device a kernel adds: not there.
+fn dev_steps(shm: &Path, terminal: Option<&Path>) -> Result<Vec<MountStep>, SandboxError> {
+    let step = |op, path: &Path| -> Result<MountStep, SandboxError> {
+        Ok(MountStep {
+            op,
+            path: c_path(path)?,
+        })
+    };
+    let dev = Path::new("/dev");
+    let host = Path::new("/dev/.dsh-host");
+    let mut steps = vec![
+        step(MountOp::Detach, dev)?,
+        step(MountOp::CoverDev, dev)?,
+        step(MountOp::Mkdir, host)?,
+        step(MountOp::Attach, host)?,
+    ];
+    let devices = DEVICES.iter().map(Path::new).chain(terminal);
+    for device in devices {
+        let Ok(rel) = device.strip_prefix(dev) else {
+            continue;
+        };
+        for dir in between(dev, device) {
+            steps.push(step(MountOp::MkdirPassable, &dir)?);
+        }
+        steps.push(step(MountOp::MkFile, device)?);
+        steps.push(step(
+            MountOp::BindDevice {
+                source: c_path(&host.join(rel))?,
+            },
+            device,
+        )?);
+    }
+    steps.push(step(MountOp::MkdirPassable, Path::new("/dev/shm"))?);
+    steps.push(step(
+        MountOp::Bind {
+            source: c_path(shm)?,
+        },
+        Path::new("/dev/shm"),
+    )?);
+    for (link, target) in [
+        ("/dev/fd", c"/proc/self/fd"),
+        ("/dev/stdin", c"/proc/self/fd/0"),
+        ("/dev/stdout", c"/proc/self/fd/1"),
+        ("/dev/stderr", c"/proc/self/fd/2"),
+    ] {
+        steps.push(step(
+            MountOp::Symlink {
+                target: target.to_owned(),
+            },
+            Path::new(link),
+        )?);
+    }
+    steps.push(step(MountOp::Unmount, host)?);
+    steps.push(step(MountOp::ReadOnly { recursive: false }, dev)?);
+    Ok(steps)
 }
 
 /// A slot's own steps: a copy of the slot's mount tree taken, the state directory
@@ -1075,13 +1298,54 @@ mod tests {
 ";
         let state = Path::new("/home/u/.local/state/dsh");
         assert_eq!(
-            aliases(mountinfo, state),
+            exposures(mountinfo, state),
             [
                 PathBuf::from("/mnt/home copy/u/.local/state/dsh"),
                 PathBuf::from("/srv/local/state/dsh"),
             ]
         );
-        assert!(aliases(mountinfo, Path::new("/tmp/x/state")).is_empty());
+        assert!(exposures(mountinfo, Path::new("/tmp/x/state")).is_empty());
+    }
+
+    #[test]
+    fn a_bind_of_a_directory_inside_the_state_directory_is_found_and_so_is_a_volumes_source() {
+        // STATE/cache bound elsewhere after the fact (its root lies inside the state
+        // directory), and STATE/plugins a volume from /vol/p on another disk, which a run
+        // would read at the volume's own mount.
+        let mountinfo = "\
+22 1 254:0 / / rw,relatime - ext4 /dev/vda rw
+40 22 254:0 /s/state/cache /elsewhere rw,relatime - ext4 /dev/vda rw
+41 22 254:0 /s/state/cache/deeper /elsewhere/deeper rw,relatime - ext4 /dev/vda rw
+42 22 8:16 / /vol rw,relatime - xfs /dev/sdb rw
+43 22 8:16 /p /s/state/plugins rw,relatime - xfs /dev/sdb rw
+44 22 254:0 /s/statement /not-it rw,relatime - ext4 /dev/vda rw
+";
+        assert_eq!(
+            exposures(mountinfo, Path::new("/s/state")),
+            [PathBuf::from("/elsewhere"), PathBuf::from("/vol/p")]
+        );
+    }
+
+    #[test]
+    fn every_procfs_but_proc_is_covered_in_the_view() {
+        let dir = tempfile::tempdir().unwrap();
+        let second = dir.path().join("chroot/proc");
+        std::fs::create_dir_all(&second).unwrap();
+        let mountinfo = format!(
+            "\
+22 1 254:0 / / rw,relatime - ext4 /dev/vda rw
+23 22 0:21 / /proc rw,relatime - proc proc rw
+24 22 0:99 / {} rw,relatime - proc proc rw
+",
+            second.display()
+        );
+        let steps = view_steps(&mountinfo, &[], &OwnFiles::default()).unwrap();
+        let covered: Vec<&CString> = steps
+            .iter()
+            .filter(|s| matches!(s.op, MountOp::Cover))
+            .map(|s| &s.path)
+            .collect();
+        assert_eq!(covered, [&c_path(&second).unwrap()]);
     }
 
     #[test]
@@ -1122,9 +1386,21 @@ mod tests {
         assert!(tmp.is_dir());
         std::fs::write(tmp.join("f"), "x").unwrap();
         std::fs::write(tmp.parent().unwrap().join("left-in-the-slot"), "x").unwrap();
+        std::fs::write(tmp.parent().unwrap().join("shm/left-in-shm"), "x").unwrap();
         drop(prepared);
         assert!(!tmp.exists());
-        assert_eq!(std::fs::read_dir(tmp.parent().unwrap()).unwrap().count(), 0);
+        // Emptied but for its `/dev/shm` directory, itself emptied.
+        let left: Vec<_> = std::fs::read_dir(tmp.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, [SHM]);
+        assert_eq!(
+            std::fs::read_dir(tmp.parent().unwrap().join(SHM))
+                .unwrap()
+                .count(),
+            0
+        );
         // The next run takes the same slot, its ruleset, and a new directory.
         let again = sandbox.prepare_run(None).unwrap();
         assert_ne!(again.tmp(), tmp);
@@ -1221,7 +1497,13 @@ mod tests {
                     MountOp::Bind { .. } => format!("bind {path}"),
                     MountOp::ReadOnly { .. } => format!("ro {path}"),
                     MountOp::Writable => format!("rw {path}"),
-                    MountOp::SlaveAll => format!("slave {path}"),
+                    MountOp::PrivateAll => format!("private {path}"),
+                    MountOp::Seal => format!("seal {path}"),
+                    MountOp::CoverDev
+                    | MountOp::MkFile
+                    | MountOp::BindDevice { .. }
+                    | MountOp::Symlink { .. }
+                    | MountOp::Unmount => format!("dev {path}"),
                     MountOp::Cover | MountOp::CoverPassable => format!("cover {path}"),
                     MountOp::Mkdir | MountOp::MkdirPassable => format!("mkdir {path}"),
                     MountOp::Detach | MountOp::Attach | MountOp::AttachWorkspace => {
@@ -1234,7 +1516,7 @@ mod tests {
         assert_eq!(
             described,
             [
-                "slave /",
+                "private /",
                 "ro /",
                 "bind W",
                 "rw W",
