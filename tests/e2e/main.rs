@@ -8,6 +8,7 @@ mod support;
 
 mod admission;
 mod bash_tool;
+mod confined_view;
 mod container_executor;
 mod containment;
 mod contract;
