@@ -236,10 +236,35 @@ fn a_change_computed_from_text_another_call_replaced_is_stale() {
     assert!(!f.ws.join("conc.txt").exists());
 }
 
+#[test]
+fn a_call_keeps_the_bytes_it_read_up_to_its_budget_then_their_digest() {
+    let call = CallReads::default();
+    let big = vec![7u8; CALL_BYTES_KEPT - 2];
+    call.record("/ws/a".into(), (1, 1), big.as_slice().into());
+    // Past the budget: the digest only.
+    call.record("/ws/b".into(), (1, 2), b"abc".as_slice().into());
+    assert_eq!(call.kept(), CALL_BYTES_KEPT - 2);
+    let a = call.get(Path::new("/ws/a"), None).unwrap();
+    assert!(matches!(a, Seen::Bytes(_)));
+    assert!(a.holds(&big));
+    let b = call.get(Path::new("/ws/b"), None).unwrap();
+    assert!(matches!(b, Seen::Digest(_)));
+    assert!(b.holds(b"abc") && !b.holds(b"abd"));
+    // The same file under another name, by its identity.
+    assert!(call.get(Path::new("/ws/link"), Some((1, 2))).is_some());
+    assert!(call.get(Path::new("/ws/link"), Some((9, 9))).is_none());
+    call.forget(Path::new("/ws/a"));
+    assert_eq!(call.kept(), 0);
+    // Read again: kept again, counted once.
+    call.record("/ws/b".into(), (1, 2), b"abc".as_slice().into());
+    call.record("/ws/b".into(), (1, 2), b"abcd".as_slice().into());
+    assert_eq!(call.kept(), 4);
+}
+
 /// The bytes decide, not the stat: a rewrite in place that keeps the size, and whose
 /// times are put back, still makes a change computed from the old text stale.
 #[test]
-fn a_rewrite_that_keeps_size_and_times_is_caught_by_the_digest() {
+fn a_rewrite_that_keeps_size_and_times_is_caught_by_the_bytes() {
     let f = fixture();
     f.put("same.txt", "one\n");
     let call = CallReads::default();
