@@ -873,3 +873,50 @@ fn which(program: &str) -> Option<String> {
     let found = String::from_utf8_lossy(&out.stdout).trim().to_string();
     (out.status.success() && !found.is_empty()).then_some(found)
 }
+
+// =================================================================================
+// 7. Mounts made while a run runs.
+
+/// What `ls DIR` shows in a terminal opened before the host mounted a tmpfs on `DIR`
+/// holding a file (`local`: the file; a confined run: nothing, its mounts are private).
+fn seen_after_a_later_mount(env: &Env, config: &str, who: &str) -> String {
+    let config_file = env.dir.path().join(format!("dsh-later-{who}.toml"));
+    std::fs::write(&config_file, config).unwrap();
+    let mut command = env.dsh();
+    command.arg("--config").arg(&config_file);
+    let server = McpServer::start_command(env, command);
+    let opened = server.call_ok("terminal_open", json!({}));
+    let id = opened
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .find(|w| w.starts_with("term-"))
+        .unwrap()
+        .to_string();
+    let dir = env.dir.path().join(format!("later-{who}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    run("mount", &["-t", "tmpfs", "tmpfs", path(&dir)]);
+    let _mounted = Mounted(dir.clone());
+    std::fs::write(dir.join("mounted-later"), "x").unwrap();
+    server.call_ok(
+        "terminal_send",
+        json!({"id": id, "input": format!("ls -A {} | sed 's/^/seen=/'; echo listed", path(&dir)), "wait": {"pattern": "^listed", "timeout_ms": 10000}}),
+    )
+}
+
+#[test]
+fn a_mount_the_host_makes_while_a_confined_run_runs_never_reaches_it() {
+    root_only!();
+    let env = Env::new();
+    let text = seen_after_a_later_mount(&env, LOCAL, "local");
+    assert!(
+        text.contains("seen=mounted-later"),
+        "local: the later mount is not seen: the probe proves nothing\n{text}"
+    );
+    for (half, config) in CONFINED {
+        let text = seen_after_a_later_mount(&env, config, half);
+        assert!(text.contains("listed"), "{half}: {text}");
+        assert!(
+            !text.contains("seen=mounted-later"),
+            "{half}: a mount made while the run ran reached it\n{text}"
+        );
+    }
+}
