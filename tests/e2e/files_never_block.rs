@@ -2,7 +2,8 @@
 //! the real `dsh serve` and the embedded `files` plugin: a FIFO named as a path or met as
 //! an ignore file answers at once with `INVALID_ARGUMENTS` naming it (a writer never
 //! comes); a file swapped for a FIFO while `write` and `apply_patch` run hangs nothing;
-//! calls in flight on FIFOs leave the server answering others; two `edit`s of one file
+//! calls in flight on FIFOs leave the server answering others; any plugin's open of a
+//! FIFO in a granted directory fails at once (dsh's wasmtime-wasi); two `edit`s of one file
 //! sent at once keep both changes or refuse one with `STALE_FILE`; and with the state
 //! directory inside the workspace, calling a file tool says why and how to move it.
 //!
@@ -230,6 +231,48 @@ fn a_server_with_two_calls_on_fifos_in_flight_answers_others_at_once() {
         let reply = reply_within(pending, &server, AT_ONCE, what);
         assert_refused_naming(&reply, what, "is a FIFO");
     }
+}
+
+/// Any plugin, not only the file tools: the `prober` test plugin granted a directory
+/// holding FIFOs reads one with `std::fs`, and the open fails at once (a FIFO is never
+/// given to a guest), more such calls at once than the runtime has worker threads, while
+/// a regular file beside them reads; wasmtime-wasi 48 waited there for a writer until the
+/// call's timeout.
+#[test]
+fn any_plugin_opening_a_fifo_in_a_granted_directory_is_refused_at_once() {
+    let env = Env::new();
+    env.add_plugins(&[("prober", "prober")]);
+    let granted = env.dir.path().join("granted");
+    std::fs::create_dir_all(&granted).unwrap();
+    std::fs::write(granted.join("note.txt"), "inside").unwrap();
+    mkfifo(&granted.join("pipe"));
+    let config = format!(
+        "[plugins.prober]\ntimeout_ms = 60000\nfs = [{{ path = {:?}, mode = \"rw\" }}]\n",
+        granted.display().to_string()
+    );
+    let server = McpServer::start(&env, &config);
+    let pipe = granted.join("pipe").display().to_string();
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let reads: Vec<Pending> = (0..workers * 2 + 1)
+        .map(|_| server.start_call("read_file", json!({ "path": pipe })))
+        .collect();
+    let writes: Vec<Pending> = (0..workers * 2 + 1)
+        .map(|_| server.start_call("write_file", json!({ "path": pipe, "text": "x" })))
+        .collect();
+    for (n, pending) in reads.into_iter().chain(writes).enumerate() {
+        let reply = reply_within(pending, &server, AT_ONCE, &format!("call {n} on the FIFO"));
+        assert!(reply.is_error, "{reply:?}");
+        assert_ne!(reply.code.as_deref(), Some("TIMEOUT"), "{reply:?}");
+        // A read opens the FIFO (O_NONBLOCK) and is refused by its type; a write finds no
+        // reader (ENXIO) and fails.
+        if n < workers * 2 + 1 {
+            assert!(reply.text.contains("Not supported"), "{reply:?}");
+        }
+    }
+    let note = json!({ "path": granted.join("note.txt").display().to_string() });
+    let read = call_at_once(&server, "read_file", note);
+    assert_eq!((read.is_error, read.text.as_str()), (false, "inside"));
+    assert!(is_fifo(&granted.join("pipe")));
 }
 
 /// Two `edit`s of one file sent at once, 100 rounds: both answer success only if the file
