@@ -419,13 +419,13 @@ fn bad_grants_are_configuration_errors() {
     );
 }
 
-/// A read that never returns holds up only its own call. Any command of the session can
-/// make a FIFO in a directory a plugin may read; opening it blocks until a writer comes.
-/// The call ends at its timeout, and the server goes on answering while more such calls
-/// hang at once than it has runtime worker threads (an open blocking a worker would have
-/// stopped it: wasmtime-wasi waits for it on tokio's blocking pool instead).
+/// A FIFO in a directory a plugin may read (any command of the session can make one)
+/// holds up nothing: wasmtime-wasi's opens (vendored, patched) never block and give a
+/// guest only regular files and directories, so each of more reads at once than the
+/// server has runtime workers answers at once with an error, within its timeout, and a
+/// read of a file beside them answers too.
 #[test]
-fn a_plugin_read_that_never_returns_times_out_and_the_server_goes_on() {
+fn plugin_reads_of_a_fifo_answer_at_once_and_the_server_goes_on() {
     let sandbox = Sandbox::new();
     let granted = sandbox.env.dir.path().join("granted");
     std::fs::create_dir_all(&granted).unwrap();
@@ -443,7 +443,7 @@ fn a_plugin_read_that_never_returns_times_out_and_the_server_goes_on() {
     // dsh's runtime has one worker thread per CPU.
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
     for _ in 0..2 {
-        let mut hung: Vec<_> = (0..workers * 2 + 1)
+        let on_fifo: Vec<_> = (0..workers * 2 + 1)
             .map(|_| {
                 server.start_call(
                     "read_file",
@@ -453,20 +453,14 @@ fn a_plugin_read_that_never_returns_times_out_and_the_server_goes_on() {
             .collect();
         let read = server.call("read_file", note.clone());
         assert_eq!((read.is_error, read.text.as_str()), (false, "inside"));
-        assert!(
-            hung.iter_mut().all(|call| !call.answered()),
-            "the read was answered only after the hung ones timed out"
-        );
-        for call in hung {
-            let hung = call.reply(&server);
-            assert_eq!(hung.code.as_deref(), Some("TIMEOUT"), "{hung:?}");
+        for call in on_fifo {
+            let answer = call.reply(&server);
+            assert!(answer.is_error, "a FIFO was read: {answer:?}");
+            assert_ne!(
+                answer.code.as_deref(),
+                Some("TIMEOUT"),
+                "the open waited for a writer: {answer:?}"
+            );
         }
     }
-    // The opens still waiting get their writer, and end (non-blocking: with no reader
-    // left the open fails instead of waiting for one).
-    let _writer = std::os::unix::fs::OpenOptionsExt::custom_flags(
-        std::fs::OpenOptions::new().write(true),
-        libc::O_NONBLOCK,
-    )
-    .open(&pipe);
 }

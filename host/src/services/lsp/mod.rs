@@ -537,10 +537,7 @@ impl LspService {
                 workspace.display()
             )));
         }
-        if !file.is_file() {
-            return Err(invalid(format!("{} is not a file", query.path)));
-        }
-        let text = std::fs::read(&file)
+        let text = read_regular(&file)
             .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
             .map_err(|e| invalid(format!("cannot read {}: {e}", query.path)))?;
         let extension = file
@@ -755,7 +752,7 @@ fn locations(result: &Value, workspace: &Path) -> Vec<Location> {
         let line = start.get("line").and_then(Value::as_u64).unwrap_or(0) as usize;
         let character = start.get("character").and_then(Value::as_u64).unwrap_or(0) as u32;
         let lines = files.entry(path.clone()).or_insert_with(|| {
-            std::fs::read(&path)
+            read_regular(&path)
                 .map(|b| {
                     String::from_utf8_lossy(&b)
                         .lines()
@@ -877,9 +874,45 @@ impl LspProvider for Arc<LspService> {
     }
 }
 
+/// The bytes of the regular file at `path`, opened without blocking (a FIFO, a socket or a
+/// device swapped in for a file is refused by what was opened, never waited on).
+fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Read;
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let mut file = std::fs::File::from(rustix::fs::open(path, flags, Mode::empty())?);
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a directory, a FIFO, a socket or a device)",
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fifo_or_a_directory_named_as_a_file_is_refused_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("swapped.py");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+        )
+        .unwrap();
+        // No writer ever comes: a blocking open would never return.
+        let error = read_regular(&fifo).unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput, "{error}");
+        assert!(read_regular(dir.path()).is_err());
+        std::fs::write(dir.path().join("ok.py"), "x = 1\n").unwrap();
+        assert_eq!(read_regular(&dir.path().join("ok.py")).unwrap(), b"x = 1\n");
+    }
 
     #[test]
     fn a_symbol_is_found_as_a_whole_word_by_its_character_column() {
