@@ -98,10 +98,7 @@ pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
     .inspect_err(|error| tracing::warn!(%error, "`dsh plugins` will not see this server"))
     .ok();
     upgrade_on_sigusr2(upgrade_asks)?;
-    let server = Arc::new(McpServer {
-        host: host.clone(),
-        scope: Arc::from(args.scope.as_str()),
-    });
+    let server = Arc::new(McpServer::new(host.clone(), args.scope.as_str()));
     let (stdio, http) = match inherited {
         Some(snapshot) => (snapshot.stdio, snapshot.http),
         None => (None, None),
@@ -300,10 +297,7 @@ fn served_scopes(server: Arc<McpServer>) -> anyhow::Result<Vec<ServedScope>> {
             );
         }
         scopes.push(ServedScope {
-            server: Arc::new(McpServer {
-                host: server.host.clone(),
-                scope: Arc::from(scope.as_str()),
-            }),
+            server: Arc::new(McpServer::new(server.host.clone(), scope.as_str())),
             token,
         });
     }
@@ -383,10 +377,7 @@ fn taken_over(
             .scope(scope)
             .map_err(|e| anyhow::anyhow!("a scope handed over: {}", e.message))?;
         scopes.push(ServedScope {
-            server: Arc::new(McpServer {
-                host: server.host.clone(),
-                scope: Arc::from(scope.as_str()),
-            }),
+            server: Arc::new(McpServer::new(server.host.clone(), scope.as_str())),
             token: token.clone(),
         });
     }

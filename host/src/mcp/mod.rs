@@ -20,6 +20,12 @@
 //! call), and a plugin's `log` line at or above the level the client set with
 //! `logging/setLevel` becomes `notifications/message` (logger: the plugin's name, data:
 //! the line). Until the client sets a level, no log line is sent.
+//!
+//! Two protocol eras: over stdio a request of MCP 2026-07-28 (its version and client
+//! capabilities in `_meta`, no `initialize`) is served beside the 2025 handshake (rmcp
+//! checks the `_meta` keys and the version); its `tools/call` goes through
+//! [`round_trip`], which turns a guard's ask into `input_required` and resumes the call on
+//! the retry. HTTP serves the 2025 era only (its owners are sessions).
 
 // Public only for the fuzz targets (fuzz/): not part of the API.
 #[doc(hidden)]
@@ -27,6 +33,7 @@ pub mod framing;
 pub mod http;
 mod logging;
 mod resources;
+mod round_trip;
 mod sampling;
 
 use std::borrow::Cow;
@@ -60,6 +67,20 @@ pub struct McpServer {
     pub host: Arc<Host>,
     /// The scope connections see tools in.
     pub scope: Arc<str>,
+    /// Calls of the 2026-07-28 revision waiting for the client's retry.
+    round_trips: round_trip::RoundTrips,
+}
+
+impl McpServer {
+    /// The server of `scope` on `host`.
+    pub fn new(host: Arc<Host>, scope: &str) -> Self {
+        let wait = Duration::from_millis(host.config.serve.approval_timeout_ms);
+        McpServer {
+            host,
+            scope: Arc::from(scope),
+            round_trips: round_trip::RoundTrips::new(wait),
+        }
+    }
 }
 
 /// One MCP connection: one owner.
@@ -451,15 +472,23 @@ impl ServerHandler for McpConnection {
         )
     }
 
-    /// Sessions are how dsh tells owners apart over HTTP, so it speaks the protocol
-    /// versions that have them (2026-07-28 removed sessions).
+    /// Sessions are how dsh tells owners apart over HTTP, so there it speaks the protocol
+    /// versions that have them (2026-07-28 removed sessions); over stdio the connection
+    /// is the owner whatever the version, and 2026-07-28's stateless requests are served
+    /// beside the 2025 handshake.
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Owned(vec![
-            ProtocolVersion::V_2025_11_25,
-            ProtocolVersion::V_2025_06_18,
-            ProtocolVersion::V_2025_03_26,
-            ProtocolVersion::V_2024_11_05,
-        ])
+        let modern = self.book.is_none().then_some(ProtocolVersion::V_2026_07_28);
+        Cow::Owned(
+            modern
+                .into_iter()
+                .chain([
+                    ProtocolVersion::V_2025_11_25,
+                    ProtocolVersion::V_2025_06_18,
+                    ProtocolVersion::V_2025_03_26,
+                    ProtocolVersion::V_2024_11_05,
+                ])
+                .collect(),
+        )
     }
 
     /// `initialize`: rmcp's negotiation; an HTTP session's connection also books its
@@ -680,26 +709,13 @@ impl ServerHandler for McpConnection {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        // Every call passes the pipeline's guards and filters: they are loaded first. A
-        // call of a tool not there yet waits for it to come, or for the plugin set to
-        // finish loading without it (only it waits: its plugin may be one still loading).
-        let host = &self.server.host;
-        host.ready().await;
-        let mut changes = host.registry.subscribe();
-        while !host.is_loaded() {
-            let known = host.registry.scope(&self.server.scope).is_ok_and(|scope| {
-                host.registry
-                    .snapshot()
-                    .resolve(&request.name, &scope)
-                    .is_ok()
-            });
-            if known {
-                break;
-            }
-            tokio::select! {
-                _ = changes.recv() => {}
-                _ = host.loaded() => {}
-            }
+        self.tool_ready(&request.name).await;
+        let modern = context
+            .meta
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        if modern {
+            return self.call_tool_by_round_trips(request, context).await;
         }
         let request_name = request.name.to_string();
         let approval_timeout =
@@ -774,8 +790,39 @@ impl ServerHandler for McpConnection {
             )
             .await;
         }
+        self.finish(&request_name, result)
+    }
+}
+
+impl McpConnection {
+    /// Returns once the tool `name` can be called: every call passes the pipeline's guards
+    /// and filters, so they are loaded first; a call of a tool not there yet waits for it to
+    /// come, or for the plugin set to finish loading without it (only it waits: its plugin
+    /// may be one still loading).
+    async fn tool_ready(&self, name: &str) {
+        let host = &self.server.host;
+        host.ready().await;
+        let mut changes = host.registry.subscribe();
+        while !host.is_loaded() {
+            let known = host
+                .registry
+                .scope(&self.server.scope)
+                .is_ok_and(|scope| host.registry.snapshot().resolve(name, &scope).is_ok());
+            if known {
+                break;
+            }
+            tokio::select! {
+                _ = changes.recv() => {}
+                _ = host.loaded() => {}
+            }
+        }
+    }
+
+    /// A finished call as MCP answers it: an unknown tool is a protocol error (the spec's
+    /// rule), anything else a tool result.
+    fn finish(&self, name: &str, result: CallResult) -> Result<CallToolResponse, ErrorData> {
+        let host = &self.server.host;
         match &result.error {
-            // The spec makes an unknown tool a protocol error, not a tool result.
             Some(error) if error.code == ErrorCode::UnknownTool => Err(ErrorData::invalid_params(
                 error.message.clone(),
                 Some(json!({ "code": error.code })),
@@ -784,11 +831,161 @@ impl ServerHandler for McpConnection {
                 let has_schema = host.registry.scope(&self.server.scope).is_ok_and(|scope| {
                     host.registry
                         .snapshot()
-                        .resolve(&request_name, &scope)
+                        .resolve(name, &scope)
                         .is_ok_and(|tool| tool.output_schema().is_some())
                 });
                 Ok(to_mcp_result(result, has_schema).into())
             }
+        }
+    }
+
+    /// A `tools/call` of the 2026-07-28 revision ([`round_trip`]): a first request starts
+    /// the call in a task of its own; a guard's ask answers `input_required` with the
+    /// question and a sealed `requestState`; the retry carrying the answer resumes it.
+    /// Plugins' sampling is not offered under it yet (the client's model is asked only
+    /// over the 2025 handshake).
+    async fn call_tool_by_round_trips(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let args = request
+            .arguments
+            .map(serde_json::Value::Object)
+            .unwrap_or_else(|| json!({}));
+        let args_text = args.to_string();
+        let owner = self.owner();
+        let refused =
+            |error: round_trip::StateError| ErrorData::invalid_params(error.to_string(), None);
+        let mut running = match &request.request_state {
+            Some(state) => {
+                let answer =
+                    round_trip::answer_of(request.input_responses.as_ref()).map_err(refused)?;
+                self.server
+                    .round_trips
+                    .resume(state, &owner, &name, &args_text, answer)
+                    .map_err(refused)?
+            }
+            None => {
+                let can_ask = context
+                    .meta
+                    .client_capabilities()
+                    .is_some_and(|c| c.elicitation.is_some());
+                self.start_running(name.clone(), args, can_ask, &context)
+            }
+        };
+        let progress_token = context.meta.get_progress_token();
+        let mut track = ProgressTrack::default();
+        loop {
+            let event = tokio::select! {
+                event = running.events.recv() => event,
+                _ = context.ct.cancelled() => {
+                    running.cancel.cancel();
+                    running.events.recv().await
+                }
+            };
+            match event {
+                Some(round_trip::CallEvent::Notice(notice)) => {
+                    forward(
+                        &context.peer,
+                        &context.id,
+                        progress_token.as_ref(),
+                        &mut track,
+                        notice,
+                    )
+                    .await;
+                }
+                Some(round_trip::CallEvent::Ask { question, answer }) => {
+                    let state = self
+                        .server
+                        .round_trips
+                        .park(&owner, &name, &args_text, running, answer);
+                    let ask = rmcp::model::ElicitRequest::new(
+                        ElicitRequestParams::FormElicitationParams {
+                            meta: None,
+                            message: question,
+                            requested_schema: ElicitationSchema::new(Default::default()),
+                        },
+                    );
+                    let asks = rmcp::model::InputRequests::from([(
+                        round_trip::APPROVAL.to_string(),
+                        rmcp::model::InputRequest::Elicitation(ask),
+                    )]);
+                    return Ok(
+                        rmcp::model::InputRequiredResult::new(Some(asks), Some(state)).into(),
+                    );
+                }
+                Some(round_trip::CallEvent::Done(result)) => return self.finish(&name, result),
+                None => {
+                    return Err(ErrorData::internal_error(
+                        "the call's task ended without a result",
+                        None,
+                    ))
+                }
+            }
+        }
+    }
+
+    /// Starts a call in a task of its own, reporting on the events of [`round_trip::Running`].
+    fn start_running(
+        &self,
+        tool: String,
+        args: serde_json::Value,
+        can_ask: bool,
+        context: &RequestContext<RoleServer>,
+    ) -> round_trip::Running {
+        let (events, received) = tokio::sync::mpsc::unbounded_channel();
+        let (notices, mut notes) = Notices::channel(self.log_threshold.clone());
+        let wait = Duration::from_millis(self.server.host.config.serve.approval_timeout_ms);
+        let approver: Option<Arc<dyn Approver>> = can_ask.then(|| {
+            Arc::new(round_trip::RoundTripApprover {
+                events: events.clone(),
+                wait,
+            }) as Arc<dyn Approver>
+        });
+        let call = CallRequest {
+            tool,
+            args,
+            owner: self.owner(),
+            scope: self.server.scope.clone(),
+            approver,
+            notices,
+            sampler: None,
+            subagent: None,
+            trace_parent: match crate::traces::TraceContext::from_meta(&context.meta) {
+                Some(remote) => crate::traces::CallParent::Remote(remote),
+                None => crate::traces::CallParent::None,
+            },
+        };
+        // Cancelled by the client (its request's cancellation), when the connection ends,
+        // or when an upgrade's drain runs out of time.
+        let cancel = self.closed.child_token();
+        let (counted, drained) = self.calls.enter();
+        let host = self.server.host.clone();
+        let stop = cancel.clone();
+        tokio::spawn(async move {
+            let _counted = counted;
+            let running = host.pipeline.call(call, &stop);
+            tokio::pin!(running);
+            let result = loop {
+                tokio::select! {
+                    biased;
+                    Some(notice) = notes.recv() => {
+                        let _ = events.send(round_trip::CallEvent::Notice(notice));
+                    }
+                    result = &mut running => break result,
+                    _ = drained.cancelled(), if !stop.is_cancelled() => stop.cancel(),
+                }
+            };
+            while let Ok(notice) = notes.try_recv() {
+                let _ = events.send(round_trip::CallEvent::Notice(notice));
+            }
+            let _ = events.send(round_trip::CallEvent::Done(result));
+        });
+        round_trip::Running {
+            events: received,
+            cancel,
         }
     }
 }

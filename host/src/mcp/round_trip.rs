@@ -1,0 +1,365 @@
+//! Input by round trips (MCP 2026-07-28, SEP-2322): the stateless revision has no
+//! server-to-client requests, so a call made under it that needs the client's answer (a
+//! guard's `ask`) answers `input_required` with the question (an elicitation form) and a
+//! sealed `requestState`; the client's retry of the same call, carrying the answer and the
+//! state, resumes the call where it waited. The call itself runs on in a task of its own
+//! between the two requests.
+//!
+//! **The state** is `ID.EXPIRY.MAC`: the pending call's number, when its wait ends (ms since
+//! the Unix epoch), and an HMAC-SHA256 under this server's key of both with the owner, the
+//! tool and its arguments. A retry is refused (`-32602`, nothing run) when the MAC does not
+//! match (forged, or another owner's, or another call's state), when no call waits under
+//! that number (replayed: a state is taken once), or when the wait is over.
+//!
+//! **The wait** is bounded by `[serve] approval_timeout_ms`: a call nobody retries within it
+//! is denied as a guard's unanswered ask is (the call goes on to its end, `DENIED`, and its
+//! result is dropped), and its state is refused after.
+//!
+//! The key is made at start and kept in memory only: a pending call lives in this process,
+//! so a state has nothing to resume in another (a restart or an upgrade).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::call::{Approval, ApprovalFuture, ApprovalRequest, Approver, CallResult, Notice};
+
+/// What a call running between requests reports to the request serving it.
+#[derive(Debug)]
+pub enum CallEvent {
+    /// A plugin's progress or log line.
+    Notice(Notice),
+    /// A guard asks: the question for the user, and where its answer goes.
+    Ask {
+        question: String,
+        answer: oneshot::Sender<Approval>,
+    },
+    /// The call ended.
+    Done(CallResult),
+}
+
+/// A call running in a task of its own: what it reports, and how to cancel it.
+#[derive(Debug)]
+pub struct Running {
+    pub events: mpsc::UnboundedReceiver<CallEvent>,
+    pub cancel: CancellationToken,
+}
+
+/// A call waiting for its retry.
+struct Pending {
+    call: Running,
+    answer: oneshot::Sender<Approval>,
+    expires: Instant,
+}
+
+/// Why a retry's state was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum StateError {
+    #[error("requestState is not one dsh issued for this call and caller (forged, altered, or another's)")]
+    Forged,
+    #[error("no call waits under this requestState: it was used already, or its wait of {0} ms ran out and the call was denied; call again")]
+    Gone(u64),
+    #[error("the retry carries no answer to the question dsh asked (inputResponses has no `{0}`)")]
+    NoAnswer(&'static str),
+}
+
+/// The key a question is asked under in `inputRequests`.
+pub const APPROVAL: &str = "approval";
+
+/// The calls of one server waiting for their retries.
+pub struct RoundTrips {
+    key: [u8; 32],
+    pending: Mutex<HashMap<u64, Pending>>,
+    next: AtomicU64,
+    wait: Duration,
+}
+
+impl std::fmt::Debug for RoundTrips {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoundTrips")
+            .field("waiting", &self.waiting())
+            .field("wait", &self.wait)
+            .finish()
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl RoundTrips {
+    /// Calls wait at most `wait` for their retry.
+    pub fn new(wait: Duration) -> Self {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).expect("the kernel's random source");
+        RoundTrips {
+            key,
+            pending: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
+            wait,
+        }
+    }
+
+    /// How many calls wait for their retry now.
+    pub fn waiting(&self) -> usize {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    fn mac(&self, id: u64, expiry: u64, owner: &str, tool: &str, args: &str) -> String {
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.key)
+            .expect("HMAC takes a key of any length");
+        for part in [
+            id.to_string().as_str(),
+            &expiry.to_string(),
+            owner,
+            tool,
+            args,
+        ] {
+            mac.update(&(part.len() as u64).to_le_bytes());
+            mac.update(part.as_bytes());
+        }
+        mac.finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// Keeps a call that asked until its retry; returns its sealed state.
+    pub fn park(
+        &self,
+        owner: &str,
+        tool: &str,
+        args: &str,
+        call: Running,
+        answer: oneshot::Sender<Approval>,
+    ) -> String {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let expiry = now_ms() + self.wait.as_millis() as u64;
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        // Calls nobody retried in time go (their approver has denied them already).
+        pending.retain(|_, p| p.expires > now);
+        pending.insert(
+            id,
+            Pending {
+                call,
+                answer,
+                expires: now + self.wait,
+            },
+        );
+        format!("{id}.{expiry}.{}", self.mac(id, expiry, owner, tool, args))
+    }
+
+    /// The call `state` names, taken (once) for the retry of `tool` with `args` by `owner`,
+    /// with the user's answer given to it: its events go on.
+    pub fn resume(
+        &self,
+        state: &str,
+        owner: &str,
+        tool: &str,
+        args: &str,
+        answer: Approval,
+    ) -> Result<Running, StateError> {
+        let mut parts = state.splitn(3, '.');
+        let (Some(id), Some(expiry), Some(mac)) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(StateError::Forged);
+        };
+        let (Ok(id), Ok(expiry)) = (id.parse::<u64>(), expiry.parse::<u64>()) else {
+            return Err(StateError::Forged);
+        };
+        let expected = self.mac(id, expiry, owner, tool, args);
+        // Compared in constant time: the MAC is the only secret here.
+        let same = expected.len() == mac.len()
+            && expected
+                .bytes()
+                .zip(mac.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0;
+        if !same {
+            return Err(StateError::Forged);
+        }
+        let wait = self.wait.as_millis() as u64;
+        if now_ms() > expiry {
+            self.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id);
+            return Err(StateError::Gone(wait));
+        }
+        let taken = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+        let Some(pending) = taken else {
+            return Err(StateError::Gone(wait));
+        };
+        if pending.expires <= Instant::now() {
+            return Err(StateError::Gone(wait));
+        }
+        let _ = pending.answer.send(answer);
+        Ok(pending.call)
+    }
+}
+
+/// A guard's `ask` under a round trip: the question goes to the request serving the call
+/// (which answers `input_required`), the answer comes back with the retry; none within
+/// the wait is a denial.
+#[derive(Debug)]
+pub struct RoundTripApprover {
+    pub events: mpsc::UnboundedSender<CallEvent>,
+    pub wait: Duration,
+}
+
+impl Approver for RoundTripApprover {
+    fn channel(&self) -> &'static str {
+        "elicitation (round trip)"
+    }
+
+    fn approve<'a>(&'a self, request: ApprovalRequest<'a>) -> ApprovalFuture<'a> {
+        Box::pin(async move {
+            let question = format!(
+                "Guard {} asks for approval: {}\n\nTool: {}\nArguments: {}\n\nAccept to run it, decline to refuse.",
+                request.guard,
+                request.reason,
+                request.tool,
+                crate::call::describe_args(request.args)
+            );
+            let (answer, answered) = oneshot::channel();
+            if self
+                .events
+                .send(CallEvent::Ask { question, answer })
+                .is_err()
+            {
+                return Approval::Unavailable("the request serving the call is gone".into());
+            }
+            match tokio::time::timeout(self.wait, answered).await {
+                Ok(Ok(approval)) => approval,
+                Ok(Err(_)) => Approval::Unavailable("the call's question was dropped".into()),
+                Err(_) => Approval::Unavailable(format!(
+                    "the client did not retry with an answer within {} ms",
+                    self.wait.as_millis()
+                )),
+            }
+        })
+    }
+}
+
+/// The user's answer in a retry's `inputResponses`: the elicitation's `action` (`accept`
+/// approves; `decline`, `cancel` or anything else denies).
+pub fn answer_of(responses: Option<&rmcp::model::InputResponses>) -> Result<Approval, StateError> {
+    let response = responses
+        .and_then(|r| r.get(APPROVAL))
+        .ok_or(StateError::NoAnswer(APPROVAL))?;
+    Ok(
+        match response.get("action").and_then(serde_json::Value::as_str) {
+            Some("accept") => Approval::Approved,
+            _ => Approval::Denied,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parked(trips: &RoundTrips) -> (String, oneshot::Receiver<Approval>) {
+        let (_tx, events) = mpsc::unbounded_channel();
+        let (answer, answered) = oneshot::channel();
+        let call = Running {
+            events,
+            cancel: CancellationToken::new(),
+        };
+        let state = trips.park("stdio", "bash", "{\"command\":\"x\"}", call, answer);
+        (state, answered)
+    }
+
+    #[test]
+    fn a_state_resumes_its_call_once_and_carries_the_answer() {
+        let trips = RoundTrips::new(Duration::from_secs(60));
+        let (state, mut answered) = parked(&trips);
+        assert_eq!(trips.waiting(), 1);
+        trips
+            .resume(
+                &state,
+                "stdio",
+                "bash",
+                "{\"command\":\"x\"}",
+                Approval::Approved,
+            )
+            .unwrap();
+        assert!(matches!(answered.try_recv(), Ok(Approval::Approved)));
+        // Replayed: gone.
+        let again = trips
+            .resume(
+                &state,
+                "stdio",
+                "bash",
+                "{\"command\":\"x\"}",
+                Approval::Approved,
+            )
+            .unwrap_err();
+        assert!(matches!(again, StateError::Gone(_)), "{again}");
+    }
+
+    #[test]
+    fn a_forged_altered_or_foreign_state_is_refused_and_the_call_keeps_waiting() {
+        let trips = RoundTrips::new(Duration::from_secs(60));
+        let (state, mut answered) = parked(&trips);
+        let (id, rest) = state.split_once('.').unwrap();
+        let other_id = format!("{}.{rest}", id.parse::<u64>().unwrap() + 1);
+        let later = {
+            let mut parts: Vec<&str> = state.split('.').collect();
+            let expiry = (parts[1].parse::<u64>().unwrap() + 60_000).to_string();
+            parts[1] = &expiry;
+            parts.join(".")
+        };
+        for (state, owner, tool, args) in [
+            (state.as_str(), "http-7", "bash", "{\"command\":\"x\"}"),
+            (state.as_str(), "stdio", "edit", "{\"command\":\"x\"}"),
+            (
+                state.as_str(),
+                "stdio",
+                "bash",
+                "{\"command\":\"rm -rf /\"}",
+            ),
+            (other_id.as_str(), "stdio", "bash", "{\"command\":\"x\"}"),
+            (later.as_str(), "stdio", "bash", "{\"command\":\"x\"}"),
+            ("garbage", "stdio", "bash", "{\"command\":\"x\"}"),
+        ] {
+            let refused = trips
+                .resume(state, owner, tool, args, Approval::Approved)
+                .unwrap_err();
+            assert_eq!(refused, StateError::Forged, "{state} {owner} {tool} {args}");
+        }
+        assert_eq!(trips.waiting(), 1);
+        assert!(answered.try_recv().is_err(), "a refused retry answered");
+    }
+
+    #[test]
+    fn a_retry_after_the_wait_is_refused() {
+        let trips = RoundTrips::new(Duration::from_millis(1));
+        let (state, _answered) = parked(&trips);
+        std::thread::sleep(Duration::from_millis(5));
+        let late = trips
+            .resume(
+                &state,
+                "stdio",
+                "bash",
+                "{\"command\":\"x\"}",
+                Approval::Approved,
+            )
+            .unwrap_err();
+        assert!(matches!(late, StateError::Gone(_)), "{late}");
+        assert_eq!(trips.waiting(), 0);
+    }
+}

@@ -1,0 +1,196 @@
+"""MCP 2026-07-28 (the stateless revision) over stdio, beside the 2025 handshake.
+
+The official Python SDK's `Client` pinned to 2026-07-28 and in its default mode (which
+probes `server/discover` first): tools listed with cache hints, bash, a REPL opened in one
+request and read in a later one (over stdio the connection is the owner whatever the
+revision), and requests the revision refuses (no `_meta`, an unsupported version) answered
+with its errors and nothing run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+
+import pytest
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+from conftest import REQUEST_TIMEOUT, _config_args
+
+pytestmark = pytest.mark.anyio
+
+MODERN = "2026-07-28"
+META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+}
+
+
+def _params(dsh_bin, dsh_env, dsh_dirs) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=dsh_bin, args=["serve", *_config_args(dsh_dirs, None)], env=dsh_env, cwd=str(dsh_dirs.work)
+    )
+
+
+def _text(result) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+async def test_a_client_pinned_to_2026_07_28_is_served_and_keeps_a_repl_across_requests(dsh_bin, dsh_env, dsh_dirs):
+    warnings.filterwarnings("ignore")
+    async with Client(_params(dsh_bin, dsh_env, dsh_dirs), mode=MODERN, read_timeout_seconds=REQUEST_TIMEOUT) as client:
+        assert client.protocol_version == MODERN
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert {"bash", "terminal_open", "terminal_send", "job_output"} <= names, sorted(names)
+        result = await client.call_tool("bash", {"command": "echo modern-$((6*7))", "description": "x"})
+        assert "modern-42" in _text(result), _text(result)
+        opened = _text(await client.call_tool("terminal_open", {}))
+        session = next(word.strip(".,:;`'\"()") for word in opened.split() if word.strip(".,:;`'\"()").startswith("term-"))
+        await client.call_tool(
+            "terminal_send", {"id": session, "input": "python3 -q", "wait": {"pattern": ">>> ", "timeout_ms": 10000}}
+        )
+        await client.call_tool("terminal_send", {"id": session, "input": "x = 41", "wait": {"quiet_ms": 300}})
+        answer = await client.call_tool(
+            "terminal_send", {"id": session, "input": "print(x + 1)", "wait": {"pattern": "42", "timeout_ms": 10000}}
+        )
+        assert "42" in _text(answer), _text(answer)
+
+
+async def test_the_sdks_default_mode_lands_on_2026_07_28_without_the_handshake(dsh_bin, dsh_env, dsh_dirs):
+    warnings.filterwarnings("ignore")
+    async with Client(_params(dsh_bin, dsh_env, dsh_dirs), read_timeout_seconds=REQUEST_TIMEOUT) as client:
+        assert client.protocol_version == MODERN
+
+
+def test_discover_lists_both_eras_and_lists_carry_cache_hints(raw_stdio_server):
+    server = raw_stdio_server()
+    server.send({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": META}})
+    discovered = server.receive_response(1)["result"]
+    assert discovered["supportedVersions"][0] == MODERN, discovered
+    assert "2025-11-25" in discovered["supportedVersions"], discovered
+    assert discovered["resultType"] == "complete", discovered
+    server.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": META}})
+    listed = server.receive_response(2)["result"]
+    assert listed["resultType"] == "complete" and listed["cacheScope"] == "private", {
+        k: v for k, v in listed.items() if k != "tools"
+    }
+    assert "ttlMs" in listed, listed.keys()
+
+
+def test_a_2026_request_missing_its_meta_or_naming_an_unknown_version_runs_nothing(raw_stdio_server, markers, procs):
+    server = raw_stdio_server()
+    server.send({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": META}})
+    server.receive_response(1)
+    marker = markers()
+    call = {"name": "bash", "arguments": {"command": f"sleep {marker}", "description": "x"}}
+    server.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+    missing = server.receive_response(2)
+    assert missing["error"]["code"] == -32602 and "_meta" in missing["error"]["message"], missing
+    unknown = dict(META, **{"io.modelcontextprotocol/protocolVersion": "2099-01-01"})
+    server.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": dict(call, _meta=unknown)})
+    refused = server.receive_response(3)
+    assert refused["error"]["code"] == -32022, refused
+    assert MODERN in refused["error"]["data"]["supported"], refused
+    assert procs.matching(marker) == [], "a refused request started its command"
+
+
+# --------------------------------------------------------------------------- round trips
+
+ASKING = '[pipeline]\nguards = ["ask_git_push"]\n'
+PUSH = {"command": "echo would-push; git push origin main 2>/dev/null; true", "description": "push"}
+
+
+def _asking_params(dsh_bin, dsh_env, dsh_dirs, config: str = ASKING) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=dsh_bin, args=["serve", *_config_args(dsh_dirs, config)], env=dsh_env, cwd=str(dsh_dirs.work)
+    )
+
+
+async def test_a_guards_ask_is_a_round_trip_and_the_answer_decides(dsh_bin, dsh_env, dsh_dirs):
+    from mcp import types
+
+    warnings.filterwarnings("ignore")
+    asked: list[str] = []
+    answers = ["decline", "accept"]
+
+    async def answer(context, params):
+        asked.append(getattr(params, "message", ""))
+        return types.ElicitResult(action=answers.pop(0), content={})
+
+    async with Client(
+        _asking_params(dsh_bin, dsh_env, dsh_dirs),
+        mode=MODERN,
+        elicitation_callback=answer,
+        read_timeout_seconds=REQUEST_TIMEOUT,
+    ) as client:
+        declined = await client.call_tool("bash", PUSH)
+        assert declined.is_error and "DENIED" in _text(declined), _text(declined)
+        assert "would-push" not in _text(declined), _text(declined)
+        accepted = await client.call_tool("bash", PUSH)
+        assert not accepted.is_error and "would-push" in _text(accepted), _text(accepted)
+    assert len(asked) == 2 and all("git push" in a and "ask_git_push" in a for a in asked), asked
+
+
+async def test_a_client_without_elicitation_is_denied_without_a_round_trip(dsh_bin, dsh_env, dsh_dirs):
+    warnings.filterwarnings("ignore")
+    async with Client(
+        _asking_params(dsh_bin, dsh_env, dsh_dirs), mode=MODERN, read_timeout_seconds=REQUEST_TIMEOUT
+    ) as client:
+        result = await client.call_tool("bash", PUSH)
+    assert result.is_error and "approval required" in _text(result), _text(result)
+    assert "would-push" not in _text(result), _text(result)
+
+
+def _ask(server, request_id: int, marker: str, extra: dict | None = None) -> dict:
+    meta = dict(META)
+    meta["io.modelcontextprotocol/clientCapabilities"] = {"elicitation": {"form": {}}}
+    params = {
+        "_meta": meta,
+        "name": "bash",
+        "arguments": {"command": f"echo ran-{marker}; git push origin main 2>/dev/null; true", "description": "x"},
+    }
+    params.update(extra or {})
+    server.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+    return server.receive_response(request_id)
+
+
+def test_a_forged_replayed_or_foreign_request_state_runs_nothing(raw_stdio_server, markers):
+    server = raw_stdio_server(ASKING)
+    marker = markers()
+    first = _ask(server, 1, marker)["result"]
+    assert first["resultType"] == "input_required", first
+    state = first["requestState"]
+    question = first["inputRequests"]["approval"]
+    assert question["method"] == "elicitation/create" and "git push" in question["params"]["message"], question
+    accept = {"approval": {"action": "accept", "content": {}}}
+    # Forged (its MAC altered), and another call's (other arguments): refused, nothing run.
+    forged = state[:-4] + ("0000" if not state.endswith("0000") else "1111")
+    refused = _ask(server, 2, marker, {"requestState": forged, "inputResponses": accept})
+    assert refused["error"]["code"] == -32602 and "requestState" in refused["error"]["message"], refused
+    other = _ask(server, 3, marker + "0", {"requestState": state, "inputResponses": accept})
+    assert other["error"]["code"] == -32602, other
+    # The real retry runs the call once; a replay of it is refused.
+    done = _ask(server, 4, marker, {"requestState": state, "inputResponses": accept})["result"]
+    assert done["resultType"] == "complete" and f"ran-{marker}" in done["content"][0]["text"], done
+    replayed = _ask(server, 5, marker, {"requestState": state, "inputResponses": accept})
+    assert replayed["error"]["code"] == -32602 and "used already" in replayed["error"]["message"], replayed
+
+
+def test_a_call_nobody_retries_is_denied_after_the_wait_and_its_state_refused(raw_stdio_server, markers, event_log):
+    server = raw_stdio_server(ASKING + "[serve]\napproval_timeout_ms = 1500\n")
+    marker = markers()
+    first = _ask(server, 1, marker)["result"]
+    state = first["requestState"]
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        results = [e for e in event_log.events() if e.get("event") == "tool/result"]
+        if results:
+            break
+        time.sleep(0.2)
+    assert results and results[-1]["code"] == "DENIED", event_log.dump()
+    late = _ask(server, 2, marker, {"requestState": state, "inputResponses": {"approval": {"action": "accept"}}})
+    assert late["error"]["code"] == -32602 and "ran out" in late["error"]["message"], late
+    assert [e["code"] for e in event_log.events() if e.get("event") == "tool/result"] == ["DENIED"], event_log.dump()
