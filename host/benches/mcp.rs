@@ -10,6 +10,9 @@
 //! warm (the compile cache filled), against spawning and initializing a trivial stdio
 //! server (a bash loop that answers one line) in the same run. It also says how many of
 //! the functions the release link puts first (`link/startup-order.txt`) this binary has.
+//! Last, the two protocol eras in turns: the 2025 handshake against MCP 2026-07-28's
+//! stateless requests, start to first `tools/list` and `tools/call` round trips with the
+//! server's CPU per call, and their ratios.
 //!
 //! Run with `cargo bench --bench mcp`.
 
@@ -215,6 +218,146 @@ fn start_up(scratch: &std::path::Path, runs: usize) {
     }
 }
 
+/// `dsh serve` on `plugins` with `state` and `workspace`, and a client on its stdio.
+fn serve(
+    plugins: &std::path::Path,
+    state: &std::path::Path,
+    workspace: &std::path::Path,
+) -> (tokio::process::Child, Arc<Client>) {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .arg("--plugins")
+        .arg(plugins)
+        .arg("--state-dir")
+        .arg(state)
+        .arg("--workdir")
+        // A workspace apart from the state directory (a workspace holding it would have
+        // the `files` plugin refused, and the idle figure would lack it).
+        .arg(workspace)
+        .arg("serve")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pending: Pending = Arc::default();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let reader_pending = pending.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let value: Value = serde_json::from_str(&line).unwrap();
+            if let Some(id) = value.get("id").and_then(Value::as_u64) {
+                if let Some(tx) = reader_pending.lock().unwrap().remove(&id) {
+                    let _ = tx.send(value);
+                }
+            }
+        }
+    });
+    let client = Arc::new(Client {
+        stdin: tokio::sync::Mutex::new(child.stdin.take().unwrap()),
+        pending,
+        next_id: 1.into(),
+    });
+    (child, client)
+}
+
+/// The `_meta` every request of MCP 2026-07-28 carries.
+fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+    })
+}
+
+/// The two protocol eras side by side, in turns (so load from elsewhere moves both
+/// alike): a server spoken to with the 2025 handshake (`initialize`, then requests
+/// without `_meta`) and one with MCP 2026-07-28's stateless requests (`server/discover`,
+/// then `_meta` on every request). For each: the time from spawning `dsh serve` to its
+/// first answered `tools/list` (the compile cache warm), and `tools/call` round trips of
+/// one caller with the server's CPU per call; then the ratios modern / legacy (target:
+/// the modern path within 1.05x).
+async fn eras(scratch: &std::path::Path, plugins: &std::path::Path, text: &str) {
+    const ROUNDS: usize = 6;
+    const CALLS: usize = 1000;
+    let workspace = scratch.join("workspace");
+    let state = scratch.join("state");
+    let mut starts: [Vec<Duration>; 2] = Default::default();
+    let mut round_trips: [Vec<Duration>; 2] = Default::default();
+    let mut ticks = [0u64; 2];
+    for _ in 0..ROUNDS {
+        for (era, modern) in [false, true].into_iter().enumerate() {
+            let started = Instant::now();
+            let (mut child, client) = serve(plugins, &state, &workspace);
+            let pid = child.id().unwrap();
+            let meta = modern.then(modern_meta);
+            let with_meta = |mut params: Value| {
+                if let Some(meta) = &meta {
+                    params["_meta"] = meta.clone();
+                }
+                params
+            };
+            if modern {
+                let found = client
+                    .request("server/discover", with_meta(json!({})))
+                    .await;
+                assert_eq!(
+                    found["result"]["supportedVersions"][0], "2026-07-28",
+                    "{found}"
+                );
+            } else {
+                client
+                    .request(
+                        "initialize",
+                        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}),
+                    )
+                    .await;
+                client.notify("notifications/initialized").await;
+            }
+            let tools = client.request("tools/list", with_meta(json!({}))).await;
+            starts[era].push(started.elapsed());
+            assert!(tools["result"]["tools"].as_array().is_some(), "{tools}");
+            let call = with_meta(json!({"name": "echo", "arguments": {"text": text}}));
+            for _ in 0..200 {
+                client.request("tools/call", call.clone()).await;
+            }
+            let before = cpu_ticks(pid);
+            for _ in 0..CALLS {
+                let t = Instant::now();
+                let answer = client.request("tools/call", call.clone()).await;
+                round_trips[era].push(t.elapsed());
+                assert_eq!(answer["result"]["isError"], false, "{answer}");
+            }
+            ticks[era] += cpu_ticks(pid) - before;
+            drop(client);
+            let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+        }
+    }
+    println!(
+        "== the two protocol eras over stdio, in turns ({ROUNDS} servers each, {CALLS} calls each)"
+    );
+    let mut figures = [(0.0, 0.0, 0.0); 2];
+    for (era, name) in ["2025 handshake", "2026-07-28   "].into_iter().enumerate() {
+        let start = percentile(&mut starts[era], 0.5);
+        let p50 = percentile(&mut round_trips[era], 0.5);
+        let cpu = us(Duration::from_millis(ticks[era] * 10)) / (ROUNDS * CALLS) as f64;
+        println!(
+            "  {name}: start to first tools/list {:6.1} ms  tools/call p50 {:6.1} µs  server CPU {:6.1} µs/call",
+            start.as_secs_f64() * 1e3,
+            us(p50),
+            cpu
+        );
+        figures[era] = (start.as_secs_f64(), us(p50), cpu);
+    }
+    let (legacy, modern) = (figures[0], figures[1]);
+    println!(
+        "  modern / legacy: start {:.2}, tools/call p50 {:.2}, server CPU per call {:.2} (target ≤ 1.05)",
+        modern.0 / legacy.0,
+        modern.1 / legacy.1,
+        modern.2 / legacy.2
+    );
+}
+
 #[tokio::main]
 async fn main() {
     let scratch = tempfile::tempdir().unwrap();
@@ -263,41 +406,8 @@ async fn main() {
     let workspace = scratch.path().join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
     let started = Instant::now();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
-        .arg("--plugins")
-        .arg(&plugins)
-        .arg("--state-dir")
-        .arg(scratch.path().join("state"))
-        .arg("--workdir")
-        // A workspace apart from the state directory (a workspace holding it would have
-        // the `files` plugin refused, and the idle figure would lack it).
-        .arg(&workspace)
-        .arg("serve")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let (mut child, client) = serve(&plugins, &scratch.path().join("state"), &workspace);
     let pid = child.id().unwrap();
-    let pending: Pending = Arc::default();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let reader_pending = pending.clone();
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = lines.next_line().await {
-            let value: Value = serde_json::from_str(&line).unwrap();
-            if let Some(id) = value.get("id").and_then(Value::as_u64) {
-                if let Some(tx) = reader_pending.lock().unwrap().remove(&id) {
-                    let _ = tx.send(value);
-                }
-            }
-        }
-    });
-    let client = Arc::new(Client {
-        stdin: tokio::sync::Mutex::new(child.stdin.take().unwrap()),
-        pending,
-        next_id: 1.into(),
-    });
     client
         .request(
             "initialize",
@@ -392,5 +502,6 @@ async fn main() {
     drop(client);
     let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
     start_up(scratch.path(), 5);
+    eras(scratch.path(), &plugins, &text).await;
     host.shutdown();
 }

@@ -19,6 +19,7 @@ use serde_json::json;
 
 use crate::container_executor::can_run;
 use crate::mcp_stdio::McpServer;
+use crate::sandbox_files::{assert_probes, probes, terminal_id};
 use crate::support::{unique_marker, wait_for, CallOutput, Env};
 
 const LOCAL: &str = "";
@@ -34,43 +35,6 @@ macro_rules! root_only {
             return;
         }
     };
-}
-
-/// A bash script running each `(name, shell)` in turn, printing `probe:NAME=ok` or
-/// `probe:NAME=failed`.
-fn probes(list: &[(&str, String)]) -> String {
-    let mut script = String::from("set -o pipefail\n");
-    for (name, shell) in list {
-        script.push_str(&format!(
-            "if {{ {shell}\n}} 2>&1; then echo probe:{name}=ok; else echo probe:{name}=failed; fi\n"
-        ));
-    }
-    script
-}
-
-fn probe(text: &str, name: &str) -> Option<bool> {
-    let prefix = format!("probe:{name}=");
-    text.lines()
-        .find_map(|line| match line.strip_prefix(&prefix) {
-            Some("ok") => Some(true),
-            Some("failed") => Some(false),
-            _ => None,
-        })
-}
-
-/// Every probe of `names` worked (`worked`) or failed (`!worked`).
-fn assert_probes(half: &str, text: &str, names: &[&str], worked: bool) {
-    eprintln!("--- {half} ---\n{text}");
-    let wrong: Vec<String> = names
-        .iter()
-        .filter(|name| probe(text, name) != Some(worked))
-        .map(|name| format!("{name}: {:?}", probe(text, name)))
-        .collect();
-    assert!(
-        wrong.is_empty(),
-        "{half}: every probe should have {}; these did not: {wrong:?}\n{text}",
-        if worked { "worked" } else { "failed" }
-    );
 }
 
 /// `dsh call bash COMMAND` under `config`: the result's text (the call must have run).
@@ -653,11 +617,7 @@ fn every_mount_a_confined_run_sees_is_nodev_and_nosuid_with_one_procfs_and_no_wa
         );
         // A terminal.
         let opened = server.call_ok("terminal_open", json!({}));
-        let id = opened
-            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
-            .find(|w| w.starts_with("term-"))
-            .unwrap()
-            .to_string();
+        let id = terminal_id(&opened);
         let term_file = env.workdir().join(format!("mi-term-{half}.txt"));
         server.call_ok(
             "terminal_send",
@@ -839,11 +799,7 @@ fn devices_a_run_uses_and_the_usual_builds_still_work_confined() {
         command.arg("--config").arg(&config_file);
         let server = McpServer::start_command(&env, command);
         let opened = server.call_ok("terminal_open", json!({}));
-        let id = opened
-            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
-            .find(|w| w.starts_with("term-"))
-            .unwrap()
-            .to_string();
+        let id = terminal_id(&opened);
         let sent = server.call_ok(
             "terminal_send",
             json!({"id": id, "input": "echo tty-$(tty | cut -c1-9) > /dev/tty; echo own > $(tty) && echo pty-ok; echo hi > /dev/tty && echo devtty-ok", "wait": {"pattern": "devtty-ok|rror", "timeout_ms": 10000}}),
@@ -886,11 +842,7 @@ fn seen_after_a_later_mount(env: &Env, config: &str, who: &str) -> String {
     command.arg("--config").arg(&config_file);
     let server = McpServer::start_command(env, command);
     let opened = server.call_ok("terminal_open", json!({}));
-    let id = opened
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
-        .find(|w| w.starts_with("term-"))
-        .unwrap()
-        .to_string();
+    let id = terminal_id(&opened);
     let dir = env.dir.path().join(format!("later-{who}"));
     std::fs::create_dir_all(&dir).unwrap();
     run("mount", &["-t", "tmpfs", "tmpfs", path(&dir)]);

@@ -35,7 +35,7 @@ const LOCAL: &str = "";
 /// its shell succeeded, `probe:NAME=failed` when not (its errors printed before).
 /// `pipefail` is on, so a probe must not pipe into a reader that stops early (`grep -q`,
 /// `head`): its writer's SIGPIPE would fail the probe at random.
-fn probes(list: &[(&str, String)]) -> String {
+pub(crate) fn probes(list: &[(&str, String)]) -> String {
     let mut script = String::from("set -o pipefail\n");
     for (name, shell) in list {
         script.push_str(&format!(
@@ -47,7 +47,7 @@ fn probes(list: &[(&str, String)]) -> String {
 
 /// What probe `name` printed: `Some(true)` it worked, `Some(false)` it failed, `None`
 /// it did not run (the call was refused, or the script died before it).
-fn probe(text: &str, name: &str) -> Option<bool> {
+pub(crate) fn probe(text: &str, name: &str) -> Option<bool> {
     let prefix = format!("probe:{name}=");
     text.lines()
         .find_map(|line| match line.strip_prefix(&prefix) {
@@ -59,7 +59,7 @@ fn probe(text: &str, name: &str) -> Option<bool> {
 
 /// Every probe of `names` worked (`worked`) or failed (`!worked`); the message names
 /// each one that did not, with the whole output.
-fn assert_probes(half: &str, text: &str, names: &[&str], worked: bool) {
+pub(crate) fn assert_probes(half: &str, text: &str, names: &[&str], worked: bool) {
     eprintln!("--- {half} ---\n{text}");
     let wrong: Vec<String> = names
         .iter()
@@ -299,7 +299,7 @@ fn assert_unchanged(
 // ---------------------------------------------------------------------------------
 // MCP helpers.
 
-fn terminal_id(opened: &str) -> String {
+pub(crate) fn terminal_id(opened: &str) -> String {
     opened
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
         .find(|word| word.starts_with("term-"))

@@ -318,6 +318,14 @@ impl Approver for ElicitationApprover {
     }
 }
 
+/// The client's trace, when it sent one (`_meta.traceparent`, SEP-414), as a call's parent.
+fn trace_parent(context: &RequestContext<RoleServer>) -> crate::traces::CallParent {
+    match crate::traces::TraceContext::from_meta(&context.meta) {
+        Some(remote) => crate::traces::CallParent::Remote(remote),
+        None => crate::traces::CallParent::None,
+    }
+}
+
 /// The MCP result of a finished call: its content items as content blocks (the error
 /// line first when it failed), its structured output as `structuredContent`, and when
 /// it failed `isError` and the structured error (`{code, message}`) as
@@ -741,11 +749,7 @@ impl ServerHandler for McpConnection {
                 approval_timeout,
             ))),
             subagent: None,
-            // The client's trace, when it sent one (`_meta.traceparent`, SEP-414).
-            trace_parent: match crate::traces::TraceContext::from_meta(&context.meta) {
-                Some(remote) => crate::traces::CallParent::Remote(remote),
-                None => crate::traces::CallParent::None,
-            },
+            trace_parent: trace_parent(&context),
         };
         // Cancelled by `notifications/cancelled` for this request, when the connection's
         // input ends, or when an upgrade's drain runs out of time.
@@ -953,10 +957,7 @@ impl McpConnection {
             notices,
             sampler: None,
             subagent: None,
-            trace_parent: match crate::traces::TraceContext::from_meta(&context.meta) {
-                Some(remote) => crate::traces::CallParent::Remote(remote),
-                None => crate::traces::CallParent::None,
-            },
+            trace_parent: trace_parent(context),
         };
         // Cancelled by the client (its request's cancellation), when the connection ends,
         // or when an upgrade's drain runs out of time.
