@@ -1,5 +1,9 @@
 """MCP 2026-07-28 (the stateless revision) over stdio, beside the 2025 handshake.
 
+Round trips: a guard's ask, and a plugin's sampling and elicitation (the conformance
+plugin, as `test_client_asks.py` drives it over the handshake), each an `input_required`
+answered by the SDK's callbacks on the retry.
+
 The official Python SDK's `Client` pinned to 2026-07-28 and in its default mode (which
 probes `server/discover` first): tools listed with cache hints, bash, a REPL opened in one
 request and read in a later one (over stdio the connection is the owner whatever the
@@ -163,9 +167,9 @@ def test_a_forged_replayed_or_foreign_request_state_runs_nothing(raw_stdio_serve
     first = _ask(server, 1, marker)["result"]
     assert first["resultType"] == "input_required", first
     state = first["requestState"]
-    question = first["inputRequests"]["approval"]
+    question = first["inputRequests"]["input"]
     assert question["method"] == "elicitation/create" and "git push" in question["params"]["message"], question
-    accept = {"approval": {"action": "accept", "content": {}}}
+    accept = {"input": {"action": "accept", "content": {}}}
     # Forged (its MAC altered), and another call's (other arguments): refused, nothing run.
     forged = state[:-4] + ("0000" if not state.endswith("0000") else "1111")
     refused = _ask(server, 2, marker, {"requestState": forged, "inputResponses": accept})
@@ -191,6 +195,71 @@ def test_a_call_nobody_retries_is_denied_after_the_wait_and_its_state_refused(ra
             break
         time.sleep(0.2)
     assert results and results[-1]["code"] == "DENIED", event_log.dump()
-    late = _ask(server, 2, marker, {"requestState": state, "inputResponses": {"approval": {"action": "accept"}}})
+    late = _ask(server, 2, marker, {"requestState": state, "inputResponses": {"input": {"action": "accept"}}})
     assert late["error"]["code"] == -32602 and "ran out" in late["error"]["message"], late
     assert [e["code"] for e in event_log.events() if e.get("event") == "tool/result"] == ["DENIED"], event_log.dump()
+
+
+async def test_a_plugin_asks_the_model_and_the_user_by_round_trips(dsh_bin, dsh_env, dsh_dirs, tmp_path):
+    from test_client_asks import ELICITATION, GRANTS, SAMPLING, Client as Scripted, plugins_dir
+
+    warnings.filterwarnings("ignore")
+    scripted = Scripted()
+    params = StdioServerParameters(
+        command=dsh_bin,
+        args=["--plugins", str(plugins_dir(tmp_path)), "serve", *_config_args(dsh_dirs, GRANTS)],
+        env=dsh_env,
+        cwd=str(dsh_dirs.work),
+    )
+    async with Client(params, mode=MODERN, read_timeout_seconds=REQUEST_TIMEOUT, **scripted.callbacks()) as client:
+        sampled = await client.call_tool(*SAMPLING)
+        assert not sampled.is_error, _text(sampled)
+        assert _text(sampled) == "LLM response: This is a test response from the client", _text(sampled)
+        elicited = await client.call_tool(*ELICITATION)
+        assert not elicited.is_error, _text(elicited)
+        said = _text(elicited)
+        assert said.startswith("User response: action: accept, content: "), said
+        assert json.loads(said.split("content: ", 1)[1]) == {"username": "testuser", "email": "test@example.com"}
+    [request] = scripted.samplings
+    assert request.max_tokens == 100 and not request.tools, request
+    [form] = scripted.forms
+    assert form.message == "Please provide your information", form
+
+
+async def test_a_2026_client_that_declared_neither_gets_the_unavailable_errors(dsh_bin, dsh_env, dsh_dirs, tmp_path):
+    from test_client_asks import ELICITATION, GRANTS, SAMPLING, plugins_dir
+
+    warnings.filterwarnings("ignore")
+    params = StdioServerParameters(
+        command=dsh_bin,
+        args=["--plugins", str(plugins_dir(tmp_path)), "serve", *_config_args(dsh_dirs, GRANTS)],
+        env=dsh_env,
+        cwd=str(dsh_dirs.work),
+    )
+    async with Client(params, mode=MODERN, read_timeout_seconds=REQUEST_TIMEOUT) as client:
+        sampled = await client.call_tool(*SAMPLING)
+        assert sampled.is_error and "SAMPLING_UNAVAILABLE" in _text(sampled), _text(sampled)
+        elicited = await client.call_tool(*ELICITATION)
+        assert elicited.is_error and "ELICITATION_UNAVAILABLE" in _text(elicited), _text(elicited)
+
+
+async def test_a_foreground_subagent_asks_the_clients_model_by_round_trips(dsh_bin, dsh_env, dsh_dirs):
+    from test_subagent import LS, SAMPLING_WITH_TOOLS, Model, answer, use
+
+    warnings.filterwarnings("ignore")
+    (dsh_dirs.work / "marker-file.txt").write_text("x\n")
+    model = Model(use("bash", LS), lambda p: answer("the workspace holds " + model.tool_results(1)[0].strip()))
+    async with Client(
+        _params(dsh_bin, dsh_env, dsh_dirs),
+        mode=MODERN,
+        read_timeout_seconds=30,
+        sampling_callback=model,
+        sampling_capabilities=SAMPLING_WITH_TOOLS,
+    ) as client:
+        result = await client.call_tool("subagent", {"prompt": "What files are in the workspace?"})
+    words = _text(result)
+    assert not result.is_error, words
+    assert words.startswith("the workspace holds marker-file.txt"), words
+    assert "answered in 2 turns" in words, words
+    offered = {tool.name for tool in model.requests[0].tools or []}
+    assert "bash" in offered and "subagent" not in offered, offered

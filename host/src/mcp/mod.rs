@@ -24,8 +24,9 @@
 //! Two protocol eras: over stdio a request of MCP 2026-07-28 (its version and client
 //! capabilities in `_meta`, no `initialize`) is served beside the 2025 handshake (rmcp
 //! checks the `_meta` keys and the version); its `tools/call` goes through
-//! [`round_trip`], which turns a guard's ask into `input_required` and resumes the call on
-//! the retry. HTTP serves the 2025 era only (its owners are sessions).
+//! [`round_trip`], which turns a question for the client (a guard's ask, a plugin's sampling
+//! or form, a foreground subagent's model) into `input_required` and resumes the call on the
+//! retry. HTTP serves the 2025 era only (its owners are sessions).
 
 // Public only for the fuzz targets (fuzz/): not part of the API.
 #[doc(hidden)]
@@ -844,10 +845,9 @@ impl McpConnection {
     }
 
     /// A `tools/call` of the 2026-07-28 revision ([`round_trip`]): a first request starts
-    /// the call in a task of its own; a guard's ask answers `input_required` with the
-    /// question and a sealed `requestState`; the retry carrying the answer resumes it.
-    /// Plugins' sampling is not offered under it yet (the client's model is asked only
-    /// over the 2025 handshake).
+    /// the call in a task of its own; a question for the client (a guard's ask, a plugin's
+    /// sampling or form, a subagent's model) answers `input_required` with it and a sealed
+    /// `requestState`; the retry carrying the answer resumes the call.
     async fn call_tool_by_round_trips(
         &self,
         request: CallToolRequestParams,
@@ -872,11 +872,16 @@ impl McpConnection {
                     .map_err(refused)?
             }
             None => {
-                let can_ask = context
+                let declared = context
                     .meta
                     .client_capabilities()
-                    .is_some_and(|c| c.elicitation.is_some());
-                self.start_running(name.clone(), args, can_ask, &context)
+                    .map(|c| round_trip::Declared {
+                        sampling: c.sampling.is_some(),
+                        sampling_tools: c.sampling.as_ref().is_some_and(|s| s.tools.is_some()),
+                        elicitation: c.elicitation.is_some(),
+                    })
+                    .unwrap_or_default();
+                self.start_running(name.clone(), args, declared, &context)
             }
         };
         let progress_token = context.meta.get_progress_token();
@@ -905,16 +910,9 @@ impl McpConnection {
                         .server
                         .round_trips
                         .park(&owner, &name, &args_text, running, answer);
-                    let ask = rmcp::model::ElicitRequest::new(
-                        ElicitRequestParams::FormElicitationParams {
-                            meta: None,
-                            message: question,
-                            requested_schema: ElicitationSchema::new(Default::default()),
-                        },
-                    );
                     let asks = rmcp::model::InputRequests::from([(
-                        round_trip::APPROVAL.to_string(),
-                        rmcp::model::InputRequest::Elicitation(ask),
+                        round_trip::INPUT.to_string(),
+                        question,
                     )]);
                     return Ok(
                         rmcp::model::InputRequiredResult::new(Some(asks), Some(state)).into(),
@@ -936,26 +934,26 @@ impl McpConnection {
         &self,
         tool: String,
         args: serde_json::Value,
-        can_ask: bool,
+        declared: round_trip::Declared,
         context: &RequestContext<RoleServer>,
     ) -> round_trip::Running {
         let (events, received) = tokio::sync::mpsc::unbounded_channel();
         let (notices, mut notes) = Notices::channel(self.log_threshold.clone());
-        let wait = Duration::from_millis(self.server.host.config.serve.approval_timeout_ms);
-        let approver: Option<Arc<dyn Approver>> = can_ask.then(|| {
-            Arc::new(round_trip::RoundTripApprover {
-                events: events.clone(),
-                wait,
-            }) as Arc<dyn Approver>
-        });
+        let config = &self.server.host.config;
+        let sampler = round_trip::RoundTripSampler {
+            events: events.clone(),
+            declared,
+            sample_wait: Duration::from_millis(config.subagent.sampling_timeout_ms),
+            ask_wait: Duration::from_millis(config.serve.approval_timeout_ms),
+        };
         let call = CallRequest {
             tool,
             args,
             owner: self.owner(),
             scope: self.server.scope.clone(),
-            approver,
+            approver: crate::call::Sampler::approver(&sampler),
             notices,
-            sampler: None,
+            sampler: Some(Arc::new(sampler)),
             subagent: None,
             trace_parent: trace_parent(context),
         };

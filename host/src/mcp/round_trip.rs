@@ -1,9 +1,12 @@
 //! Input by round trips (MCP 2026-07-28, SEP-2322): the stateless revision has no
-//! server-to-client requests, so a call made under it that needs the client's answer (a
-//! guard's `ask`) answers `input_required` with the question (an elicitation form) and a
-//! sealed `requestState`; the client's retry of the same call, carrying the answer and the
-//! state, resumes the call where it waited. The call itself runs on in a task of its own
-//! between the two requests.
+//! server-to-client requests, so a call made under it that needs the client's answer
+//! answers `input_required` with the question and a sealed `requestState`; the client's
+//! retry of the same call, carrying the answer and the state, resumes the call where it
+//! waited. The call itself runs on in a task of its own between the two requests. The
+//! questions: a guard's `ask` (an elicitation form, [`RoundTripApprover`]), and a plugin's
+//! `sampling` and `elicitation` host calls and the `subagent` loop's model
+//! ([`RoundTripSampler`]: `sampling/createMessage`, `elicitation/create`), each its own
+//! round.
 //!
 //! **The state** is `ID.EXPIRY.MAC`: the pending call's number, when its wait ends (ms since
 //! the Unix epoch), and an HMAC-SHA256 under this server's key of both with the owner, the
@@ -35,10 +38,11 @@ use crate::call::{Approval, ApprovalFuture, ApprovalRequest, Approver, CallResul
 pub enum CallEvent {
     /// A plugin's progress or log line.
     Notice(Notice),
-    /// A guard asks: the question for the user, and where its answer goes.
+    /// The call asks the client (a guard's ask, a plugin's sampling or form): the request
+    /// to put to it, and where its answer (the client's result, as JSON) goes.
     Ask {
-        question: String,
-        answer: oneshot::Sender<Approval>,
+        question: rmcp::model::InputRequest,
+        answer: oneshot::Sender<serde_json::Value>,
     },
     /// The call ended.
     Done(CallResult),
@@ -54,7 +58,7 @@ pub struct Running {
 /// A call waiting for its retry.
 struct Pending {
     call: Running,
-    answer: oneshot::Sender<Approval>,
+    answer: oneshot::Sender<serde_json::Value>,
     expires: Instant,
 }
 
@@ -69,8 +73,8 @@ pub enum StateError {
     NoAnswer(&'static str),
 }
 
-/// The key a question is asked under in `inputRequests`.
-pub const APPROVAL: &str = "approval";
+/// The key a question is asked under in `inputRequests` (a call asks one at a time).
+pub const INPUT: &str = "input";
 
 /// The calls of one server waiting for their retries.
 pub struct RoundTrips {
@@ -140,7 +144,7 @@ impl RoundTrips {
         tool: &str,
         args: &str,
         call: Running,
-        answer: oneshot::Sender<Approval>,
+        answer: oneshot::Sender<serde_json::Value>,
     ) -> String {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let expiry = now_ms() + self.wait.as_millis() as u64;
@@ -167,7 +171,7 @@ impl RoundTrips {
         owner: &str,
         tool: &str,
         args: &str,
-        answer: Approval,
+        answer: serde_json::Value,
     ) -> Result<Running, StateError> {
         let mut parts = state.splitn(3, '.');
         let (Some(id), Some(expiry), Some(mac)) = (parts.next(), parts.next(), parts.next()) else {
@@ -211,9 +215,41 @@ impl RoundTrips {
     }
 }
 
+/// Puts `question` to the client through the request serving the call and waits at most
+/// `wait` for the retry's answer (the client's result as JSON); `None`: no answer.
+async fn ask(
+    events: &mpsc::UnboundedSender<CallEvent>,
+    question: rmcp::model::InputRequest,
+    wait: Duration,
+) -> Result<serde_json::Value, String> {
+    let (answer, answered) = oneshot::channel();
+    events
+        .send(CallEvent::Ask { question, answer })
+        .map_err(|_| "the request serving the call is gone".to_string())?;
+    match tokio::time::timeout(wait, answered).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(_)) => Err("the call's question was dropped".into()),
+        Err(_) => Err(format!(
+            "the client did not retry with an answer within {} ms",
+            wait.as_millis()
+        )),
+    }
+}
+
+/// An elicitation form of `message` for `schema` (an empty object schema: a yes or no).
+fn form(message: String, schema: rmcp::model::ElicitationSchema) -> rmcp::model::InputRequest {
+    rmcp::model::InputRequest::Elicitation(rmcp::model::ElicitRequest::new(
+        rmcp::model::ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message,
+            requested_schema: schema,
+        },
+    ))
+}
+
 /// A guard's `ask` under a round trip: the question goes to the request serving the call
-/// (which answers `input_required`), the answer comes back with the retry; none within
-/// the wait is a denial.
+/// (which answers `input_required`), the answer comes back with the retry (`accept`
+/// approves; anything else denies); none within the wait is a denial.
 #[derive(Debug)]
 pub struct RoundTripApprover {
     pub events: mpsc::UnboundedSender<CallEvent>,
@@ -234,47 +270,163 @@ impl Approver for RoundTripApprover {
                 request.tool,
                 crate::call::describe_args(request.args)
             );
-            let (answer, answered) = oneshot::channel();
-            if self
-                .events
-                .send(CallEvent::Ask { question, answer })
-                .is_err()
-            {
-                return Approval::Unavailable("the request serving the call is gone".into());
-            }
-            match tokio::time::timeout(self.wait, answered).await {
-                Ok(Ok(approval)) => approval,
-                Ok(Err(_)) => Approval::Unavailable("the call's question was dropped".into()),
-                Err(_) => Approval::Unavailable(format!(
-                    "the client did not retry with an answer within {} ms",
-                    self.wait.as_millis()
-                )),
+            let schema = rmcp::model::ElicitationSchema::new(Default::default());
+            match ask(&self.events, form(question, schema), self.wait).await {
+                Ok(answer) if answer.get("action").and_then(|a| a.as_str()) == Some("accept") => {
+                    Approval::Approved
+                }
+                Ok(_) => Approval::Denied,
+                Err(why) => Approval::Unavailable(why),
             }
         })
     }
 }
 
-/// The user's answer in a retry's `inputResponses`: the elicitation's `action` (`accept`
-/// approves; `decline`, `cancel` or anything else denies).
-pub fn answer_of(responses: Option<&rmcp::model::InputResponses>) -> Result<Approval, StateError> {
-    let response = responses
-        .and_then(|r| r.get(APPROVAL))
-        .ok_or(StateError::NoAnswer(APPROVAL))?;
-    Ok(
-        match response.get("action").and_then(serde_json::Value::as_str) {
-            Some("accept") => Approval::Approved,
-            _ => Approval::Denied,
-        },
-    )
+/// What the client of a 2026-07-28 call declared in its request's `_meta`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Declared {
+    pub sampling: bool,
+    pub sampling_tools: bool,
+    pub elicitation: bool,
+}
+
+/// The caller's client asked by round trips: its model (`sampling/createMessage`, for a
+/// plugin's `sampling` and the `subagent` loop) and its user (`elicitation/create`, for a
+/// plugin's `elicitation`), each only as it declared; the calls a subagent's model leads to
+/// ask their guards' questions the same way.
+#[derive(Debug)]
+pub struct RoundTripSampler {
+    pub events: mpsc::UnboundedSender<CallEvent>,
+    pub declared: Declared,
+    /// How long a model's answer may take (`[subagent] sampling_timeout_ms`).
+    pub sample_wait: Duration,
+    /// How long a user's answer may take (`[serve] approval_timeout_ms`).
+    pub ask_wait: Duration,
+}
+
+#[allow(deprecated)] // sampling: see `sampling` (deprecated by rmcp after SEP-2577, current in 2026-07-28)
+impl RoundTripSampler {
+    async fn sample_once(
+        &self,
+        request: &crate::call::SampleRequest,
+    ) -> Result<crate::call::SampleReply, crate::call::SampleError> {
+        use crate::call::SampleError;
+        if !request.tools.is_empty() && !self.declared.sampling_tools {
+            return Err(SampleError::Unavailable(
+                "the MCP client did not declare sampling with tools".into(),
+            ));
+        }
+        if !self.declared.sampling {
+            return Err(SampleError::Unavailable(
+                "the MCP client did not declare sampling".into(),
+            ));
+        }
+        let params: rmcp::model::CreateMessageRequestParams =
+            serde_json::from_value(super::sampling::to_wire(request))
+                .map_err(|e| SampleError::Failed(format!("cannot build the request: {e}")))?;
+        let question = rmcp::model::InputRequest::CreateMessage(
+            rmcp::model::CreateMessageRequest::new(params),
+        );
+        let answer = ask(&self.events, question, self.sample_wait)
+            .await
+            .map_err(SampleError::TimedOut)?;
+        let result: rmcp::model::CreateMessageResult = serde_json::from_value(answer.clone())
+            .map_err(|_| SampleError::Failed(format!("the client answered {answer}")))?;
+        Ok(super::sampling::from_wire(
+            serde_json::to_value(&result.message).unwrap_or_default(),
+            result.stop_reason.clone(),
+            result.model.clone(),
+        ))
+    }
+
+    async fn elicit_once(
+        &self,
+        message: &str,
+        schema: &serde_json::Value,
+    ) -> Result<crate::call::ElicitReply, crate::call::SampleError> {
+        use crate::call::{ElicitReply, SampleError};
+        if !self.declared.elicitation {
+            return Err(SampleError::Unavailable(
+                "the MCP client did not declare elicitation (form mode)".into(),
+            ));
+        }
+        let schema: rmcp::model::ElicitationSchema = serde_json::from_value(schema.clone())
+            .map_err(|e| SampleError::Invalid(format!("the requested schema: {e}")))?;
+        let answer = ask(
+            &self.events,
+            form(message.to_string(), schema),
+            self.ask_wait,
+        )
+        .await
+        .map_err(SampleError::TimedOut)?;
+        Ok(match answer.get("action").and_then(|a| a.as_str()) {
+            Some("accept") => ElicitReply::Accept(
+                answer
+                    .get("content")
+                    .cloned()
+                    .unwrap_or_else(|| serde_json::json!({})),
+            ),
+            Some("decline") => ElicitReply::Decline,
+            _ => ElicitReply::Cancel,
+        })
+    }
+}
+
+impl crate::call::Sampler for RoundTripSampler {
+    fn available(&self) -> bool {
+        self.declared.sampling_tools
+    }
+
+    fn can_sample(&self) -> bool {
+        self.declared.sampling
+    }
+
+    fn sample<'a>(
+        &'a self,
+        request: &'a crate::call::SampleRequest,
+    ) -> crate::call::SampleFuture<'a> {
+        Box::pin(self.sample_once(request))
+    }
+
+    fn can_elicit(&self) -> bool {
+        self.declared.elicitation
+    }
+
+    fn elicit<'a>(
+        &'a self,
+        message: &'a str,
+        schema: &'a serde_json::Value,
+    ) -> crate::call::ElicitFuture<'a> {
+        Box::pin(self.elicit_once(message, schema))
+    }
+
+    fn approver(&self) -> Option<std::sync::Arc<dyn Approver>> {
+        self.declared.elicitation.then(|| {
+            std::sync::Arc::new(RoundTripApprover {
+                events: self.events.clone(),
+                wait: self.ask_wait,
+            }) as std::sync::Arc<dyn Approver>
+        })
+    }
+}
+
+/// The client's answer in a retry's `inputResponses` (its result, as JSON).
+pub fn answer_of(
+    responses: Option<&rmcp::model::InputResponses>,
+) -> Result<serde_json::Value, StateError> {
+    responses
+        .and_then(|r| r.get(INPUT))
+        .cloned()
+        .ok_or(StateError::NoAnswer(INPUT))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn parked(trips: &RoundTrips) -> (String, oneshot::Receiver<Approval>) {
+    fn parked(trips: &RoundTrips) -> (String, oneshot::Receiver<serde_json::Value>) {
         let (_tx, events) = mpsc::unbounded_channel();
-        let (answer, answered) = oneshot::channel();
+        let (answer, answered) = oneshot::channel::<serde_json::Value>();
         let call = Running {
             events,
             cancel: CancellationToken::new(),
@@ -294,10 +446,10 @@ mod tests {
                 "stdio",
                 "bash",
                 "{\"command\":\"x\"}",
-                Approval::Approved,
+                serde_json::json!({"action": "accept"}),
             )
             .unwrap();
-        assert!(matches!(answered.try_recv(), Ok(Approval::Approved)));
+        assert_eq!(answered.try_recv().unwrap()["action"], "accept");
         // Replayed: gone.
         let again = trips
             .resume(
@@ -305,7 +457,7 @@ mod tests {
                 "stdio",
                 "bash",
                 "{\"command\":\"x\"}",
-                Approval::Approved,
+                serde_json::json!({}),
             )
             .unwrap_err();
         assert!(matches!(again, StateError::Gone(_)), "{again}");
@@ -337,7 +489,7 @@ mod tests {
             ("garbage", "stdio", "bash", "{\"command\":\"x\"}"),
         ] {
             let refused = trips
-                .resume(state, owner, tool, args, Approval::Approved)
+                .resume(state, owner, tool, args, serde_json::json!({}))
                 .unwrap_err();
             assert_eq!(refused, StateError::Forged, "{state} {owner} {tool} {args}");
         }
@@ -356,7 +508,7 @@ mod tests {
                 "stdio",
                 "bash",
                 "{\"command\":\"x\"}",
-                Approval::Approved,
+                serde_json::json!({}),
             )
             .unwrap_err();
         assert!(matches!(late, StateError::Gone(_)), "{late}");

@@ -207,7 +207,7 @@ impl Sampler for McpSampler {
 }
 
 /// The request's params as MCP has them.
-fn to_wire(request: &SampleRequest) -> Value {
+pub(super) fn to_wire(request: &SampleRequest) -> Value {
     let messages: Vec<Value> = request
         .messages
         .iter()
@@ -273,7 +273,7 @@ fn to_wire(request: &SampleRequest) -> Value {
 
 /// The model's message as the host has it: text and tool uses (other blocks become a
 /// line naming them).
-fn from_wire(message: Value, stop_reason: Option<String>, model: String) -> SampleReply {
+pub(super) fn from_wire(message: Value, stop_reason: Option<String>, model: String) -> SampleReply {
     let blocks = match message.get("content") {
         Some(Value::Array(blocks)) => blocks.clone(),
         Some(block) => vec![block.clone()],
