@@ -1,7 +1,8 @@
 //! `dsh serve` driven by the official MCP TypeScript SDK (`@modelcontextprotocol/sdk`),
 //! in the `node:test` suite under `tests/mcp-ts/`: the handshake and tools, progress,
 //! plugin logging, resources (listed, read, templates, owners), and resource change
-//! notifications and completions, over stdio and streamable HTTP. The SDK is installed
+//! notifications and completions, over stdio and streamable HTTP; and its v2 client
+//! (`@modelcontextprotocol/client`) negotiating MCP 2026-07-28 over stdio. The SDK is installed
 //! with `npm ci` from `tests/mcp-ts/package-lock.json` into `target/tmp/mcp-ts-node`
 //! (once, and again when the lock file or package.json changes), never into the source
 //! tree; the suite runs with `node --test` against the binary built here.
