@@ -125,10 +125,9 @@ const OP_ATTACH_WORKSPACE: u32 = 10;
 const OP_PROC: u32 = 11;
 const OP_COVER_DEV: u32 = 12;
 const OP_MKFILE: u32 = 13;
-const OP_BIND_DEVICE: u32 = 14;
+const OP_ATTACH_DEVICE: u32 = 14;
 const OP_SYMLINK: u32 = 15;
-const OP_UNMOUNT: u32 = 16;
-const OP_SEAL: u32 = 17;
+const OP_SEAL: u32 = 16;
 
 /// What the child was doing when it failed (an index into [`STAGES`]).
 const STAGES: &[&str] = &[
@@ -323,7 +322,7 @@ fn spawn_inner(spec: &SpawnSpec<'_>, fd3: RawFd) -> io::Result<Child> {
                 MountOp::Bind { source } => (OP_BIND, true, source.as_ptr()),
                 MountOp::Cover => (OP_COVER, false, std::ptr::null()),
                 MountOp::Mkdir => (OP_MKDIR, false, std::ptr::null()),
-                MountOp::Detach => (OP_DETACH, true, std::ptr::null()),
+                MountOp::Detach { recursive } => (OP_DETACH, *recursive, std::ptr::null()),
                 MountOp::Attach => (OP_ATTACH, false, std::ptr::null()),
                 MountOp::CoverPassable => (OP_COVER_PASSABLE, false, std::ptr::null()),
                 MountOp::MkdirPassable => (OP_MKDIR_PASSABLE, false, std::ptr::null()),
@@ -331,9 +330,8 @@ fn spawn_inner(spec: &SpawnSpec<'_>, fd3: RawFd) -> io::Result<Child> {
                 MountOp::Proc => (OP_PROC, false, std::ptr::null()),
                 MountOp::CoverDev => (OP_COVER_DEV, false, std::ptr::null()),
                 MountOp::MkFile => (OP_MKFILE, false, std::ptr::null()),
-                MountOp::BindDevice { source } => (OP_BIND_DEVICE, false, source.as_ptr()),
+                MountOp::AttachDevice => (OP_ATTACH_DEVICE, false, std::ptr::null()),
                 MountOp::Symlink { target } => (OP_SYMLINK, false, target.as_ptr()),
-                MountOp::Unmount => (OP_UNMOUNT, false, std::ptr::null()),
                 MountOp::Seal => (OP_SEAL, true, std::ptr::null()),
             };
             RawStep {
@@ -551,7 +549,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             if args.net_ns >= 0 && libc::setns(args.net_ns, libc::CLONE_NEWNET) != 0 {
                 return fail(args, STAGE_NAMESPACES);
             }
-            let mut detached = -1;
+            let mut detached = Detached::default();
             for index in 0..args.steps_len {
                 if !mount_step(&*args.steps.add(index), &mut detached, args.workspace_tree) {
                     args.failed_step = index;
@@ -703,12 +701,47 @@ struct PathBeneathAttr {
     parent_fd: i32,
 }
 
-/// One mount step (see [`super::executor::MountOp`]); `detached` holds the tree the last
-/// detach took, `workspace_tree` a container's idmapped workspace. Raw system calls only.
+/// The mount trees detach steps took and attach steps have not placed yet, last taken
+/// first placed (on the child's stack: nothing between clone and exec may allocate).
+struct Detached {
+    trees: [libc::c_int; 16],
+    len: usize,
+}
+
+impl Default for Detached {
+    fn default() -> Self {
+        Detached {
+            trees: [-1; 16],
+            len: 0,
+        }
+    }
+}
+
+impl Detached {
+    fn push(&mut self, tree: libc::c_int) -> bool {
+        if tree < 0 || self.len == self.trees.len() {
+            return false;
+        }
+        self.trees[self.len] = tree;
+        self.len += 1;
+        true
+    }
+
+    fn pop(&mut self) -> libc::c_int {
+        if self.len == 0 {
+            return -1;
+        }
+        self.len -= 1;
+        self.trees[self.len]
+    }
+}
+
+/// One mount step (see [`super::executor::MountOp`]); `detached` holds the trees detach
+/// steps took, `workspace_tree` a container's idmapped workspace. Raw system calls only.
 ///
 /// # Safety
 /// The step's strings are valid.
-unsafe fn mount_step(step: &RawStep, detached: &mut libc::c_int, workspace_tree: RawFd) -> bool {
+unsafe fn mount_step(step: &RawStep, detached: &mut Detached, workspace_tree: RawFd) -> bool {
     let set_attr = |set: u64, clear: u64, recursive: bool| {
         let attr = MountAttr {
             attr_set: set,
@@ -763,21 +796,8 @@ unsafe fn mount_step(step: &RawStep, detached: &mut libc::c_int, workspace_tree:
                 );
                 fd >= 0 && libc::close(fd) == 0
             }
-            OP_BIND_DEVICE => {
-                // The one kind of mount without `nodev`: a single device node.
-                libc::mount(
-                    step.source,
-                    step.path,
-                    std::ptr::null(),
-                    libc::MS_BIND,
-                    std::ptr::null(),
-                ) == 0
-                    && set_attr(MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV, false)
-            }
             OP_SYMLINK => libc::symlink(step.source, step.path) == 0,
-            OP_UNMOUNT => {
-                libc::umount2(step.path, libc::MNT_DETACH) == 0 && libc::rmdir(step.path) == 0
-            }
+
             OP_WRITABLE => set_attr(0, MOUNT_ATTR_RDONLY, false),
             OP_BIND => {
                 libc::mount(
@@ -832,28 +852,37 @@ unsafe fn mount_step(step: &RawStep, detached: &mut libc::c_int, workspace_tree:
                 ) == 0
             }
             OP_DETACH => {
-                *detached = libc::syscall(
+                let recursive = if step.recursive {
+                    AT_RECURSIVE as libc::c_uint
+                } else {
+                    0
+                };
+                let tree = libc::syscall(
                     libc::SYS_open_tree,
                     libc::AT_FDCWD,
                     step.path,
-                    OPEN_TREE_CLONE
-                        | AT_RECURSIVE as libc::c_uint
-                        | libc::O_CLOEXEC as libc::c_uint,
+                    OPEN_TREE_CLONE | recursive | libc::O_CLOEXEC as libc::c_uint,
                 ) as libc::c_int;
-                *detached >= 0
+                detached.push(tree)
             }
-            OP_ATTACH => {
-                let attached = libc::syscall(
-                    libc::SYS_move_mount,
-                    *detached,
-                    c"".as_ptr(),
-                    libc::AT_FDCWD,
-                    step.path,
-                    MOVE_MOUNT_F_EMPTY_PATH,
-                ) == 0;
-                libc::close(*detached);
-                *detached = -1;
+            OP_ATTACH | OP_ATTACH_DEVICE => {
+                let tree = detached.pop();
+                let attached = tree >= 0
+                    && libc::syscall(
+                        libc::SYS_move_mount,
+                        tree,
+                        c"".as_ptr(),
+                        libc::AT_FDCWD,
+                        step.path,
+                        MOVE_MOUNT_F_EMPTY_PATH,
+                    ) == 0;
+                if tree >= 0 {
+                    libc::close(tree);
+                }
+                // A device node's mount: the one kind without `nodev`.
                 attached
+                    && (step.op == OP_ATTACH
+                        || set_attr(MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV, false))
             }
             _ => false,
         }

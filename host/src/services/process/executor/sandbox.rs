@@ -129,10 +129,10 @@ pub enum MountOp {
     Bind { source: CString },
     /// Mounts an empty tmpfs on the path (the state directory's cover).
     Cover,
-    /// Takes a detached copy of the mount tree at the path (to attach it again inside a
-    /// cover that hides the path).
-    Detach,
-    /// Attaches the copy the last `Detach` took at the path.
+    /// Takes a detached copy of the mount at the path (`recursive`: with every mount
+    /// beneath it), to attach it again once a cover hides the path.
+    Detach { recursive: bool },
+    /// Attaches the copy the last `Detach` not attached yet took, at the path.
     Attach,
     /// Makes a directory (inside a cover).
     Mkdir,
@@ -150,13 +150,11 @@ pub enum MountOp {
     CoverDev,
     /// Makes an empty file (a device's mount point).
     MkFile,
-    /// Binds the device node `source` onto the path: the only mounts of a run without
-    /// `nodev` are these, one device node each.
-    BindDevice { source: CString },
+    /// `Attach` for a device node's copy, which then drops `nodev`: the only mounts of a
+    /// run without it are these, one device node each.
+    AttachDevice,
     /// Makes a symbolic link at the path pointing to `target` (`/dev/fd`, `/dev/stdin`…).
     Symlink { target: CString },
-    /// Detaches the mount tree at the path and removes the directory it was on.
-    Unmount,
 }
 
 /// The confinement every sandboxed run of this host gets; see the module doc.
@@ -1140,12 +1138,13 @@ fn view_steps(
     Ok(steps)
 }
 
-/// The run's `/dev`, built from what a run may use and nothing else: an empty tmpfs on
-/// `/dev`; in it, bound from the host's, the devices of [`DEVICES`] and the run's own
-/// terminal (`terminal`: its PTY's path under `/dev`), each a mount of one device node
-/// (the only mounts of a run without `nodev`); `/dev/shm` (the slot's `shm`, emptied after
-/// each run); the `fd`, `stdin`, `stdout` and `stderr` links into `/proc/self/fd`; then
-/// read-only. A disk, another terminal, `kvm`, the next device a kernel adds: not there.
+/// The run's `/dev`, built from what a run may use and nothing else: a copy of each
+/// device of [`DEVICES`] and of the run's own terminal (`terminal`: its PTY's path under
+/// `/dev`) taken first, one mount of one node each; then an empty tmpfs on `/dev`, and in
+/// it those copies put back (the only mounts of a run without `nodev`), `/dev/shm` (the
+/// slot's `shm`, emptied after each run), the `fd`, `stdin`, `stdout` and `stderr` links
+/// into `/proc/self/fd`; then read-only. A disk, another terminal, `kvm`, the next device a
+/// kernel adds: not there.
 fn dev_steps(shm: &Path, terminal: Option<&Path>) -> Result<Vec<MountStep>, SandboxError> {
     let step = |op, path: &Path| -> Result<MountStep, SandboxError> {
         Ok(MountStep {
@@ -1154,28 +1153,24 @@ fn dev_steps(shm: &Path, terminal: Option<&Path>) -> Result<Vec<MountStep>, Sand
         })
     };
     let dev = Path::new("/dev");
-    let host = Path::new("/dev/.dsh-host");
-    let mut steps = vec![
-        step(MountOp::Detach, dev)?,
-        step(MountOp::CoverDev, dev)?,
-        step(MountOp::Mkdir, host)?,
-        step(MountOp::Attach, host)?,
-    ];
-    let devices = DEVICES.iter().map(Path::new).chain(terminal);
-    for device in devices {
-        let Ok(rel) = device.strip_prefix(dev) else {
-            continue;
-        };
+    let devices: Vec<&Path> = DEVICES
+        .iter()
+        .map(Path::new)
+        .chain(terminal)
+        .filter(|device| device.starts_with(dev))
+        .collect();
+    let mut steps = Vec::new();
+    for device in &devices {
+        steps.push(step(MountOp::Detach { recursive: false }, device)?);
+    }
+    steps.push(step(MountOp::CoverDev, dev)?);
+    // Put back last taken first.
+    for device in devices.iter().rev() {
         for dir in between(dev, device) {
             steps.push(step(MountOp::MkdirPassable, &dir)?);
         }
         steps.push(step(MountOp::MkFile, device)?);
-        steps.push(step(
-            MountOp::BindDevice {
-                source: c_path(&host.join(rel))?,
-            },
-            device,
-        )?);
+        steps.push(step(MountOp::AttachDevice, device)?);
     }
     steps.push(step(MountOp::MkdirPassable, Path::new("/dev/shm"))?);
     steps.push(step(
@@ -1197,7 +1192,6 @@ fn dev_steps(shm: &Path, terminal: Option<&Path>) -> Result<Vec<MountStep>, Sand
             Path::new(link),
         )?);
     }
-    steps.push(step(MountOp::Unmount, host)?);
     steps.push(step(MountOp::ReadOnly { recursive: false }, dev)?);
     Ok(steps)
 }
@@ -1217,7 +1211,10 @@ fn cover_steps(state: &Path, slot: &Path, passable: bool) -> Result<Vec<MountSte
     } else {
         (MountOp::Cover, MountOp::Mkdir)
     };
-    let mut steps = vec![step(MountOp::Detach, slot)?, step(cover, state)?];
+    let mut steps = vec![
+        step(MountOp::Detach { recursive: true }, slot)?,
+        step(cover, state)?,
+    ];
     for dir in between(state, slot)
         .iter()
         .chain(std::iter::once(&slot.to_path_buf()))
@@ -1501,12 +1498,11 @@ mod tests {
                     MountOp::Seal => format!("seal {path}"),
                     MountOp::CoverDev
                     | MountOp::MkFile
-                    | MountOp::BindDevice { .. }
-                    | MountOp::Symlink { .. }
-                    | MountOp::Unmount => format!("dev {path}"),
+                    | MountOp::AttachDevice
+                    | MountOp::Symlink { .. } => format!("dev {path}"),
                     MountOp::Cover | MountOp::CoverPassable => format!("cover {path}"),
                     MountOp::Mkdir | MountOp::MkdirPassable => format!("mkdir {path}"),
-                    MountOp::Detach | MountOp::Attach | MountOp::AttachWorkspace => {
+                    MountOp::Detach { .. } | MountOp::Attach | MountOp::AttachWorkspace => {
                         format!("move {path}")
                     }
                     MountOp::Proc => format!("proc {path}"),
