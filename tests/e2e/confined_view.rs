@@ -872,3 +872,37 @@ fn a_mount_the_host_makes_while_a_confined_run_runs_never_reaches_it() {
         );
     }
 }
+
+/// What a bash call of a server started before `STATE/cache` was bound elsewhere prints
+/// when it reads the key there (`who`: the executor's configuration).
+fn key_read_after_a_later_bind(env: &Env, config: &str, who: &str) -> String {
+    let config_file = env.dir.path().join(format!("dsh-later-bind-{who}.toml"));
+    std::fs::write(&config_file, config).unwrap();
+    let mut command = env.dsh();
+    command.arg("--config").arg(&config_file);
+    let server = McpServer::start_command(env, command);
+    // A first run: the slots and their steps are built from the table as it was.
+    server.call_ok("bash", json!({"command": "true", "description": "first"}));
+    let elsewhere = env.dir.path().join(format!("bound-later-{who}"));
+    let _bound = Mounted::bind(&env.state_dir().join("cache"), &elsewhere, false);
+    server.call_ok(
+        "bash",
+        json!({"command": read_key(&elsewhere.join("key")), "description": "read the key"}),
+    )
+}
+
+#[test]
+fn a_bind_of_the_state_made_after_dsh_started_is_covered_for_the_next_run() {
+    root_only!();
+    let env = Env::new();
+    bash(&env, "setup", SANDBOX, "true");
+    let key = key_hex(&env);
+    let text = key_read_after_a_later_bind(&env, LOCAL, "local");
+    assert_probes("local", &text, &["read_key"], true);
+    assert!(text.contains(&key), "local: {text}");
+    for (half, config) in CONFINED {
+        let text = key_read_after_a_later_bind(&env, config, half);
+        assert_probes(half, &text, &["read_key"], false);
+        assert!(!text.contains(&key), "{half}: the key leaked: {text}");
+    }
+}

@@ -192,17 +192,39 @@ pub struct Sandbox {
     for_container: bool,
     /// What its results say: `[sandbox: …]`.
     marker: String,
-    /// The mount steps every run shares (its slot's follow).
-    steps: Vec<MountStep>,
+    /// The mount steps every run shares that do not depend on the mount table: all
+    /// read-only, the writable roots, dsh's files in them pinned.
+    base: Vec<MountStep>,
+    /// The writable roots and dsh's own files, which the covers are computed for.
+    writable_roots: Vec<PathBuf>,
+    own: OwnFiles,
+    /// The shared steps as the mount table now calls for them (see [`View`]).
+    view: Mutex<View>,
     tmp_root: PathBuf,
     /// Free slots (see the module doc).
     slots: Arc<Mutex<Vec<Slot>>>,
+}
+
+/// The mount steps every run shares: [`Sandbox::base`] and the covers dsh's mount table
+/// calls for (every other place its state is reachable, every procfs but `/proc`, a
+/// container's `/proc`), built again when the table changes: `/proc/self/mountinfo` is kept
+/// open, and the kernel marks it (`POLLPRI`) at every mount or unmount, which each run's
+/// preparation asks with a `poll` that does not wait. So a bind of the state directory made
+/// after dsh started is covered for every run prepared after it.
+#[derive(Debug)]
+struct View {
+    steps: Arc<Vec<MountStep>>,
+    /// Bumped each time `steps` are built again (a slot built before is rebuilt).
+    generation: u64,
+    table: Option<std::fs::File>,
 }
 
 /// A directory one run at a time makes its temporary directory in, with its ruleset and
 /// its mount steps (the shared ones and its own).
 #[derive(Debug)]
 struct Slot {
+    /// The [`View`] generation its steps were built from.
+    generation: u64,
     dir: PathBuf,
     /// None: the kernel offers none of the Landlock features (and none is required).
     ruleset: Option<Arc<OwnedFd>>,
@@ -548,15 +570,10 @@ impl Sandbox {
                 target.display()
             )));
         }
-        let mut steps = shared_steps(&writable_roots, own, for_container)?;
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        steps.extend(view_steps(&mountinfo, &writable_roots, own)?);
-        if for_container {
-            steps.push(MountStep {
-                op: MountOp::Proc,
-                path: c"/proc".to_owned(),
-            });
-        }
+        let base = shared_steps(&writable_roots, own, for_container)?;
+        let mut table = std::fs::File::open("/proc/self/mountinfo").ok();
+        let mountinfo = read_table(table.as_mut());
+        let steps = view_steps_over(&base, &mountinfo, &writable_roots, own, for_container)?;
         let user_ns = match crate::private::euid() {
             _ if for_container => None,
             0 => None,
@@ -595,7 +612,14 @@ impl Sandbox {
             user_ns,
             for_container,
             marker: String::new(),
-            steps,
+            base,
+            writable_roots,
+            own: own.clone(),
+            view: Mutex::new(View {
+                steps: Arc::new(steps),
+                generation: 0,
+                table,
+            }),
             tmp_root,
             slots: Default::default(),
         };
@@ -708,9 +732,46 @@ impl Sandbox {
         })
     }
 
-    /// A free slot, or a new one.
+    /// The shared steps as the mount table calls for them now, and their generation.
+    fn current_view(&self) -> Result<(Arc<Vec<MountStep>>, u64), SandboxError> {
+        let mut view = self.view.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = view.table.as_ref().is_some_and(|table| {
+            use std::os::fd::AsRawFd;
+            let mut ready = libc::pollfd {
+                fd: table.as_raw_fd(),
+                events: libc::POLLPRI,
+                revents: 0,
+            };
+            // SAFETY: one pollfd on this stack; a timeout of 0 never waits.
+            unsafe { libc::poll(&mut ready, 1, 0) > 0 && ready.revents & libc::POLLPRI != 0 }
+        });
+        if changed {
+            let mountinfo = read_table(view.table.as_mut());
+            let steps = view_steps_over(
+                &self.base,
+                &mountinfo,
+                &self.writable_roots,
+                &self.own,
+                self.for_container,
+            )?;
+            tracing::debug!("the mount table changed: the sandbox's covers were built again");
+            view.steps = Arc::new(steps);
+            view.generation += 1;
+        }
+        Ok((view.steps.clone(), view.generation))
+    }
+
+    /// A free slot, or a new one; its steps built from the mount table as it is now.
     fn take_slot(&self) -> Result<Slot, SandboxError> {
-        if let Some(slot) = self.slots.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+        let (shared, generation) = self.current_view()?;
+        let free = self.slots.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        if let Some(mut slot) = free {
+            if slot.generation != generation {
+                let (base_steps, steps) = self.slot_steps(&shared, &slot.dir)?;
+                slot.base_steps = base_steps;
+                slot.steps = steps;
+                slot.generation = generation;
+            }
             return Ok(slot);
         }
         let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
@@ -743,22 +804,36 @@ impl Sandbox {
                 })?;
         }
         let ruleset = self.ruleset(&dir, None)?.map(Arc::new);
-        let mut steps = self.steps.clone();
+        let (base_steps, steps) = self.slot_steps(&shared, &dir)?;
+        Ok(Slot {
+            generation,
+            dir,
+            ruleset,
+            base_steps,
+            steps,
+        })
+    }
+
+    /// A slot's steps over the `shared` ones: every step but the run's `/dev` (the state
+    /// directory covered but for the slot, the seal), and those with the `/dev` of a run
+    /// without a terminal.
+    #[allow(clippy::type_complexity)]
+    fn slot_steps(
+        &self,
+        shared: &[MountStep],
+        dir: &Path,
+    ) -> Result<(Arc<Vec<MountStep>>, Arc<Vec<MountStep>>), SandboxError> {
+        let mut steps = shared.to_vec();
         if let Some(state) = &self.state_dir {
-            steps.extend(cover_steps(state, &dir, self.for_container)?);
+            steps.extend(cover_steps(state, dir, self.for_container)?);
         }
         steps.push(MountStep {
             op: MountOp::Seal,
             path: c"/".to_owned(),
         });
         let base_steps = Arc::new(steps.clone());
-        steps.extend(dev_steps(&shm, None)?);
-        Ok(Slot {
-            dir,
-            ruleset,
-            base_steps,
-            steps: Arc::new(steps),
-        })
+        steps.extend(dev_steps(&dir.join(SHM), None)?);
+        Ok((base_steps, Arc::new(steps)))
     }
 
     /// A new private temporary directory (outside any slot; for measuring).
@@ -1134,6 +1209,39 @@ fn view_steps(
         if mount.fstype == "proc" && mount.point != Path::new("/proc") {
             cover(&mount.point, &mut steps)?;
         }
+    }
+    Ok(steps)
+}
+
+/// The whole of the open mount table (read again from its start; reading it whole also
+/// clears the kernel's change mark); empty when it cannot be read.
+fn read_table(table: Option<&mut std::fs::File>) -> String {
+    use std::io::{Read, Seek};
+    let mut text = String::new();
+    if let Some(table) = table {
+        if table.rewind().is_ok() {
+            let _ = table.read_to_string(&mut text);
+        }
+    }
+    text
+}
+
+/// The shared steps of runs: `base`, the covers `mountinfo` calls for ([`view_steps`]),
+/// and a container's `/proc`.
+fn view_steps_over(
+    base: &[MountStep],
+    mountinfo: &str,
+    writable_roots: &[PathBuf],
+    own: &OwnFiles,
+    for_container: bool,
+) -> Result<Vec<MountStep>, SandboxError> {
+    let mut steps = base.to_vec();
+    steps.extend(view_steps(mountinfo, writable_roots, own)?);
+    if for_container {
+        steps.push(MountStep {
+            op: MountOp::Proc,
+            path: c"/proc".to_owned(),
+        });
     }
     Ok(steps)
 }
