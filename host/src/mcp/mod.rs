@@ -551,9 +551,19 @@ impl ServerHandler for McpConnection {
                 let _ = peer.notify_tool_list_changed().await;
             });
         }
+        // Watched before this returns, so a change the client's next request makes (a
+        // terminal opened) is never missed while the forwarder's task waits for a thread.
+        let owner_changes = self
+            .server
+            .host
+            .services
+            .jobs
+            .changes()
+            .watch(&self.owner());
         tokio::spawn(resources::forward_changes(
             self.server.host.clone(),
             self.owner(),
+            owner_changes,
             context.peer.clone(),
             self.subscriptions.clone(),
             self.closed.clone(),

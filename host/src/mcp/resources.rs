@@ -317,18 +317,21 @@ fn changed_uri(change: &ResourceChange) -> Option<String> {
     }
 }
 
-/// Sends one connection the changes of its owner's resources until `closed`:
+/// Sends one connection the changes of its owner's resources (`changes`, watched by the
+/// caller before the connection's next request is served) until `closed`:
 /// `resources/updated` for the subscribed URIs, `resources/list_changed` for the list,
 /// at most once per `interval` each time, what changed in between together.
 pub async fn forward_changes(
     host: Arc<Host>,
     owner: Arc<str>,
+    mut changes: tokio::sync::broadcast::Receiver<
+        crate::services::resource_changes::ResourceChange,
+    >,
     peer: rmcp::Peer<RoleServer>,
     subscriptions: Subscriptions,
     closed: CancellationToken,
 ) {
     let interval = Duration::from_millis(host.config.serve.resource_update_interval_ms);
-    let mut changes = host.services.jobs.changes().watch(&owner);
     let mut updated: HashSet<String> = HashSet::new();
     let mut listed = false;
     let mut next_send = tokio::time::Instant::now();
