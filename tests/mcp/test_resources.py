@@ -20,6 +20,7 @@ notification of the first's, and subscribing to the other's URI is not found.
 
 from __future__ import annotations
 
+import queue
 import re
 import time
 from typing import Any
@@ -375,3 +376,29 @@ async def test_completion_over_stdio(open_stdio_session):
         term = await open_terminal(session)
         completed = await session.complete(SCREEN_TEMPLATE, {"name": "id", "value": "t"})
         assert completed.completion.values == [term], completed
+
+
+def test_a_job_started_before_initialized_is_handled_is_heard(raw_stdio_server):
+    """rmcp handles `notifications/initialized` on a task of its own, so a request sent
+    right behind it may run before it. Here the request comes first outright (a client
+    SHOULD NOT, and rmcp serves it): the job it starts must still be heard of."""
+    server = raw_stdio_server()
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "eager", "version": "0"}}
+    server.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+    assert "result" in server.receive_response(1)
+    args = {"command": "sleep 1", "description": "started at once", "run_in_background": True}
+    server.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "bash", "arguments": args}})
+    assert server.receive_response(2)["result"]["isError"] is False
+    server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    heard: list[Any] = []
+    deadline = time.monotonic() + 0.8  # before the job ends, which is news again
+    while time.monotonic() < deadline:
+        try:
+            message = server.messages.get(timeout=0.05)
+        except queue.Empty:
+            continue
+        assert message is not None, f"dsh serve ended\n{server.stderr()}"
+        heard.append(message)
+        if message.get("method") == "notifications/resources/list_changed":
+            return
+    pytest.fail(f"no resources/list_changed for the job started before initialized; heard {heard}")

@@ -113,7 +113,16 @@ pub struct McpConnection {
     /// An HTTP session's: the book of sessions, and this one's id once initialized.
     book: Option<Arc<http::book::SessionBook>>,
     session_id: std::sync::OnceLock<String>,
+    /// The owner's resource changes, watched when `initialize` is answered and taken by
+    /// the forwarder `on_initialized` starts: rmcp handles a notification on a task of
+    /// its own, so the client's next request (a job started) may run before
+    /// `on_initialized` does, and its change must not be missed.
+    resource_watch: std::sync::Mutex<Option<ResourceWatch>>,
 }
+
+/// A receiver of one owner's resource changes.
+type ResourceWatch =
+    tokio::sync::broadcast::Receiver<crate::services::resource_changes::ResourceChange>;
 
 /// The calls in flight on one connection: counted, and cancelled together when an
 /// upgrade's drain runs out of time.
@@ -212,6 +221,7 @@ impl McpConnection {
             resumed: false,
             book: None,
             session_id: std::sync::OnceLock::new(),
+            resource_watch: std::sync::Mutex::new(None),
         }
     }
 
@@ -241,6 +251,12 @@ impl McpConnection {
             self.log_threshold.set(level);
         }
         self.subscriptions.lock().unwrap().extend(subscriptions);
+    }
+
+    /// A receiver of the owner's resource changes from now on.
+    fn watch_resources(&self) -> ResourceWatch {
+        let jobs = &self.server.host.services.jobs;
+        jobs.changes().watch(&self.owner())
     }
 
     /// The connection's owner.
@@ -539,6 +555,7 @@ impl ServerHandler for McpConnection {
             }
         }
         context.peer.set_peer_info(request.clone());
+        *self.resource_watch.lock().unwrap() = Some(self.watch_resources());
         self.negotiate_initialize(&request)
     }
 
@@ -551,15 +568,12 @@ impl ServerHandler for McpConnection {
                 let _ = peer.notify_tool_list_changed().await;
             });
         }
-        // Watched before this returns, so a change the client's next request makes (a
-        // terminal opened) is never missed while the forwarder's task waits for a thread.
         let owner_changes = self
-            .server
-            .host
-            .services
-            .jobs
-            .changes()
-            .watch(&self.owner());
+            .resource_watch
+            .lock()
+            .unwrap()
+            .take()
+            .unwrap_or_else(|| self.watch_resources());
         tokio::spawn(resources::forward_changes(
             self.server.host.clone(),
             self.owner(),
