@@ -274,6 +274,7 @@ fn served_scopes(server: Arc<McpServer>) -> anyhow::Result<Vec<ServedScope>> {
     let main_scope = (!extra.is_empty()).then(|| format!("scope {}", server.scope));
     let mut scopes = vec![ServedScope {
         token: token_from("DSH_HTTP_TOKEN", main_scope.as_deref())?,
+        principal: server.scope.to_string(),
         server: server.clone(),
     }];
     for (scope, variable) in extra {
@@ -299,9 +300,56 @@ fn served_scopes(server: Arc<McpServer>) -> anyhow::Result<Vec<ServedScope>> {
         scopes.push(ServedScope {
             server: Arc::new(McpServer::new(server.host.clone(), scope.as_str())),
             token,
+            principal: scope.clone(),
         });
     }
+    add_named_principals(&server, &mut scopes)?;
     Ok(scopes)
+}
+
+/// Adds `[serve] http_principals` to the tokens served: each its scope (known), its own
+/// token (set, and unlike every other) and a name no scope's own principal has.
+fn add_named_principals(
+    server: &Arc<McpServer>,
+    scopes: &mut Vec<ServedScope>,
+) -> anyhow::Result<()> {
+    for (name, principal) in &server.host.config.serve.http_principals {
+        if scopes.iter().any(|s| s.principal == *name) {
+            anyhow::bail!(
+                "[serve] http_principals.{name}: {name:?} is the principal of scope {name}'s \
+                 own token; name it otherwise"
+            );
+        }
+        server
+            .host
+            .registry
+            .scope(&principal.scope)
+            .map_err(|e| anyhow::anyhow!("[serve] http_principals.{name}.scope: {}", e.message))?;
+        let variable = &principal.token_env;
+        let token = match std::env::var(variable) {
+            Ok(token) if !token.is_empty() => token,
+            _ => anyhow::bail!(
+                "[serve] http_principals.{name}: ${variable} is unset or empty (a principal's \
+                 token is never generated: set it)"
+            ),
+        };
+        if let Some(same) = scopes.iter().find(|s| s.token == token) {
+            anyhow::bail!(
+                "principals {} and {name} have the same token: each needs its own (${variable})",
+                same.principal
+            );
+        }
+        let scope_server = match scopes.iter().find(|s| *s.server.scope == *principal.scope) {
+            Some(served) => served.server.clone(),
+            None => Arc::new(McpServer::new(server.host.clone(), &principal.scope)),
+        };
+        scopes.push(ServedScope {
+            server: scope_server,
+            token,
+            principal: name.clone(),
+        });
+    }
+    Ok(())
 }
 
 /// Serves streamable HTTP on `addr` until a signal, then gives connections 5 s to end.
@@ -336,12 +384,21 @@ async fn serve_http_until_signal(
     }
     eprintln!("dsh: listening on http://{local}{MCP_PATH}");
     eprintln!("dsh: metrics on http://{local}{METRICS_PATH}");
-    if scopes.len() > 1 {
-        let names: Vec<&str> = scopes.iter().map(|s| &*s.server.scope).collect();
+    let (own, named): (Vec<&ServedScope>, Vec<&ServedScope>) =
+        scopes.iter().partition(|s| s.principal == *s.server.scope);
+    if own.len() > 1 {
+        let names: Vec<&str> = own.iter().map(|s| &*s.server.scope).collect();
         eprintln!(
             "dsh: serving scopes {} (each to its own token)",
             names.join(", ")
         );
+    }
+    if !named.is_empty() {
+        let names: Vec<String> = named
+            .iter()
+            .map(|s| format!("{} (scope {})", s.principal, s.server.scope))
+            .collect();
+        eprintln!("dsh: principals {}", names.join(", "));
     }
     let shutdown = CancellationToken::new();
     let serving = tokio::spawn(serve_http(
@@ -379,8 +436,10 @@ fn taken_over(
         scopes.push(ServedScope {
             server: Arc::new(McpServer::new(server.host.clone(), scope.as_str())),
             token: token.clone(),
+            principal: scope.clone(),
         });
     }
+    add_named_principals(&server, &mut scopes)?;
     let fd = dsh::services::process::containment::inherited_fd(handed.listener)
         .context("the listener handed over is not open")?;
     let listener = std::net::TcpListener::from(fd);

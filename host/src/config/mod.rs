@@ -104,6 +104,9 @@
 //! http_session_idle_ms = 300000 # an HTTP session this long without a request or a call
 //!                               # in flight is closed
 //! http_max_sessions = 64        # one more MCP session gets 503
+//! http_principals.alice = { scope = "default", token_env = "ALICE_TOKEN" }
+//!                               # a named principal: its own token, its own terminals,
+//!                               # jobs and tasks under MCP 2026-07-28 (see README)
 //! http_max_connections = 256    # TCP connections at once (at most half the descriptor
 //!                               # limit); past it the oldest that sent nothing is closed,
 //!                               # or, all busy, the new one gets 503
@@ -411,6 +414,12 @@ pub struct ServeConfig {
     /// `DSH_HTTP_TOKEN`): each scope, and the environment variable holding the token that
     /// reaches it (generated and printed when unset). A client's token decides its scope.
     pub http_scope_tokens: BTreeMap<String, String>,
+    /// Named principals over HTTP: several agents in one scope, each with its own token
+    /// and its own terminals, jobs and tasks. Under MCP 2026-07-28 (no sessions) a
+    /// request's owner is its token's principal (a scope's own token is the principal
+    /// named after the scope); a 2025 session keeps an owner of its own whatever token
+    /// opened it.
+    pub http_principals: BTreeMap<String, HttpPrincipal>,
     /// A changed plugin file is reloaded once it has had no write for this long.
     pub reload_debounce_ms: u64,
     /// How long an approval asked of an MCP client may go unanswered (then: denied).
@@ -438,6 +447,7 @@ impl Default for ServeConfig {
             http_body_timeout_ms: 30_000,
             http_allowed_origins: Vec::new(),
             http_scope_tokens: BTreeMap::new(),
+            http_principals: BTreeMap::new(),
             reload_debounce_ms: 100,
             approval_timeout_ms: 300_000,
             upgrade_drain_ms: 10_000,
@@ -468,19 +478,53 @@ impl ServeConfig {
                 .map_err(|e| format!("serve.http_allowed_origins: {e}"))?;
         }
         for (scope, variable) in &self.http_scope_tokens {
-            let valid = variable.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-                && variable
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
+            if !is_variable_name(variable) {
                 return Err(format!(
                     "serve.http_scope_tokens.{scope}: {variable:?} is not an environment \
                      variable name (letters, digits and _, not starting with a digit)"
                 ));
             }
         }
+        for (name, principal) in &self.http_principals {
+            let valid_name = !name.is_empty()
+                && name.len() <= 64
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            if !valid_name {
+                return Err(format!(
+                    "serve.http_principals: {name:?} is not a principal name (1 to 64 \
+                     letters, digits, - and _)"
+                ));
+            }
+            if !is_variable_name(&principal.token_env) {
+                return Err(format!(
+                    "serve.http_principals.{name}.token_env: {:?} is not an environment \
+                     variable name (letters, digits and _, not starting with a digit)",
+                    principal.token_env
+                ));
+            }
+        }
         Ok(())
     }
+}
+
+/// Whether `name` can name an environment variable: letters, digits and `_`, not
+/// starting with a digit.
+fn is_variable_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// One named principal of `[serve] http_principals`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpPrincipal {
+    /// The scope its requests are served in.
+    pub scope: String,
+    /// The environment variable holding its bearer token (it must be set: a principal's
+    /// token is never generated).
+    pub token_env: String,
 }
 
 /// The pre-execute gate's rules.

@@ -73,6 +73,7 @@ const KEYS: &[(&str, &str)] = &[
     ("serve", "http_max_connections"),
     ("serve", "http_allowed_origins"),
     ("serve", "http_scope_tokens"),
+    ("serve", "http_principals"),
     ("serve", "reload_debounce_ms"),
     ("serve", "upgrade_drain_ms"),
     ("state", "max_sessions"),

@@ -1,12 +1,15 @@
-//! MCP over streamable HTTP: one MCP session per client, each its own owner
-//! (`http-1`, `http-2`, …), behind a bearer token per served scope.
+//! MCP over streamable HTTP, both eras, behind bearer tokens. A 2025 client opens an MCP
+//! session, its own owner (`http-1`, `http-2`, …); a 2026-07-28 request has no session and
+//! is owned by its token's principal (`@name`: a scope's own token is the principal named
+//! after the scope, `[serve] http_principals` names more), held while the request is served
+//! and released after `http_session_idle_ms` plus `owner_grace_ms` without one.
 //!
 //! Every request passes, in order: the `Origin` check (403, see [`origin`]), the bearer
 //! token (`Authorization: Bearer TOKEN`, the scheme in any case; 401), which names the
 //! scope the request is served in (its own MCP service; a session opened with one scope's
-//! token does not exist for another's, see [`sessions`]), the session cap
-//! for a request that would open a session (503), and the body read, whole, within
-//! `http_body_timeout_ms` (408) and `max_request_bytes` (413). Connections are bounded
+//! token does not exist for another's, see [`sessions`]) and the principal, the body
+//! read, whole, within `http_body_timeout_ms` (408) and `max_request_bytes` (413), and
+//! the session cap for an `initialize`, the one request that opens a session (503). Connections are bounded
 //! in [`connections`], sessions and their idleness in [`sessions`].
 //!
 //! The same listener serves the host's Prometheus metrics at [`METRICS_PATH`], behind
@@ -46,15 +49,30 @@ pub const METRICS_PATH: &str = "/metrics";
 /// The header naming a request's MCP session.
 const SESSION_HEADER: &str = "mcp-session-id";
 
-/// One scope served over HTTP: its server and the bearer token that reaches it.
+/// One bearer token served over HTTP: the scope's server it reaches, and the principal
+/// it is (a scope's own token is the principal named after the scope; `[serve]
+/// http_principals` adds named ones). Several tokens may reach one scope.
 pub struct ServedScope {
     pub server: Arc<McpServer>,
     pub token: String,
+    pub principal: String,
 }
 
-/// The scope a request was admitted to, as its token named it.
+/// The owner a principal's requests have under MCP 2026-07-28 (`@name`: no session's
+/// owner, `http-N`, can be one).
+pub fn principal_owner(principal: &str) -> Arc<str> {
+    Arc::from(format!("@{principal}"))
+}
+
+/// The scope a request was admitted to and its principal's owner, as its token named them.
 #[derive(Clone)]
-struct AdmittedScope(Arc<str>);
+struct AdmittedScope(Arc<str>, Arc<str>);
+
+tokio::task_local! {
+    /// The owner of the principal whose request is being served: the MCP service's
+    /// factory, called within the request, gives it to the connection it makes.
+    static REQUEST_PRINCIPAL: Arc<str>;
+}
 
 /// Each served scope's MCP service.
 type ScopeServices = HashMap<Arc<str>, StreamableHttpService<McpConnection, ScopedSessions>>;
@@ -116,6 +134,8 @@ pub async fn serve_http(
     let opened = Arc::new(AtomicU64::new(resume.next_owner));
     let tokens_served: Vec<(String, String)> = scopes
         .iter()
+        // Named principals are read from the configuration again by the next binary.
+        .filter(|s| s.principal == *s.server.scope)
         .map(|s| (s.server.scope.to_string(), s.token.clone()))
         .collect();
     let reaper = tokio::spawn(sessions.clone().reap_until(shutdown.clone()));
@@ -128,17 +148,33 @@ pub async fn serve_http(
         config.cancellation_token = sessions_end.clone();
         let mut services = ScopeServices::new();
         let mut tokens = Vec::new();
-        for ServedScope { server, token } in &scopes {
-            let (opened, scope, server) = (opened.clone(), server.scope.clone(), server.clone());
+        for served in &scopes {
+            let (opened, scope, server) = (
+                opened.clone(),
+                served.server.scope.clone(),
+                served.server.clone(),
+            );
+            tokens.push((
+                Arc::<str>::from(served.token.as_str()),
+                scope.clone(),
+                principal_owner(&served.principal),
+            ));
+            if services.contains_key(&scope) {
+                continue;
+            }
             let (calls, kept, owners) = (calls.clone(), kept.clone(), book.clone());
             let mut config = config.clone();
             config.session_store = Some(Arc::new(book.store(scope.clone())));
             let service = StreamableHttpService::new(
                 move || {
+                    let principal = REQUEST_PRINCIPAL.try_with(Arc::clone).map_err(|_| {
+                        std::io::Error::other("an MCP service made outside an admitted request")
+                    })?;
                     let n = opened.fetch_add(1, Ordering::Relaxed) + 1;
                     Ok(McpConnection::for_http(
                         server.clone(),
                         format!("http-{n}"),
+                        principal,
                         calls.clone(),
                         kept.clone(),
                         owners.clone(),
@@ -148,7 +184,6 @@ pub async fn serve_http(
                 config,
             );
             services.insert(scope.clone(), service);
-            tokens.push((Arc::<str>::from(token.as_str()), scope));
         }
         let admission = Arc::new(Admission {
             tokens,
@@ -263,19 +298,22 @@ fn expire_handed_sessions(
 /// Hands an admitted request to its scope's MCP service.
 async fn serve_in_scope(
     State(services): State<Arc<ScopeServices>>,
-    Extension(AdmittedScope(scope)): Extension<AdmittedScope>,
+    Extension(AdmittedScope(scope, principal)): Extension<AdmittedScope>,
     request: Request,
 ) -> Response {
     match services.get(&scope) {
-        Some(service) => service.handle(request).await.into_response(),
+        Some(service) => REQUEST_PRINCIPAL
+            .scope(principal, service.handle(request))
+            .await
+            .into_response(),
         None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
 }
 
 /// What a request must pass before it reaches MCP.
 struct Admission {
-    /// Each token and the scope it reaches.
-    tokens: Vec<(Arc<str>, Arc<str>)>,
+    /// Each token, the scope it reaches and its principal's owner.
+    tokens: Vec<(Arc<str>, Arc<str>, Arc<str>)>,
     /// The token that opens [`METRICS_PATH`], and only it.
     metrics_token: Arc<str>,
     metrics: Arc<Metrics>,
@@ -311,36 +349,22 @@ async fn admit(State(admission): State<Arc<Admission>>, request: Request, next: 
     }
     let scope = presented.and_then(|presented| {
         // Every token is compared, so timing tells nothing of which one came close.
-        admission.tokens.iter().fold(None, |found, (token, scope)| {
-            match constant_time_eq(presented.as_bytes(), token.as_bytes()) {
-                true => Some(scope.clone()),
+        admission.tokens.iter().fold(
+            None,
+            |found, (token, scope, principal)| match constant_time_eq(
+                presented.as_bytes(),
+                token.as_bytes(),
+            ) {
+                true => Some((scope.clone(), principal.clone())),
                 false => found,
-            }
-        })
+            },
+        )
     });
-    let Some(scope) = scope else {
+    let Some((scope, principal)) = scope else {
         return unauthorized();
     };
-    if request.method() == Method::POST
-        && !headers.contains_key(SESSION_HEADER)
-        && admission.sessions.is_full()
-    {
-        let max = admission.sessions.max();
-        tracing::warn!(max, "HTTP session refused: at http_max_sessions");
-        let mut response = refusal(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "503 Service Unavailable: the server has its maximum of {max} MCP sessions \
-                 (`[serve] http_max_sessions`); close one (DELETE) or wait for an idle one to end\n"
-            ),
-        );
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-        return response;
-    }
     let (mut parts, body) = request.into_parts();
-    parts.extensions.insert(AdmittedScope(scope));
+    parts.extensions.insert(AdmittedScope(scope, principal));
     let read = Limited::new(body, admission.max_body_bytes).collect();
     let bytes = match tokio::time::timeout(admission.body_timeout, read).await {
         Ok(Ok(collected)) => collected.to_bytes(),
@@ -376,8 +400,38 @@ async fn admit(State(admission): State<Arc<Admission>>, request: Request, next: 
             );
         }
     };
+    // Only a 2025 handshake opens a session; a 2026-07-28 request has none to open.
+    if parts.method == Method::POST
+        && !parts.headers.contains_key(SESSION_HEADER)
+        && admission.sessions.is_full()
+        && opens_session(&bytes)
+    {
+        let max = admission.sessions.max();
+        tracing::warn!(max, "HTTP session refused: at http_max_sessions");
+        let mut response = refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "503 Service Unavailable: the server has its maximum of {max} MCP sessions \
+                 (`[serve] http_max_sessions`); close one (DELETE) or wait for an idle one to end\n"
+            ),
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        return response;
+    }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+}
+
+/// Whether a POST body is an `initialize` request (the one that opens a session).
+fn opens_session(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Method<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Method>(body).is_ok_and(|m| m.method.as_deref() == Some("initialize"))
 }
 
 /// Answers a request for [`METRICS_PATH`]: the metrics, to a `GET` with the metrics

@@ -118,6 +118,13 @@ pub struct McpConnection {
     /// its own, so the client's next request (a job started) may run before
     /// `on_initialized` does, and its change must not be missed.
     resource_watch: std::sync::Mutex<Option<ResourceWatch>>,
+    /// Over HTTP, the owner a 2025 session gets (`http-N`) when its `initialize` comes;
+    /// until then (and for good under 2026-07-28, which has no sessions) the owner is
+    /// the request's principal.
+    session_owner: Option<Arc<str>>,
+    /// The principal held while this request is served (MCP 2026-07-28 over HTTP: a
+    /// connection is one request): its grace period starts after its last request.
+    principal_hold: std::sync::Mutex<Option<crate::services::OwnerHold>>,
 }
 
 /// A receiver of one owner's resource changes.
@@ -222,22 +229,32 @@ impl McpConnection {
             book: None,
             session_id: std::sync::OnceLock::new(),
             resource_watch: std::sync::Mutex::new(None),
+            session_owner: None,
+            principal_hold: std::sync::Mutex::new(None),
         }
     }
 
-    /// An HTTP session's connection: its calls counted with every HTTP call (an upgrade
-    /// drains them), kept with the others at an upgrade, booked in `book`.
+    /// An HTTP request's connection, owned by `principal` (the request's token's): one
+    /// request under MCP 2026-07-28, or a 2025 session, which takes `session_owner` when
+    /// its `initialize` comes. Its calls are counted with every HTTP call (an upgrade
+    /// drains them), kept with the others at an upgrade; a session is booked in `book`.
     pub fn for_http(
         server: Arc<McpServer>,
-        owner: impl Into<Arc<str>>,
+        session_owner: impl Into<Arc<str>>,
+        principal: Arc<str>,
         calls: Arc<CallsInFlight>,
         kept: Arc<std::sync::atomic::AtomicBool>,
         book: Arc<http::book::SessionBook>,
     ) -> Self {
-        let mut connection = McpConnection::new(server, owner);
+        let serve = &server.host.config.serve;
+        let idle = Duration::from_millis(serve.http_session_idle_ms + serve.owner_grace_ms);
+        let hold = server.host.services.hold_owner(principal.clone(), idle);
+        let mut connection = McpConnection::new(server, principal);
         connection.calls = calls;
         connection.kept = kept;
         connection.book = Some(book);
+        connection.session_owner = Some(session_owner.into());
+        connection.principal_hold = std::sync::Mutex::new(Some(hold));
         connection
     }
 
@@ -273,6 +290,11 @@ impl Drop for McpConnection {
         }
         if self.kept.load(std::sync::atomic::Ordering::Acquire) {
             tracing::info!(owner = %self.owner(), "MCP connection handed over; its resources are kept");
+            return;
+        }
+        if self.principal_hold.lock().unwrap().is_some() {
+            // One request of a principal: its hold, dropped with it, starts the grace
+            // period if it was the principal's last request in flight.
             return;
         }
         let grace = Duration::from_millis(self.server.host.config.serve.owner_grace_ms);
@@ -497,23 +519,17 @@ impl ServerHandler for McpConnection {
         )
     }
 
-    /// Sessions are how dsh tells owners apart over HTTP, so there it speaks the protocol
-    /// versions that have them (2026-07-28 removed sessions); over stdio the connection
-    /// is the owner whatever the version, and 2026-07-28's stateless requests are served
-    /// beside the 2025 handshake.
+    /// Both eras, on stdio and HTTP: 2026-07-28's stateless requests beside the 2025
+    /// handshake. Over stdio the connection is the owner whatever the version; over HTTP
+    /// a 2025 session is one, and a 2026 request's owner is its token's principal.
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        let modern = self.book.is_none().then_some(ProtocolVersion::V_2026_07_28);
-        Cow::Owned(
-            modern
-                .into_iter()
-                .chain([
-                    ProtocolVersion::V_2025_11_25,
-                    ProtocolVersion::V_2025_06_18,
-                    ProtocolVersion::V_2025_03_26,
-                    ProtocolVersion::V_2024_11_05,
-                ])
-                .collect(),
-        )
+        Cow::Borrowed(&[
+            ProtocolVersion::V_2026_07_28,
+            ProtocolVersion::V_2025_11_25,
+            ProtocolVersion::V_2025_06_18,
+            ProtocolVersion::V_2025_03_26,
+            ProtocolVersion::V_2024_11_05,
+        ])
     }
 
     /// `initialize`: rmcp's negotiation; an HTTP session's connection also books its
@@ -524,6 +540,11 @@ impl ServerHandler for McpConnection {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::InitializeResult, ErrorData> {
         if let Some(book) = &self.book {
+            // A 2025 session: an owner of its own, not its token's principal's.
+            if let Some(session_owner) = &self.session_owner {
+                *self.owner.write().unwrap_or_else(|e| e.into_inner()) = session_owner.clone();
+            }
+            drop(self.principal_hold.lock().unwrap().take());
             let restored = context
                 .extensions
                 .get::<rmcp::transport::streamable_http_server::SessionRestoreMarker>()
@@ -982,13 +1003,20 @@ impl McpConnection {
             trace_parent: trace_parent(context),
         };
         // Cancelled by the client (its request's cancellation), when the connection ends,
-        // or when an upgrade's drain runs out of time.
-        let cancel = self.closed.child_token();
+        // or when an upgrade's drain runs out of time. A principal's request (HTTP) is a
+        // connection of its own that ends with its answer: the call goes on, holding the
+        // principal, until it ends or nobody retries it.
+        let principal = self.principal_hold.lock().unwrap().clone();
+        let cancel = match principal {
+            Some(_) => CancellationToken::new(),
+            None => self.closed.child_token(),
+        };
         let (counted, drained) = self.calls.enter();
         let host = self.server.host.clone();
         let stop = cancel.clone();
         tokio::spawn(async move {
             let _counted = counted;
+            let _principal = principal;
             let running = host.pipeline.call(call, &stop);
             tokio::pin!(running);
             let result = loop {

@@ -237,14 +237,84 @@ impl Foundation {
     }
 }
 
-/// The owners whose grace period runs, each with its end and the number of its timer.
+/// The owners whose grace period runs, each with its end and the number of its timer;
+/// and the owners held by requests in flight (no grace period runs for those).
 #[derive(Debug, Default)]
 struct Releases {
     pending: std::sync::Mutex<HashMap<Arc<str>, (std::time::Instant, u64)>>,
     next: std::sync::atomic::AtomicU64,
+    held: std::sync::Mutex<HashMap<Arc<str>, usize>>,
+}
+
+/// An owner held while a request of it is served ([`Services::hold_owner`]): its grace
+/// period starts when the last hold of it is dropped.
+#[derive(Debug)]
+pub struct OwnerHold {
+    services: Services,
+    owner: Arc<str>,
+    grace: Duration,
+}
+
+impl OwnerHold {
+    /// The owner held.
+    pub fn owner(&self) -> &Arc<str> {
+        &self.owner
+    }
+}
+
+impl Clone for OwnerHold {
+    /// One more hold of the same owner (a call that outlives its request holds it too).
+    fn clone(&self) -> Self {
+        self.services.hold_owner(self.owner.clone(), self.grace)
+    }
+}
+
+impl Drop for OwnerHold {
+    fn drop(&mut self) {
+        let last = {
+            let mut held = self.services.releases.held.lock().unwrap();
+            let count = held.get_mut(&self.owner).expect("a hold is counted");
+            *count -= 1;
+            let last = *count == 0;
+            if last {
+                held.remove(&self.owner);
+            }
+            last
+        };
+        if !last {
+            return;
+        }
+        if tokio::runtime::Handle::try_current().is_ok() {
+            self.services
+                .release_owner_after(self.owner.clone(), self.grace);
+        } else {
+            self.services.release_owner(&self.owner);
+        }
+    }
 }
 
 impl Services {
+    /// Holds `owner` while a request of it is served: a grace period running for it
+    /// stops, and none starts until the last hold is dropped, when `grace` starts (an
+    /// owner without a connection, a principal of MCP 2026-07-28, lives from its last
+    /// request).
+    pub fn hold_owner(&self, owner: Arc<str>, grace: Duration) -> OwnerHold {
+        *self
+            .releases
+            .held
+            .lock()
+            .unwrap()
+            .entry(owner.clone())
+            .or_default() += 1;
+        // A timer running finds itself no longer the owner's and does nothing.
+        self.releases.pending.lock().unwrap().remove(&owner);
+        OwnerHold {
+            services: self.clone(),
+            owner,
+            grace,
+        }
+    }
+
     /// Releases everything `owner` holds after `grace` (from a tokio context).
     pub fn release_owner_after(&self, owner: Arc<str>, grace: Duration) {
         let timer = self
@@ -261,7 +331,8 @@ impl Services {
             tokio::time::sleep(grace).await;
             let mine = {
                 let mut pending = services.releases.pending.lock().unwrap();
-                let mine = pending.get(&owner).is_some_and(|(_, t)| *t == timer);
+                let held = services.releases.held.lock().unwrap().contains_key(&owner);
+                let mine = !held && pending.get(&owner).is_some_and(|(_, t)| *t == timer);
                 if mine {
                     pending.remove(&owner);
                 }
