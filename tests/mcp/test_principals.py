@@ -247,3 +247,70 @@ async def test_a_request_state_is_bound_to_its_principal(start_http_server, mark
     assert "error" in foreign and foreign["error"]["code"] == -32602, foreign
     await anyio.sleep(0.5)
     assert procs.matching(marker) == [], "a foreign requestState ran the call"
+
+
+@pytest.mark.parametrize(
+    "principals, env, expected",
+    [
+        ('alice = { scope = "default", token_env = "TEST_ALICE_TOKEN" }', {}, "$TEST_ALICE_TOKEN is unset"),
+        (
+            'alice = { scope = "default", token_env = "TEST_ALICE_TOKEN" }',
+            {"TEST_ALICE_TOKEN": "main-token"},
+            "have the same token",
+        ),
+        ('default = { scope = "default", token_env = "TEST_ALICE_TOKEN" }', {"TEST_ALICE_TOKEN": ALICE}, "name it otherwise"),
+        ('alice = { scope = "nowhere", token_env = "TEST_ALICE_TOKEN" }', {"TEST_ALICE_TOKEN": ALICE}, "nowhere"),
+        ('"a b" = { scope = "default", token_env = "TEST_ALICE_TOKEN" }', {"TEST_ALICE_TOKEN": ALICE}, "not a principal name"),
+        ('alice = { scope = "default", token_env = "1X" }', {}, "not an environment variable name"),
+    ],
+)
+def test_principals_that_cannot_be_served_refuse_the_start(dsh_bin, dsh_env, dsh_dirs, principals, env, expected):
+    import subprocess
+
+    from conftest import _full_env, write_config
+
+    config = write_config(dsh_dirs, f"[serve.http_principals]\n{principals}\n")
+    done = subprocess.run(
+        [dsh_bin, "--config", str(config), "serve", "--http", "127.0.0.1:0"],
+        env=_full_env(dsh_env | {"DSH_HTTP_TOKEN": "main-token"} | env),
+        cwd=dsh_dirs.work,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=30,
+    )
+    stderr = done.stderr.decode(errors="replace")
+    assert done.returncode != 0 and expected in stderr, stderr
+    assert "listening on" not in stderr, stderr
+
+
+async def test_headers_that_disagree_with_the_body_run_nothing(start_http_server, markers, procs):
+    server = start_http_server()
+    marker = markers()
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"_meta": meta, "name": "bash", "arguments": {"command": f"sleep {marker}", "description": "x"}},
+    }
+    right = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "bash"}
+    async with httpx2.AsyncClient(timeout=REQUEST_TIMEOUT) as http:
+        for wrong in (
+            {"MCP-Protocol-Version": "2025-11-25"},
+            {"Mcp-Method": "tools/list"},
+            {"Mcp-Name": "read"},
+        ):
+            headers = server.auth_headers | {"Accept": "application/json, text/event-stream"} | right | wrong
+            response = await http.post(server.url, json=body, headers=headers)
+            assert response.status_code == 400, (wrong, response.status_code, response.text)
+            assert "error" in response.json(), (wrong, response.text)
+        unknown = dict(body, params=dict(body["params"], _meta=dict(meta, **{"io.modelcontextprotocol/protocolVersion": "2099-01-01"})))
+        headers = server.auth_headers | {"Accept": "application/json, text/event-stream"} | right | {"MCP-Protocol-Version": "2099-01-01"}
+        response = await http.post(server.url, json=unknown, headers=headers)
+        assert response.json()["error"]["code"] == -32022, response.text
+    await anyio.sleep(0.5)
+    assert procs.matching(marker) == [], "a refused request started its command"
