@@ -314,3 +314,62 @@ async def test_headers_that_disagree_with_the_body_run_nothing(start_http_server
         assert response.json()["error"]["code"] == -32022, response.text
     await anyio.sleep(0.5)
     assert procs.matching(marker) == [], "a refused request started its command"
+
+
+# --------------------------------------------------------------------------- subscriptions/listen
+
+
+@asynccontextmanager
+async def _modern_stdio(dsh_bin, dsh_env, dsh_dirs):
+    from mcp.client.stdio import StdioServerParameters
+
+    from conftest import _config_args
+
+    warnings.filterwarnings("ignore")
+    params = StdioServerParameters(
+        command=dsh_bin, args=["serve", *_config_args(dsh_dirs, None)], env=dsh_env, cwd=str(dsh_dirs.work)
+    )
+    async with Client(params, mode=MODERN, read_timeout_seconds=REQUEST_TIMEOUT) as client:
+        yield client
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_subscriptions_listen_brings_a_jobs_updates_and_the_lists_changes(
+    transport, dsh_bin, dsh_env, dsh_dirs, start_http_server
+):
+    from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated
+
+    if transport == "stdio":
+        opened = _modern_stdio(dsh_bin, dsh_env, dsh_dirs)
+    else:
+        server = start_http_server()
+        opened = _modern(server, server.token)
+    async with opened as client:
+        started = await client.call_tool(
+            "bash",
+            {"command": "sleep 1; for i in 1 2 3; do echo tick-$i; sleep 0.3; done", "description": "x", "run_in_background": True},
+        )
+        job = _id("bash", _text(started))
+        uri = f"job://{job}/output"
+        async with client.listen(resources_list_changed=True, resource_subscriptions=[uri, "job://bash-999/output"]) as sub:
+            assert sub.honored.resource_subscriptions == [uri], sub.honored
+            events = []
+            with anyio.fail_after(15):
+                async for event in sub:
+                    events.append(event)
+                    if isinstance(event, ResourcesListChanged):  # the job's end
+                        break
+        assert ResourceUpdated(uri=uri) in events, events
+        output = await client.read_resource(uri)
+        assert "tick-3" in output.contents[0].text, output
+
+
+async def test_a_principal_cannot_listen_to_anothers_resources(start_http_server):
+    server = start_http_server(PRINCIPALS, env=TOKENS)
+    async with _modern(server, ALICE) as alice:
+        job = _id("bash", _text(await alice.call_tool(
+            "bash", {"command": "sleep 5", "description": "x", "run_in_background": True}
+        )))
+    async with _modern(server, BOB) as bob:
+        async with bob.listen(resource_subscriptions=[f"job://{job}/output", "job://bash-999/output"]) as sub:
+            assert not sub.honored.resource_subscriptions, sub.honored

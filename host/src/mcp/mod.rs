@@ -601,6 +601,7 @@ impl ServerHandler for McpConnection {
             owner_changes,
             context.peer.clone(),
             self.subscriptions.clone(),
+            true,
             self.closed.clone(),
         ));
         let mut changes = self.server.host.registry.subscribe();
@@ -722,6 +723,68 @@ impl ServerHandler for McpConnection {
             &self.subscriptions,
             &request.uri,
         )
+    }
+
+    /// `subscriptions/listen` (2026-07-28): the tool and resource list changes, and
+    /// updates of the owner's resources named; the owner's changes are watched from here
+    /// on, before the acknowledgment is sent.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        *self.resource_watch.lock().unwrap() = Some(self.watch_resources());
+        Some(resources::accepted_filter(
+            &self.server.host,
+            &self.owner(),
+            requested,
+        ))
+    }
+
+    /// One `subscriptions/listen` request, until the client cancels it (or the
+    /// connection ends).
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        let accepted = context.accepted().clone();
+        let changes = self
+            .resource_watch
+            .lock()
+            .unwrap()
+            .take()
+            .unwrap_or_else(|| self.watch_resources());
+        let uris = accepted.resource_subscriptions.clone().unwrap_or_default();
+        let subscriptions: resources::Subscriptions =
+            Arc::new(std::sync::Mutex::new(uris.into_iter().collect()));
+        let done = self.closed.child_token();
+        let resources = resources::forward_changes(
+            self.server.host.clone(),
+            self.owner(),
+            changes,
+            context.sink().clone(),
+            subscriptions,
+            accepted.resources_list_changed == Some(true),
+            done.clone(),
+        );
+        let mut registry = self.server.host.registry.subscribe();
+        let sink = context.sink().clone();
+        let tools = async move {
+            if accepted.tools_list_changed != Some(true) {
+                return std::future::pending().await;
+            }
+            loop {
+                match registry.recv().await {
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    _ if sink.notify_tool_list_changed().await.is_err() => return,
+                    _ => {}
+                }
+            }
+        };
+        tokio::select! {
+            _ = context.cancelled() => {}
+            _ = resources => {}
+            _ = tools => {}
+            _ = done.cancelled() => {}
+        }
+        done.cancel();
+        Ok(())
     }
 
     /// `resources/unsubscribe`.

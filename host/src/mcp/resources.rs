@@ -317,18 +317,49 @@ fn changed_uri(change: &ResourceChange) -> Option<String> {
     }
 }
 
-/// Sends one connection the changes of its owner's resources (`changes`, watched by the
-/// caller before the connection's next request is served) until `closed`:
-/// `resources/updated` for the subscribed URIs, `resources/list_changed` for the list,
-/// at most once per `interval` each time, what changed in between together.
+/// Where a connection's resource changes go: the connection itself (2025:
+/// `resources/subscribe` and the GET stream), or one `subscriptions/listen` request
+/// (2026-07-28). Each send says whether the client can still be reached.
+pub trait ChangeSink: Send + Sync {
+    /// `notifications/resources/updated` for `uri`.
+    fn updated(&self, uri: String) -> impl std::future::Future<Output = bool> + Send;
+    /// `notifications/resources/list_changed`.
+    fn list_changed(&self) -> impl std::future::Future<Output = bool> + Send;
+}
+
+impl ChangeSink for rmcp::Peer<RoleServer> {
+    async fn updated(&self, uri: String) -> bool {
+        let update = ResourceUpdatedNotificationParam::new(uri);
+        self.notify_resource_updated(update).await.is_ok()
+    }
+    async fn list_changed(&self) -> bool {
+        self.notify_resource_list_changed().await.is_ok()
+    }
+}
+
+impl ChangeSink for rmcp::service::SubscriptionSink {
+    async fn updated(&self, uri: String) -> bool {
+        self.notify_resource_updated(uri).await.is_ok()
+    }
+    async fn list_changed(&self) -> bool {
+        self.notify_resource_list_changed().await.is_ok()
+    }
+}
+
+/// Sends one client the changes of its owner's resources (`changes`, watched by the
+/// caller before the client's next request is served) until `closed`:
+/// `resources/updated` for the subscribed URIs, `resources/list_changed` for the list
+/// (when `list_changes`), at most once per `interval` each time, what changed in
+/// between together.
 pub async fn forward_changes(
     host: Arc<Host>,
     owner: Arc<str>,
     mut changes: tokio::sync::broadcast::Receiver<
         crate::services::resource_changes::ResourceChange,
     >,
-    peer: rmcp::Peer<RoleServer>,
+    sink: impl ChangeSink,
     subscriptions: Subscriptions,
+    list_changes: bool,
     closed: CancellationToken,
 ) {
     let interval = Duration::from_millis(host.config.serve.resource_update_interval_ms);
@@ -346,30 +377,48 @@ pub async fn forward_changes(
                             updated.insert(uri);
                         }
                     }
-                    None => listed = true,
+                    None => listed = list_changes,
                 },
                 // Fell behind: whatever it watches may have changed.
                 Err(RecvError::Lagged(missed)) => {
                     tracing::debug!(owner = %owner, missed, "resource changes missed; all taken as changed");
                     updated.extend(subscriptions.lock().unwrap().iter().cloned());
-                    listed = true;
+                    listed = list_changes;
                 }
                 Err(RecvError::Closed) => return,
             },
             _ = tokio::time::sleep_until(next_send), if due => {
                 for uri in updated.drain() {
-                    let update = ResourceUpdatedNotificationParam::new(uri);
-                    if peer.notify_resource_updated(update).await.is_err() {
+                    if !sink.updated(uri).await {
                         return;
                     }
                 }
-                if std::mem::take(&mut listed) && peer.notify_resource_list_changed().await.is_err() {
+                if std::mem::take(&mut listed) && !sink.list_changed().await {
                     return;
                 }
                 next_send = tokio::time::Instant::now() + interval;
             }
         }
     }
+}
+
+/// The part of a `subscriptions/listen` filter `owner` gets: the list changes, and of
+/// the resources named, those that are its own now (another owner's URI is dropped
+/// exactly as one that never existed).
+pub fn accepted_filter(
+    host: &Host,
+    owner: &str,
+    requested: &rmcp::model::SubscriptionFilter,
+) -> rmcp::model::SubscriptionFilter {
+    let mut accepted = requested.clone();
+    accepted.prompts_list_changed = None;
+    accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
+        uris.iter()
+            .filter(|uri| subscribe(host, owner, &Subscriptions::default(), uri).is_ok())
+            .cloned()
+            .collect()
+    });
+    accepted
 }
 
 #[cfg(test)]
