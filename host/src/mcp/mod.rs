@@ -36,6 +36,7 @@ mod logging;
 mod resources;
 mod round_trip;
 mod sampling;
+mod tasks;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -509,6 +510,7 @@ impl ServerHandler for McpConnection {
                 .enable_resources_subscribe()
                 .enable_resources_list_changed()
                 .enable_completions()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(Implementation::new("dsh", env!("CARGO_PKG_VERSION")))
@@ -787,6 +789,24 @@ impl ServerHandler for McpConnection {
         Ok(())
     }
 
+    /// `tasks/get` (2026-07-28's Tasks extension): the state of one of the owner's jobs.
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        tasks::get(&self.server.host, &self.owner(), &request.task_id).await
+    }
+
+    /// `tasks/cancel`: kills one of the owner's jobs, its process tree with it.
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tasks::cancel(&self.server.host, &self.owner(), &request.task_id).await
+    }
+
     /// `resources/unsubscribe`.
     #[allow(deprecated)] // as `subscribe`
     async fn unsubscribe(
@@ -1026,7 +1046,23 @@ impl McpConnection {
                         rmcp::model::InputRequiredResult::new(Some(asks), Some(state)).into(),
                     );
                 }
-                Some(round_trip::CallEvent::Done(result)) => return self.finish(&name, result),
+                Some(round_trip::CallEvent::Done(result)) => {
+                    let response = self.finish(&name, result)?;
+                    // A job started for a client that speaks tasks is answered as its task.
+                    let speaks_tasks = context
+                        .meta
+                        .client_capabilities()
+                        .is_some_and(|c| c.supports_tasks());
+                    return Ok(match response {
+                        CallToolResponse::Complete(result) if speaks_tasks => {
+                            match tasks::started(&self.server.host, &owner, &result) {
+                                Some(task) => CallToolResponse::Task(task),
+                                None => CallToolResponse::Complete(result),
+                            }
+                        }
+                        other => other,
+                    });
+                }
                 None => {
                     return Err(ErrorData::internal_error(
                         "the call's task ended without a result",
