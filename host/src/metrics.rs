@@ -129,6 +129,11 @@ struct StageLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EraLabels {
+    era: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LimitLabels {
     plugin: String,
     limit: Limit,
@@ -149,6 +154,7 @@ pub struct Metrics {
     admission_wait: Histogram,
     limit_hits: Family<LimitLabels, Counter>,
     owners: Gauge,
+    http_requests: Family<EraLabels, Counter>,
     reloads: Counter,
     refusals: Counter,
     spilled: Counter,
@@ -173,6 +179,7 @@ impl Metrics {
             admission_wait: duration_histogram(),
             limit_hits: Family::default(),
             owners: Gauge::default(),
+            http_requests: Family::default(),
             reloads: Counter::default(),
             refusals: Counter::default(),
             spilled: Counter::default(),
@@ -207,8 +214,14 @@ impl Metrics {
             );
             registry.register(
                 "dsh_owners",
-                "Live owners: MCP connections (the stdio client, each HTTP session)",
+                "Live owners: MCP connections (the stdio client, each HTTP session; a 2026-07-28 request over HTTP while it is served)",
                 metrics.owners.clone(),
+            );
+            registry.register(
+                "dsh_http_requests",
+                "MCP requests admitted over HTTP, by protocol era (`2026-07-28`: stateless, \
+                 owned by the token's principal; `2025`: the handshake and its sessions)",
+                metrics.http_requests.clone(),
             );
             registry.register(
                 "dsh_plugin_reloads",
@@ -229,6 +242,12 @@ impl Metrics {
             );
         }
         metrics
+    }
+
+    /// Counts an MCP request admitted over HTTP, of the 2026-07-28 era or not.
+    pub fn http_request(&self, modern: bool) {
+        let era = if modern { "2026-07-28" } else { "2025" };
+        self.http_requests.get_or_create(&EraLabels { era }).inc();
     }
 
     /// Counts a finished call of `tool` (already bounded by the caller) that ended with

@@ -181,3 +181,32 @@ async def test_metrics_count_limit_hits_reloads_and_refusals(start_http_server, 
         (plugins / "echo.wasm").write_bytes(echo[: len(echo) // 2])
         await counted("dsh_plugin_refusals_total", 1)
         assert value(await scrape(http, server, token), "dsh_plugin_reloads_total") == 1
+
+
+async def test_http_requests_are_counted_by_era(start_http_server, open_http_session):
+    """`dsh_http_requests{era}`: a 2025 session's requests as `2025`, a client pinned to
+    2026-07-28 as `2026-07-28`."""
+    import warnings
+
+    from mcp.client.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    token = secrets.token_hex(32)
+    server = start_http_server(env={"DSH_METRICS_TOKEN": token})
+    async with httpx2.AsyncClient(timeout=30) as http:
+        before = await scrape(http, server, token)
+        async with open_http_session(server) as session:
+            await session.list_tools()
+        legacy = await scrape(http, server, token)
+        warnings.filterwarnings("ignore")
+        async with create_mcp_http_client(headers=bearer(server.token)) as client_http:
+            transport = streamable_http_client(server.url, http_client=client_http)
+            async with Client(transport, mode="2026-07-28") as client:
+                for _ in range(3):
+                    await client.list_tools()
+        modern = await scrape(http, server, token)
+    assert value(before, "dsh_http_requests_total", era="2025") == 0, before
+    assert value(legacy, "dsh_http_requests_total", era="2025") >= 3, legacy  # initialize, initialized, tools/list
+    assert value(legacy, "dsh_http_requests_total", era="2026-07-28") == 0, legacy
+    assert value(modern, "dsh_http_requests_total", era="2026-07-28") >= 3, modern

@@ -420,6 +420,13 @@ async fn admit(State(admission): State<Arc<Admission>>, request: Request, next: 
             .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
         return response;
     }
+    // The revision's requests name it in a header (rmcp checks it against the body).
+    let modern = parts
+        .headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v >= "2026-07-28");
+    admission.metrics.http_request(modern);
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
 }
