@@ -12,7 +12,9 @@
 //! the functions the release link puts first (`link/startup-order.txt`) this binary has.
 //! Last, the two protocol eras in turns: the 2025 handshake against MCP 2026-07-28's
 //! stateless requests, start to first `tools/list` and `tools/call` round trips with the
-//! server's CPU per call, and their ratios.
+//! server's CPU per call, and their ratios; then the same over HTTP on one `dsh serve
+//! --http`: a 2025 session's calls against 2026-07-28's (owned by the token's principal,
+//! a connection made per request), in turns.
 //!
 //! Run with `cargo bench --bench mcp`.
 
@@ -358,6 +360,117 @@ async fn eras(scratch: &std::path::Path, plugins: &std::path::Path, text: &str) 
     );
 }
 
+/// The two eras over HTTP, in turns on one `dsh serve --http` (a TCP connection per
+/// request, as `support::http_post` makes them, in both): a 2025 session (`initialize`,
+/// then requests with its `Mcp-Session-Id`) against 2026-07-28's stateless requests (the
+/// revision's headers and `_meta`, owned by the token's principal). `tools/call` round
+/// trips and the server's CPU per call; the ratios modern / legacy (target ≤ 1.05).
+fn http_eras(scratch: &std::path::Path, plugins: &std::path::Path, text: &str) {
+    const ROUNDS: usize = 6;
+    const CALLS: usize = 300;
+    const TOKEN: &str = "eras-bench-token";
+    let addr = {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        free.local_addr().unwrap().to_string()
+    };
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .arg("--plugins")
+        .arg(plugins)
+        .arg("--state-dir")
+        .arg(scratch.join("state"))
+        .arg("--workdir")
+        .arg(scratch.join("workspace"))
+        .args(["serve", "--http", &addr])
+        .env("DSH_HTTP_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(Instant::now() < deadline, "dsh serve --http did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = child.id();
+    let auth = format!("Bearer {TOKEN}");
+    let call = json!({"name": "echo", "arguments": {"text": text}});
+    let mut round_trips: [Vec<Duration>; 2] = Default::default();
+    let mut ticks = [0u64; 2];
+    for round in 0..ROUNDS {
+        for (era, modern) in [false, true].into_iter().enumerate() {
+            let (headers, params): (Vec<(&str, String)>, Value) = if modern {
+                let mut params = call.clone();
+                params["_meta"] = modern_meta();
+                let headers = vec![
+                    ("Authorization", auth.clone()),
+                    ("MCP-Protocol-Version", "2026-07-28".into()),
+                    ("Mcp-Method", "tools/call".into()),
+                    ("Mcp-Name", "echo".into()),
+                ];
+                (headers, params)
+            } else {
+                let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params":
+                    {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}});
+                let (_, answered) =
+                    support::http_post(&addr, &[("Authorization", &auth)], &initialize);
+                let session = answered
+                    .iter()
+                    .find(|(name, _)| name == "mcp-session-id")
+                    .map(|(_, value)| value.clone())
+                    .expect("a session id");
+                let headers = vec![
+                    ("Authorization", auth.clone()),
+                    ("Mcp-Session-Id", session),
+                    ("MCP-Protocol-Version", "2025-11-25".into()),
+                ];
+                let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+                let borrowed: Vec<(&str, &str)> =
+                    headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+                support::http_post(&addr, &borrowed, &initialized);
+                (headers, call.clone())
+            };
+            let headers: Vec<(&str, &str)> =
+                headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            let request = |id: usize| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+            for id in 0..50 {
+                support::http_post(&addr, &headers, &request(id));
+            }
+            let before = cpu_ticks(pid);
+            for id in 0..CALLS {
+                let t = Instant::now();
+                let (answer, _) = support::http_post(&addr, &headers, &request(id + 100));
+                round_trips[era].push(t.elapsed());
+                assert_eq!(
+                    answer["result"]["isError"], false,
+                    "round {round}: {answer}"
+                );
+            }
+            ticks[era] += cpu_ticks(pid) - before;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    println!("== the two protocol eras over HTTP, in turns ({ROUNDS} rounds, {CALLS} calls each)");
+    let mut figures = [(0.0, 0.0); 2];
+    for (era, name) in ["2025 session ", "2026-07-28   "].into_iter().enumerate() {
+        let p50 = percentile(&mut round_trips[era], 0.5);
+        let cpu = us(Duration::from_millis(ticks[era] * 10)) / (ROUNDS * CALLS) as f64;
+        println!(
+            "  {name}: tools/call p50 {:6.1} µs  server CPU {:6.1} µs/call",
+            us(p50),
+            cpu
+        );
+        figures[era] = (us(p50), cpu);
+    }
+    let (legacy, modern) = (figures[0], figures[1]);
+    println!(
+        "  modern / legacy: tools/call p50 {:.2}, server CPU per call {:.2} (target ≤ 1.05)",
+        modern.0 / legacy.0,
+        modern.1 / legacy.1
+    );
+}
+
 #[tokio::main]
 async fn main() {
     let scratch = tempfile::tempdir().unwrap();
@@ -503,5 +616,6 @@ async fn main() {
     let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
     start_up(scratch.path(), 5);
     eras(scratch.path(), &plugins, &text).await;
+    http_eras(scratch.path(), &plugins, &text);
     host.shutdown();
 }

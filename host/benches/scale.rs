@@ -22,7 +22,7 @@ mod support;
 
 use support::{ms, percentile};
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -54,71 +54,14 @@ struct Server {
 }
 
 impl Server {
-    /// One HTTP request; the JSON-RPC answer (the last `data:` event naming `id`, or
-    /// the JSON body) and the response's headers.
+    /// One HTTP request; the JSON-RPC answer and the response's headers.
     fn post(&self, session: Option<&str>, body: &Value) -> (Value, Vec<(String, String)>) {
-        let body = body.to_string();
-        let mut stream = TcpStream::connect(&self.addr).expect("connect");
-        let mut head = format!(
-            "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\n\
-             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-             Content-Length: {}\r\nConnection: close\r\n",
-            self.addr,
-            body.len()
-        );
+        let auth = format!("Bearer {TOKEN}");
+        let mut headers = vec![("Authorization", auth.as_str())];
         if let Some(session) = session {
-            head.push_str(&format!("Mcp-Session-Id: {session}\r\n"));
+            headers.push(("Mcp-Session-Id", session));
         }
-        head.push_str("\r\n");
-        stream.write_all(head.as_bytes()).unwrap();
-        stream.write_all(body.as_bytes()).unwrap();
-        let mut reader = BufReader::new(stream);
-        let mut status = String::new();
-        reader.read_line(&mut status).unwrap();
-        let mut headers = Vec::new();
-        loop {
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = line.split_once(':') {
-                headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
-            }
-        }
-        let chunked = headers
-            .iter()
-            .any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"));
-        let mut raw = Vec::new();
-        if chunked {
-            loop {
-                let mut size = String::new();
-                reader.read_line(&mut size).unwrap();
-                let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-                if size == 0 {
-                    break;
-                }
-                let mut chunk = vec![0; size + 2];
-                reader.read_exact(&mut chunk).unwrap();
-                raw.extend_from_slice(&chunk[..size]);
-            }
-        } else {
-            reader.read_to_end(&mut raw).unwrap();
-        }
-        let text = String::from_utf8_lossy(&raw);
-        assert!(
-            status.contains(" 200 ") || status.contains(" 202 "),
-            "{status} {text}"
-        );
-        let answer = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-            .find(|m| m.get("id").is_some())
-            .or_else(|| serde_json::from_str(&text).ok())
-            .unwrap_or(Value::Null);
-        (answer, headers)
+        support::http_post(&self.addr, &headers, body)
     }
 
     /// The server's `/metrics` text.

@@ -164,3 +164,77 @@ pub fn where_the_time_goes(tool: &str, before: &str, after: &str) {
         total - staged
     );
 }
+
+/// One MCP request over HTTP/1.1 to `addr`'s `/mcp` with `headers` besides the usual
+/// ones (a connection of its own, `Connection: close`, the response read whole: the SSE
+/// stream of a request ends with its answer): the JSON-RPC answer (the `data:` event
+/// with an `id`, or the JSON body) and the response's headers, lower-cased.
+pub fn http_post(
+    addr: &str,
+    headers: &[(&str, &str)],
+    body: &serde_json::Value,
+) -> (serde_json::Value, Vec<(String, String)>) {
+    use serde_json::Value;
+    use std::io::{BufRead, BufReader, Read, Write};
+    let body = body.to_string();
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
+         Connection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body.as_bytes()).unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut status = String::new();
+    reader.read_line(&mut status).unwrap();
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+        }
+    }
+    let chunked = headers
+        .iter()
+        .any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"));
+    let mut raw = Vec::new();
+    if chunked {
+        loop {
+            let mut size = String::new();
+            reader.read_line(&mut size).unwrap();
+            let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if size == 0 {
+                break;
+            }
+            let mut chunk = vec![0; size + 2];
+            reader.read_exact(&mut chunk).unwrap();
+            raw.extend_from_slice(&chunk[..size]);
+        }
+    } else {
+        reader.read_to_end(&mut raw).unwrap();
+    }
+    let text = String::from_utf8_lossy(&raw);
+    assert!(
+        status.contains(" 200 ") || status.contains(" 202 "),
+        "{status} {text}"
+    );
+    let answer = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|m| m.get("id").is_some())
+        .or_else(|| serde_json::from_str(&text).ok())
+        .unwrap_or(Value::Null);
+    (answer, headers)
+}

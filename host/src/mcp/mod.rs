@@ -1016,9 +1016,16 @@ impl McpConnection {
         let mut track = ProgressTrack::default();
         loop {
             let event = tokio::select! {
+                biased;
                 event = running.events.recv() => event,
+                _ = async { running.driver.as_mut().expect("checked").0.as_mut().await },
+                    if running.driver.is_some() => {
+                    running.driver = None;
+                    continue;
+                }
                 _ = context.ct.cancelled() => {
                     running.cancel.cancel();
+                    running.detach();
                     running.events.recv().await
                 }
             };
@@ -1034,6 +1041,7 @@ impl McpConnection {
                     .await;
                 }
                 Some(round_trip::CallEvent::Ask { question, answer }) => {
+                    running.detach();
                     let state = self
                         .server
                         .round_trips
@@ -1049,19 +1057,16 @@ impl McpConnection {
                 Some(round_trip::CallEvent::Done(result)) => {
                     let response = self.finish(&name, result)?;
                     // A job started for a client that speaks tasks is answered as its task.
-                    let speaks_tasks = context
-                        .meta
-                        .client_capabilities()
-                        .is_some_and(|c| c.supports_tasks());
-                    return Ok(match response {
-                        CallToolResponse::Complete(result) if speaks_tasks => {
-                            match tasks::started(&self.server.host, &owner, &result) {
-                                Some(task) => CallToolResponse::Task(task),
-                                None => CallToolResponse::Complete(result),
-                            }
+                    if let CallToolResponse::Complete(result) = &response {
+                        let task = tasks::started(&self.server.host, &owner, result).filter(|_| {
+                            let declared = context.meta.client_capabilities();
+                            declared.is_some_and(|c| c.supports_tasks())
+                        });
+                        if let Some(task) = task {
+                            return Ok(CallToolResponse::Task(task));
                         }
-                        other => other,
-                    });
+                    }
+                    return Ok(response);
                 }
                 None => {
                     return Err(ErrorData::internal_error(
@@ -1073,7 +1078,8 @@ impl McpConnection {
         }
     }
 
-    /// Starts a call in a task of its own, reporting on the events of [`round_trip::Running`].
+    /// Starts a call, reporting on the events of [`round_trip::Running`]: driven by the
+    /// request serving it until it asks the client something, then in a task of its own.
     fn start_running(
         &self,
         tool: String,
@@ -1113,7 +1119,7 @@ impl McpConnection {
         let (counted, drained) = self.calls.enter();
         let host = self.server.host.clone();
         let stop = cancel.clone();
-        tokio::spawn(async move {
+        let driver = Box::pin(async move {
             let _counted = counted;
             let _principal = principal;
             let running = host.pipeline.call(call, &stop);
@@ -1136,6 +1142,7 @@ impl McpConnection {
         round_trip::Running {
             events: received,
             cancel,
+            driver: Some(round_trip::Driver(driver)),
         }
     }
 }

@@ -48,11 +48,33 @@ pub enum CallEvent {
     Done(CallResult),
 }
 
-/// A call running in a task of its own: what it reports, and how to cancel it.
+/// A call running between requests: what it reports, how to cancel it, and, until it
+/// is detached, the future that drives it (polled by the request serving it, so a call
+/// that asks nothing costs no task and no wake-up across threads).
 #[derive(Debug)]
 pub struct Running {
     pub events: mpsc::UnboundedReceiver<CallEvent>,
     pub cancel: CancellationToken,
+    pub driver: Option<Driver>,
+}
+
+/// The future that runs a call and reports on its events.
+pub struct Driver(pub std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>);
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Driver")
+    }
+}
+
+impl Running {
+    /// Moves the call to a task of its own (it outlives the request serving it: it asks
+    /// a question, or the request was cancelled).
+    pub fn detach(&mut self) {
+        if let Some(Driver(driver)) = self.driver.take() {
+            tokio::spawn(driver);
+        }
+    }
 }
 
 /// A call waiting for its retry.
@@ -430,6 +452,7 @@ mod tests {
         let call = Running {
             events,
             cancel: CancellationToken::new(),
+            driver: None,
         };
         let state = trips.park("stdio", "bash", "{\"command\":\"x\"}", call, answer);
         (state, answered)
