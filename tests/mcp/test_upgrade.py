@@ -504,3 +504,57 @@ async def test_a_binary_that_would_not_load_a_serving_plugin_is_refused(
         assert os.readlink(f"/proc/{pid}/exe") == os.path.realpath(dsh_bin)
         echoed = await call(session, "echo", {"text": "after"})
         assert echoed.is_error is False and "after" in text(echoed), show(None, echoed)
+
+
+async def test_a_principals_terminal_and_job_survive_an_upgrade(start_http_server, dsh_bin, dsh_env, dsh_dirs, tmp_path):
+    """Under 2026-07-28 over HTTP: a named principal's terminal (its shell's state) and
+    background job are there after `dsh upgrade`, for its token, and not for another's."""
+    import re
+    import warnings
+
+    from mcp.client.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    warnings.filterwarnings("ignore")
+    tokens = {"TEST_ALICE_TOKEN": "alice-token-0123456789", "TEST_BOB_TOKEN": "bob-token-9876543210"}
+    config = """
+[serve.http_principals]
+alice = { scope = "default", token_env = "TEST_ALICE_TOKEN" }
+bob = { scope = "default", token_env = "TEST_BOB_TOKEN" }
+"""
+    server = start_http_server(config, env=tokens)
+    next_binary = tmp_path / "dsh-next"
+    shutil.copy2(dsh_bin, next_binary)
+    pid = server_pid(dsh_dirs.state)
+
+    def client(token: str):
+        return create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+
+    async def text_of(result) -> str:
+        return "".join(getattr(block, "text", "") for block in result.content)
+
+    async with client(tokens["TEST_ALICE_TOKEN"]) as http:
+        async with Client(streamable_http_client(server.url, http_client=http), mode="2026-07-28") as alice:
+            opened = await text_of(await alice.call_tool("terminal_open", {}))
+            term = re.search(r"term-\d+", opened).group(0)
+            await alice.call_tool("terminal_send", {"id": term, "input": "KEPT=41", "wait": {"quiet_ms": 200}})
+            started = await text_of(await alice.call_tool(
+                "bash", {"command": "sleep 2; echo job-$((6*7))", "description": "x", "run_in_background": True}
+            ))
+            job = re.search(r"bash-\d+", started).group(0)
+    done = upgrade(dsh_bin, dsh_env, "--binary", str(next_binary))
+    assert done.returncode == 0, f"dsh upgrade failed: {done.stdout}{done.stderr}\n{server.stderr()}"
+    assert server_pid(dsh_dirs.state) == pid and os.readlink(f"/proc/{pid}/exe") == str(next_binary)
+    async with client(tokens["TEST_BOB_TOKEN"]) as http:
+        async with Client(streamable_http_client(server.url, http_client=http), mode="2026-07-28") as bob:
+            foreign = await bob.call_tool("terminal_read", {"id": term})
+            assert foreign.is_error and "NOT_FOUND" in await text_of(foreign)
+    async with client(tokens["TEST_ALICE_TOKEN"]) as http:
+        async with Client(streamable_http_client(server.url, http_client=http), mode="2026-07-28") as alice:
+            again = await alice.call_tool(
+                "terminal_send", {"id": term, "input": "echo kept-$((KEPT + 1))", "wait": {"pattern": "kept-42"}}
+            )
+            assert "kept-42" in await text_of(again), await text_of(again)
+            output = await alice.call_tool("job_output", {"id": job, "wait_ms": 10000})
+            assert "job-42" in await text_of(output), await text_of(output)
