@@ -123,6 +123,10 @@ pub struct HttpSessionHandover {
     /// The resources it subscribed to.
     #[serde(default)]
     pub subscriptions: Vec<String>,
+    /// The owner of the principal whose token opened it (`@name`): only that token
+    /// takes it back. None from a binary that did not record it (any token of its scope).
+    #[serde(default)]
+    pub principal: Option<String>,
 }
 
 /// Why an upgrade did not happen.

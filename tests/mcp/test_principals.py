@@ -373,3 +373,28 @@ async def test_a_principal_cannot_listen_to_anothers_resources(start_http_server
     async with _modern(server, BOB) as bob:
         async with bob.listen(resource_subscriptions=[f"job://{job}/output", "job://bash-999/output"]) as sub:
             assert not sub.honored.resource_subscriptions, sub.honored
+
+
+async def test_a_2025_session_is_bound_to_the_principal_that_opened_it(start_http_server):
+    """Bob presenting the id of a session Alice's token opened gets the 404 of a session
+    that does not exist, though both tokens reach the same scope."""
+    server = start_http_server(PRINCIPALS, env=TOKENS)
+    init = {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "0"}},
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+    async with httpx2.AsyncClient(timeout=REQUEST_TIMEOUT) as http:
+        opened = await http.post(server.url, json=init, headers=accept | {"Authorization": f"Bearer {ALICE}"})
+        session = opened.headers["mcp-session-id"]
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        session_headers = accept | {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+        theirs = await http.post(server.url, json=ping, headers=session_headers | {"Authorization": f"Bearer {BOB}"})
+        never = await http.post(
+            server.url, json=ping,
+            headers=session_headers | {"Authorization": f"Bearer {BOB}", "Mcp-Session-Id": "no-such-session"},
+        )
+        assert theirs.status_code == never.status_code == 404, (theirs.status_code, theirs.text, never.text)
+        assert theirs.text == never.text, (theirs.text, never.text)
+        mine = await http.post(server.url, json=ping, headers=session_headers | {"Authorization": f"Bearer {ALICE}"})
+        assert mine.status_code == 200, mine.text

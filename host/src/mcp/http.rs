@@ -70,8 +70,14 @@ struct AdmittedScope(Arc<str>, Arc<str>);
 
 tokio::task_local! {
     /// The owner of the principal whose request is being served: the MCP service's
-    /// factory, called within the request, gives it to the connection it makes.
+    /// factory, called within the request, gives it to the connection it makes, and a
+    /// session is bound to the principal that opened it ([`sessions`], [`book`]).
     static REQUEST_PRINCIPAL: Arc<str>;
+}
+
+/// The principal of the request being served, if this runs within one.
+fn request_principal() -> Option<Arc<str>> {
+    REQUEST_PRINCIPAL.try_with(Arc::clone).ok()
 }
 
 /// Each served scope's MCP service.

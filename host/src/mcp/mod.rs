@@ -123,6 +123,8 @@ pub struct McpConnection {
     /// until then (and for good under 2026-07-28, which has no sessions) the owner is
     /// the request's principal.
     session_owner: Option<Arc<str>>,
+    /// Over HTTP, the principal whose token the request (or the session) came with.
+    principal: Option<Arc<str>>,
     /// The principal held while this request is served (MCP 2026-07-28 over HTTP: a
     /// connection is one request): its grace period starts after its last request.
     principal_hold: std::sync::Mutex<Option<crate::services::OwnerHold>>,
@@ -231,6 +233,7 @@ impl McpConnection {
             session_id: std::sync::OnceLock::new(),
             resource_watch: std::sync::Mutex::new(None),
             session_owner: None,
+            principal: None,
             principal_hold: std::sync::Mutex::new(None),
         }
     }
@@ -250,11 +253,12 @@ impl McpConnection {
         let serve = &server.host.config.serve;
         let idle = Duration::from_millis(serve.http_session_idle_ms + serve.owner_grace_ms);
         let hold = server.host.services.hold_owner(principal.clone(), idle);
-        let mut connection = McpConnection::new(server, principal);
+        let mut connection = McpConnection::new(server, principal.clone());
         connection.calls = calls;
         connection.kept = kept;
         connection.book = Some(book);
         connection.session_owner = Some(session_owner.into());
+        connection.principal = Some(principal);
         connection.principal_hold = std::sync::Mutex::new(Some(hold));
         connection
     }
@@ -565,6 +569,7 @@ impl ServerHandler for McpConnection {
                         initialize: serde_json::to_value(&request).unwrap_or_default(),
                         log_level: None,
                         subscriptions: Vec::new(),
+                        principal: self.principal.as_ref().map(|p| p.to_string()),
                     },
                     http::book::ConnectionState {
                         log_threshold: self.log_threshold.clone(),

@@ -132,6 +132,12 @@ impl SessionStore for ScopedStore {
         if *session.scope != *self.scope {
             return Ok(None);
         }
+        // Only the token that opened it takes it back.
+        if let (Some(opened), Some(asking)) = (&session.principal, super::request_principal()) {
+            if **opened != *asking {
+                return Ok(None);
+            }
+        }
         let params = serde_json::from_value(session.initialize.clone())?;
         Ok(Some(SessionState::new(params)))
     }

@@ -8,9 +8,10 @@
 //! call of 4 s in a session idle after 2 s lost its stream) is turned off; a reaper
 //! task closes idle sessions instead.
 //!
-//! Every session belongs to the scope whose token opened it: each scope's MCP service
-//! sees the sessions through its own [`ScopedSessions`], to which another scope's
-//! sessions do not exist (404), so a token reaches only its own scope's sessions.
+//! Every session belongs to the scope and the principal whose token opened it: each
+//! scope's MCP service sees the sessions through its own [`ScopedSessions`], to which
+//! another scope's sessions, and another principal's, do not exist (404), so a token
+//! reaches only the sessions it opened.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -48,6 +49,9 @@ pub enum SessionsError {
 struct Activity {
     /// The scope whose token opened it.
     scope: Arc<str>,
+    /// The principal whose token opened it: another token of the same scope does not
+    /// reach it.
+    principal: Option<Arc<str>>,
     /// Response streams open now: calls in flight (and resumed streams).
     streams: usize,
     /// When the last request reached it or its last stream ended.
@@ -72,9 +76,17 @@ impl Table {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// True when `id` is a session of `scope`.
+    /// True when `id` is a session of `scope`, opened by the principal of the request
+    /// being served (if this runs within one).
     fn belongs(&self, id: &SessionId, scope: &str) -> bool {
-        self.lock().get(id).is_some_and(|a| &*a.scope == scope)
+        let asking = super::request_principal();
+        self.lock().get(id).is_some_and(|a| {
+            &*a.scope == scope
+                && match (&a.principal, &asking) {
+                    (Some(opened), Some(asking)) => opened == asking,
+                    _ => true,
+                }
+        })
     }
 
     /// Records a request reaching `id`; false when the session is unknown (closing).
@@ -245,6 +257,7 @@ impl SessionManager for ScopedSessions {
             id.clone(),
             Activity {
                 scope: self.scope.clone(),
+                principal: super::request_principal(),
                 streams: 0,
                 last: Instant::now(),
             },
@@ -283,6 +296,7 @@ impl SessionManager for ScopedSessions {
                 id,
                 Activity {
                     scope: self.scope.clone(),
+                    principal: super::request_principal(),
                     streams: 0,
                     last: Instant::now(),
                 },
@@ -416,6 +430,7 @@ mod tests {
             id.clone(),
             Activity {
                 scope: "default".into(),
+                principal: None,
                 streams: 0,
                 last,
             },
