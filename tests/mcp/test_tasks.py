@@ -117,3 +117,42 @@ async def test_another_principals_task_is_one_that_never_existed(start_http_serv
     assert (await request(ALICE, "tasks/get", {"taskId": task}, name=task))["result"]["status"] == "working"
     assert "result" in await request(ALICE, "tasks/cancel", {"taskId": task}, name=task)
     await procs.wait_until_gone(marker, 10)
+
+
+def test_a_long_call_becomes_a_task_and_its_cancel_kills_it(raw_stdio_server, markers, procs):
+    """With `[serve] task_after_ms`, a foreground call of a client that speaks tasks still
+    running then is answered as a task (`call-N`); its result comes by `tasks/get`, and
+    `tasks/cancel` ends it with its processes. A client that does not speak tasks waits
+    for the result as before."""
+    server = raw_stdio_server("[serve]\ntask_after_ms = 300\n")
+    next_id = iter(range(1, 1000))
+
+    def request(method: str, params: dict, capabilities: dict = TASKS) -> dict:
+        request_id = next(next_id)
+        server.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": dict(params, _meta=_meta(capabilities))})
+        return server.receive_response(request_id)
+
+    slow = {"name": "bash", "arguments": {"command": "sleep 1.2; echo long-$((6*7))", "description": "x"}}
+    created = request("tools/call", slow)["result"]
+    assert created["resultType"] == "task" and created["taskId"].startswith("call-"), created
+    task = created["taskId"]
+    deadline = time.monotonic() + 15
+    while (state := request("tasks/get", {"taskId": task})["result"])["status"] == "working":
+        assert time.monotonic() < deadline, state
+        time.sleep(0.1)
+    assert state["status"] == "completed" and "long-42" in state["result"]["content"][0]["text"], state
+
+    marker = markers()
+    hung = {"name": "bash", "arguments": {"command": f"sleep {marker}", "description": "x"}}
+    cancelled = request("tools/call", hung)["result"]["taskId"]
+    procs.wait_until_present_sync(marker, 10)
+    assert "result" in request("tasks/cancel", {"taskId": cancelled})
+    procs.wait_until_gone_sync(marker, 10)
+    deadline = time.monotonic() + 10
+    while (state := request("tasks/get", {"taskId": cancelled})["result"])["status"] == "working":
+        assert time.monotonic() < deadline, state
+        time.sleep(0.1)
+    assert state["status"] == "cancelled", state
+
+    plain = request("tools/call", slow, capabilities={})["result"]
+    assert plain["resultType"] == "complete" and "long-42" in plain["content"][0]["text"], plain

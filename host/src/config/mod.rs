@@ -121,6 +121,8 @@
 //! reload_debounce_ms = 100      # a changed plugin reloads after this long without writes
 //! approval_timeout_ms = 300000  # an approval asked of an MCP client (elicitation) not
 //!                               # answered in this long is a denial
+//! task_after_ms = 10000         # MCP 2026-07-28: a call of a client that speaks tasks
+//!                               # still running this long is answered as a task
 //!
 //! [state]                       # past sessions kept in the state directory (checked at start)
 //! max_sessions = 100            # the newest this many; older ones are removed
@@ -424,6 +426,10 @@ pub struct ServeConfig {
     pub reload_debounce_ms: u64,
     /// How long an approval asked of an MCP client may go unanswered (then: denied).
     pub approval_timeout_ms: u64,
+    /// Under MCP 2026-07-28, a call of a client that declared the Tasks extension still
+    /// running this long after its request came is answered as a task (a job of kind
+    /// `call`), its result read with `tasks/get`.
+    pub task_after_ms: u64,
     /// At an upgrade (`dsh upgrade`), how long calls in flight may take to finish before
     /// they are cancelled (answered `CANCELLED`); new requests wait meanwhile.
     pub upgrade_drain_ms: u64,
@@ -450,6 +456,7 @@ impl Default for ServeConfig {
             http_principals: BTreeMap::new(),
             reload_debounce_ms: 100,
             approval_timeout_ms: 300_000,
+            task_after_ms: 10_000,
             upgrade_drain_ms: 10_000,
             upgrade_check_ms: 10_000,
         }

@@ -74,6 +74,7 @@ const KEYS: &[(&str, &str)] = &[
     ("serve", "http_allowed_origins"),
     ("serve", "http_scope_tokens"),
     ("serve", "http_principals"),
+    ("serve", "task_after_ms"),
     ("serve", "reload_debounce_ms"),
     ("serve", "upgrade_drain_ms"),
     ("state", "max_sessions"),

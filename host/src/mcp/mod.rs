@@ -1019,10 +1019,31 @@ impl McpConnection {
         };
         let progress_token = context.meta.get_progress_token();
         let mut track = ProgressTrack::default();
+        // A client that speaks tasks gets a call still running after `task_after_ms` as one.
+        let speaks_tasks = context
+            .meta
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks());
+        let task_after = Duration::from_millis(self.server.host.config.serve.task_after_ms);
+        let mut task_timer = std::pin::pin!(tokio::time::sleep(task_after));
+        let mut timer_due = speaks_tasks;
         loop {
             let event = tokio::select! {
                 biased;
                 event = running.events.recv() => event,
+                _ = &mut task_timer, if timer_due => {
+                    timer_due = false;
+                    let mut slot = Some(running);
+                    let task = tasks::adopt(&self.server.host, &owner, &name, &args_text, &mut slot);
+                    match (task, slot) {
+                        (Some(task), _) => return Ok(CallToolResponse::Task(task)),
+                        (None, Some(back)) => running = back,
+                        (None, None) => {
+                            return Err(ErrorData::internal_error("the call was lost", None))
+                        }
+                    }
+                    continue;
+                }
                 _ = async { running.driver.as_mut().expect("checked").0.as_mut().await },
                     if running.driver.is_some() => {
                     running.driver = None;
@@ -1063,10 +1084,8 @@ impl McpConnection {
                     let response = self.finish(&name, result)?;
                     // A job started for a client that speaks tasks is answered as its task.
                     if let CallToolResponse::Complete(result) = &response {
-                        let task = tasks::started(&self.server.host, &owner, result).filter(|_| {
-                            let declared = context.meta.client_capabilities();
-                            declared.is_some_and(|c| c.supports_tasks())
-                        });
+                        let task = tasks::started(&self.server.host, &owner, result)
+                            .filter(|_| speaks_tasks);
                         if let Some(task) = task {
                             return Ok(CallToolResponse::Task(task));
                         }

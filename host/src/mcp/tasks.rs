@@ -5,6 +5,11 @@
 //! its result once it ended (`completed`, the output and the exit code; `cancelled` for
 //! a job killed), and `tasks/cancel` kills the job's process tree as `job_kill` does.
 //!
+//! A foreground call of such a client still running after `[serve] task_after_ms` is
+//! answered as a task too: it becomes a job of kind `call` (`call-2`), its result the
+//! job's output when it ends (a question it asks the client then is unanswered: denied),
+//! and `tasks/cancel` or `job_kill` cancels it.
+//!
 //! A task is its job: it lives as long as the job is kept (`[jobs]
 //! finished_retention_ms`, `max_finished_per_owner`), the job tools see it too, and only
 //! its owner reaches it: any other id, another owner's or one that never existed, is
@@ -17,8 +22,12 @@ use rmcp::model::{
     TaskPayload, TaskStatus,
 };
 
+use crate::call::CallResult;
+use crate::error::{ErrorCode, ToolError};
 use crate::host::Host;
 use crate::services::jobs::{JobInfo, JobState};
+
+use super::round_trip::{CallEvent, Running};
 
 /// How often a client is asked to poll a task.
 const POLL_INTERVAL_MS: u64 = 1000;
@@ -44,6 +53,61 @@ pub fn started(host: &Host, owner: &str, result: &CallToolResult) -> Option<Crea
         .list(owner)
         .into_iter()
         .find(|job| job.id == id)?;
+    Some(CreateTaskResult::new(task(
+        host,
+        &info,
+        TaskStatus::Working,
+    )))
+}
+
+/// Makes a call still running a task: a job of kind `call` of `owner` whose output is
+/// the call's result when it ends, the call moved to a task of its own. `None` (the call
+/// left as it was) when the owner runs the most jobs it may.
+pub fn adopt(
+    host: &Host,
+    owner: &std::sync::Arc<str>,
+    tool: &str,
+    args: &str,
+    running: &mut Option<Running>,
+) -> Option<CreateTaskResult> {
+    let jobs = &host.services.jobs;
+    let shown: String = args.chars().take(500).collect();
+    let command = format!("{tool} {shown}");
+    let job = match jobs.create("call", owner.clone(), format!("{tool} call"), command) {
+        Ok(job) => job,
+        Err(refused) => {
+            tracing::debug!(owner = %owner, %refused, "a long call stays a call");
+            return None;
+        }
+    };
+    let info = jobs.list(owner).into_iter().find(|j| j.id == job.id)?;
+    let mut call = running.take()?;
+    call.detach();
+    tokio::spawn(async move {
+        let result = loop {
+            tokio::select! {
+                _ = job.cancel.cancelled(), if !call.cancel.is_cancelled() => call.cancel.cancel(),
+                event = call.events.recv() => match event {
+                    Some(CallEvent::Done(result)) => break result,
+                    // Nobody is there to answer: the asker sees no answer (a denial).
+                    Some(CallEvent::Ask { .. }) | Some(CallEvent::Notice(_)) => {}
+                    None => break CallResult::failed(ToolError::new(
+                        ErrorCode::Internal,
+                        "the call ended without a result",
+                    )),
+                },
+            }
+        };
+        let _ = job.push_output(result.text().as_bytes());
+        job.finish(match &result.error {
+            Some(error) if error.code == ErrorCode::Cancelled => JobState::Killed {
+                signal: libc::SIGTERM,
+                reason: None,
+            },
+            Some(_) => JobState::Exited { code: 1 },
+            None => JobState::Exited { code: 0 },
+        });
+    });
     Some(CreateTaskResult::new(task(
         host,
         &info,
