@@ -142,3 +142,26 @@ async def test_log_lines_arrive_at_or_above_the_level_the_client_set(dsh_bin, ds
         ("warning", "rich", "rich warn line"),
         ("error", "rich", "rich error line"),
     ], got
+
+
+async def test_under_2026_07_28_a_request_opts_in_to_its_own_log_lines(dsh_bin, dsh_env, dsh_dirs, tmp_path):
+    """No `logging/setLevel` in the stateless revision: a request carrying
+    `io.modelcontextprotocol/logLevel` in its `_meta` gets its call's lines at or above
+    that level, before its result; a request without it gets none."""
+    from mcp.client.client import Client
+
+    warnings.simplefilter("ignore")
+    for level, expected in [(None, []), ("warning", ["rich warn line", "rich error line"])]:
+        lines: list[types.LoggingMessageNotificationParams] = []
+
+        async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+            lines.append(params)
+
+        params = serve(dsh_bin, dsh_env, dsh_dirs, tmp_path)
+        async with Client(
+            params, mode="2026-07-28", log_level=level, logging_callback=on_log, read_timeout_seconds=REQUEST_TIMEOUT
+        ) as client:
+            result = await client.call_tool("rich_log", {})
+            assert text(result) == "logged", show(None, result)
+            await client.list_tools()  # answered after every line the call sent
+        assert [line.data for line in lines] == expected, (level, lines)

@@ -1112,7 +1112,17 @@ impl McpConnection {
         context: &RequestContext<RoleServer>,
     ) -> round_trip::Running {
         let (events, received) = tokio::sync::mpsc::unbounded_channel();
-        let (notices, mut notes) = Notices::channel(self.log_threshold.clone());
+        // 2026-07-28 has no `logging/setLevel`: a request opts in to log lines with
+        // `io.modelcontextprotocol/logLevel` in its `_meta`, for itself alone.
+        let threshold = match context.meta.log_level() {
+            Some(level) => {
+                let threshold = Arc::new(LogThreshold::default());
+                threshold.set(Some(logging::host_level(level)));
+                threshold
+            }
+            None => self.log_threshold.clone(),
+        };
+        let (notices, mut notes) = Notices::channel(threshold);
         let config = &self.server.host.config;
         let sampler = round_trip::RoundTripSampler {
             events: events.clone(),
