@@ -991,23 +991,27 @@ impl McpConnection {
             .arguments
             .map(serde_json::Value::Object)
             .unwrap_or_else(|| json!({}));
-        let args_text = args.to_string();
+        // What a round trip's state is bound to: made only when the call asks, or resumes.
+        let bound_args = args.clone();
+        let args_text = || bound_args.to_string();
         let owner = self.owner();
         let refused =
             |error: round_trip::StateError| ErrorData::invalid_params(error.to_string(), None);
+        let capabilities = context.meta.client_capabilities();
+        // A client that speaks tasks gets a call still running after `task_after_ms` as one.
+        let speaks_tasks = capabilities.as_ref().is_some_and(|c| c.supports_tasks());
         let mut running = match &request.request_state {
             Some(state) => {
                 let answer =
                     round_trip::answer_of(request.input_responses.as_ref()).map_err(refused)?;
                 self.server
                     .round_trips
-                    .resume(state, &owner, &name, &args_text, answer)
+                    .resume(state, &owner, &name, &args_text(), answer)
                     .map_err(refused)?
             }
             None => {
-                let declared = context
-                    .meta
-                    .client_capabilities()
+                let declared = capabilities
+                    .as_ref()
                     .map(|c| round_trip::Declared {
                         sampling: c.sampling.is_some(),
                         sampling_tools: c.sampling.as_ref().is_some_and(|s| s.tools.is_some()),
@@ -1019,11 +1023,6 @@ impl McpConnection {
         };
         let progress_token = context.meta.get_progress_token();
         let mut track = ProgressTrack::default();
-        // A client that speaks tasks gets a call still running after `task_after_ms` as one.
-        let speaks_tasks = context
-            .meta
-            .client_capabilities()
-            .is_some_and(|c| c.supports_tasks());
         let task_after = Duration::from_millis(self.server.host.config.serve.task_after_ms);
         let mut task_timer = std::pin::pin!(tokio::time::sleep(task_after));
         let mut timer_due = speaks_tasks;
@@ -1034,7 +1033,7 @@ impl McpConnection {
                 _ = &mut task_timer, if timer_due => {
                     timer_due = false;
                     let mut slot = Some(running);
-                    let task = tasks::adopt(&self.server.host, &owner, &name, &args_text, &mut slot);
+                    let task = tasks::adopt(&self.server.host, &owner, &name, &args_text(), &mut slot);
                     match (task, slot) {
                         (Some(task), _) => return Ok(CallToolResponse::Task(task)),
                         (None, Some(back)) => running = back,
@@ -1044,10 +1043,10 @@ impl McpConnection {
                     }
                     continue;
                 }
-                _ = async { running.driver.as_mut().expect("checked").0.as_mut().await },
+                result = async { running.driver.as_mut().expect("checked").call.as_mut().await },
                     if running.driver.is_some() => {
                     running.driver = None;
-                    continue;
+                    Some(round_trip::CallEvent::Done(result))
                 }
                 _ = context.ct.cancelled() => {
                     running.cancel.cancel();
@@ -1068,10 +1067,10 @@ impl McpConnection {
                 }
                 Some(round_trip::CallEvent::Ask { question, answer }) => {
                     running.detach();
-                    let state = self
-                        .server
-                        .round_trips
-                        .park(&owner, &name, &args_text, running, answer);
+                    let state =
+                        self.server
+                            .round_trips
+                            .park(&owner, &name, &args_text(), running, answer);
                     let asks = rmcp::model::InputRequests::from([(
                         round_trip::INPUT.to_string(),
                         question,
@@ -1081,6 +1080,18 @@ impl McpConnection {
                     );
                 }
                 Some(round_trip::CallEvent::Done(result)) => {
+                    // Notices the call sent just before it ended come first.
+                    while let Ok(round_trip::CallEvent::Notice(notice)) = running.events.try_recv()
+                    {
+                        forward(
+                            &context.peer,
+                            &context.id,
+                            progress_token.as_ref(),
+                            &mut track,
+                            notice,
+                        )
+                        .await;
+                    }
                     let response = self.finish(&name, result)?;
                     // A job started for a client that speaks tasks is answered as its task.
                     if let CallToolResponse::Complete(result) = &response {
@@ -1112,6 +1123,7 @@ impl McpConnection {
         context: &RequestContext<RoleServer>,
     ) -> round_trip::Running {
         let (events, received) = tokio::sync::mpsc::unbounded_channel();
+        let events_for_result = events.clone();
         // 2026-07-28 has no `logging/setLevel`: a request opts in to log lines with
         // `io.modelcontextprotocol/logLevel` in its `_meta`, for itself alone.
         let threshold = match context.meta.log_level() {
@@ -1171,12 +1183,15 @@ impl McpConnection {
             while let Ok(notice) = notes.try_recv() {
                 let _ = events.send(round_trip::CallEvent::Notice(notice));
             }
-            let _ = events.send(round_trip::CallEvent::Done(result));
+            result
         });
         round_trip::Running {
             events: received,
             cancel,
-            driver: Some(round_trip::Driver(driver)),
+            driver: Some(round_trip::Driver {
+                call: driver,
+                events: events_for_result,
+            }),
         }
     }
 }

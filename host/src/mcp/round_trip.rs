@@ -58,8 +58,12 @@ pub struct Running {
     pub driver: Option<Driver>,
 }
 
-/// The future that runs a call and reports on its events.
-pub struct Driver(pub std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>);
+/// The future that runs a call (reporting its notices and questions on the events) and
+/// gives its result, and where the result goes once it runs in a task of its own.
+pub struct Driver {
+    pub call: std::pin::Pin<Box<dyn std::future::Future<Output = CallResult> + Send>>,
+    pub events: mpsc::UnboundedSender<CallEvent>,
+}
 
 impl std::fmt::Debug for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -69,10 +73,13 @@ impl std::fmt::Debug for Driver {
 
 impl Running {
     /// Moves the call to a task of its own (it outlives the request serving it: it asks
-    /// a question, or the request was cancelled).
+    /// a question, or the request was cancelled); its result comes as [`CallEvent::Done`].
     pub fn detach(&mut self) {
-        if let Some(Driver(driver)) = self.driver.take() {
-            tokio::spawn(driver);
+        if let Some(Driver { call, events }) = self.driver.take() {
+            tokio::spawn(async move {
+                let result = call.await;
+                let _ = events.send(CallEvent::Done(result));
+            });
         }
     }
 }
