@@ -32,11 +32,7 @@ pub fn can_run() -> bool {
     if rustix::process::geteuid().is_root() {
         return true;
     }
-    assert!(
-        std::env::var_os("CI").is_none_or(|ci| ci != "true"),
-        "the container executor needs dsh to run as root, and CI=true: it must run"
-    );
-    eprintln!("skipped: the container executor needs dsh to run as root");
+    crate::support::skipped("the container executor needs dsh to run as root");
     false
 }
 

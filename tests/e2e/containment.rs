@@ -783,11 +783,7 @@ fn without_cgroups(env: &Env, config: &str, args: &[&str]) -> Option<std::proces
         || stderr.contains("mount: ") && stderr.contains("permission")
     {
         let why = format!("cannot hide cgroupfs here (needs root and unshare): {stderr}");
-        assert!(
-            std::env::var_os("CI").is_none_or(|ci| ci != "true"),
-            "{why}, and CI=true: it must run"
-        );
-        eprintln!("skipped: {why}");
+        crate::support::skipped(&why);
         return None;
     }
     Some(output)

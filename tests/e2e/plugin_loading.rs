@@ -173,7 +173,9 @@ fn a_compile_cache_on_a_noexec_mount_is_loaded_not_recompiled() {
         .unwrap();
     let log = String::from_utf8_lossy(&output.stderr);
     if output.status.code() == Some(97) || log.starts_with("unshare:") {
-        eprintln!("skipped: no mount namespace with a noexec tmpfs here: {log}");
+        crate::support::skipped(&format!(
+            "no mount namespace with a noexec tmpfs here: {log}"
+        ));
         return;
     }
     assert!(output.status.success(), "{log}");

@@ -318,7 +318,7 @@ fn cgroup_v2_mounted() -> bool {
 #[test]
 fn clone3_into_the_root_cgroup_leaves_the_run_under_local_and_gets_enosys_in_the_sandbox() {
     if !cgroup_v2_mounted() {
-        eprintln!("no cgroup v2 mounted here: nothing to escape into");
+        crate::support::skipped("no cgroup v2 mounted here: nothing to escape into");
         return;
     }
     let env = Env::new();
@@ -1293,11 +1293,7 @@ print("probe:no_new_privs=ok:" + next(l.split()[1] for l in open("/proc/self/sta
 fn binding_raw_and_packet_sockets_and_reaching_other_processes_work_under_local_and_not_from_the_sandbox(
 ) {
     if !is_root() {
-        assert!(
-            std::env::var_os("CI").is_none_or(|ci| ci != "true"),
-            "raw and packet sockets need root here, and CI=true: this test must run"
-        );
-        eprintln!("skipped: raw and packet sockets need root");
+        crate::support::skipped("raw and packet sockets need root");
         return;
     }
     let env = Env::new();

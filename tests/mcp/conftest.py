@@ -640,3 +640,13 @@ def open_http_session():
                         yield session
 
     return open_session
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under `CI=true` everything must run: a test that was skipped fails, saying why."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("CI") == "true" and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI=true, where every test must run: {report.longrepr}"
