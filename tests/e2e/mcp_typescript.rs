@@ -143,6 +143,23 @@ fn the_typescript_sdk_suite_passes_against_dsh_serve() {
         output.status.success(),
         "node --test tests/mcp-ts failed ({took:.1?}):\n{report}"
     );
+    // The suite's own counts: a skip is a failure under `CI=true`, todos are shown.
+    let count = |name: &str| {
+        report
+            .lines()
+            // The spec reporter's summary (`ℹ pass 41`), or TAP's (`# pass 41`).
+            .find_map(|line| {
+                let line = line.trim_start_matches(['ℹ', '#', ' ']);
+                line.strip_prefix(name)?.strip_prefix(' ')
+            })
+            .and_then(|n| n.trim().parse::<u32>().ok())
+            .unwrap_or(0)
+    };
+    let (passed, skipped, todo) = (count("pass"), count("skipped"), count("todo"));
+    if skipped > 0 {
+        crate::support::skipped(&format!("{skipped} tests of tests/mcp-ts"));
+    }
     // Echo the suite's own report so `cargo test -- --nocapture` shows what ran.
     println!("{report}\nnode --test tests/mcp-ts: {took:.1?}");
+    eprintln!("node --test tests/mcp-ts: {passed} passed, {todo} todo, {skipped} skipped");
 }
