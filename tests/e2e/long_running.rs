@@ -295,6 +295,49 @@ fn a_terminal_background_job_is_killed_at_the_job_cap_and_its_spill_file_stops_t
 }
 
 #[test]
+fn a_bash_background_job_is_killed_at_the_job_cap_with_its_process_group_and_its_spill_file_stops_there(
+) {
+    let env = Env::new();
+    let server = McpServer::start(&env, "[jobs]\nmax_output_bytes = 200000\n");
+    // A `sleep` duration no other process has: its command line is the marker.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let marker = format!("600.{}{nanos:09}", std::process::id());
+    let started = server.call_ok(
+        "bash",
+        json!({"command": format!("sleep {marker} & yes bash-cap-line"), "description": "past the cap", "run_in_background": true}),
+    );
+    let job = job_id(&started);
+    let ended = wait_for_end(&server, &job);
+    assert!(
+        ended.text.contains("killed") && ended.text.contains("max_output_bytes"),
+        "{ended:?}"
+    );
+    let spill = files_named(&env.state_dir(), &format!("job-{job}"));
+    assert_eq!(spill.len(), 1, "{spill:?}");
+    assert_eq!(std::fs::metadata(&spill[0]).unwrap().len(), 200_000);
+    // Its whole process group went with it, the `sleep` it left running too.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let alive = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .any(|cmdline| String::from_utf8_lossy(&cmdline).contains(&marker));
+        if !alive {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a process of the killed job lives on"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
 fn a_command_that_makes_no_call_leaves_no_session_directory() {
     let env = Env::new();
     let output = env.dsh().args(["tools", "--json"]).output().unwrap();
