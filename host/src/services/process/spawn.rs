@@ -107,6 +107,8 @@ pub struct ChildSandbox<'a> {
 struct RawStep {
     op: u32,
     recursive: bool,
+    /// `ENOENT` is no failure: the place is gone (see `MountStep::if_present`).
+    if_present: bool,
     path: *const libc::c_char,
     source: *const libc::c_char,
 }
@@ -337,6 +339,7 @@ fn spawn_inner(spec: &SpawnSpec<'_>, fd3: RawFd) -> io::Result<Child> {
             RawStep {
                 op,
                 recursive,
+                if_present: step.if_present,
                 path: step.path.as_ptr(),
                 source,
             }
@@ -551,7 +554,11 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             }
             let mut detached = Detached::default();
             for index in 0..args.steps_len {
-                if !mount_step(&*args.steps.add(index), &mut detached, args.workspace_tree) {
+                let step = &*args.steps.add(index);
+                if !mount_step(step, &mut detached, args.workspace_tree) {
+                    if step.if_present && *libc::__errno_location() == libc::ENOENT {
+                        continue;
+                    }
                     args.failed_step = index;
                     return fail(args, STAGE_MOUNTS);
                 }

@@ -108,6 +108,10 @@ impl From<SandboxError> for ToolError {
 pub struct MountStep {
     pub op: MountOp,
     pub path: CString,
+    /// A step on a place found in the host's mount table (a cover): a path gone by the
+    /// time the run applies it (unmounted and removed meanwhile) has nothing left to
+    /// cover, so `ENOENT` is not a failure.
+    pub if_present: bool,
 }
 
 /// What a [`MountStep`] does to its path.
@@ -830,6 +834,7 @@ impl Sandbox {
         steps.push(MountStep {
             op: MountOp::Seal,
             path: c"/".to_owned(),
+            if_present: false,
         });
         let base_steps = Arc::new(steps.clone());
         steps.extend(dev_steps(&dir.join(SHM), None)?);
@@ -986,6 +991,7 @@ fn shared_steps(
         Ok(MountStep {
             op,
             path: c_path(path)?,
+            if_present: false,
         })
     };
     let mut steps = vec![
@@ -1159,21 +1165,25 @@ fn view_steps(
         Ok(MountStep {
             op,
             path: c_path(path)?,
+            if_present: false,
         })
     };
     let mut steps = Vec::new();
     let cover = |place: &Path, steps: &mut Vec<MountStep>| -> Result<(), SandboxError> {
+        let if_present = |op| -> Result<MountStep, SandboxError> {
+            Ok(MountStep {
+                if_present: true,
+                ..step(op, place)?
+            })
+        };
         match std::fs::symlink_metadata(place) {
             Ok(meta) if meta.is_dir() => {
-                steps.push(step(MountOp::Cover, place)?);
-                steps.push(step(MountOp::ReadOnly { recursive: false }, place)?);
+                steps.push(if_present(MountOp::Cover)?);
+                steps.push(if_present(MountOp::ReadOnly { recursive: false })?);
             }
-            Ok(_) => steps.push(step(
-                MountOp::Bind {
-                    source: c"/dev/null".to_owned(),
-                },
-                place,
-            )?),
+            Ok(_) => steps.push(if_present(MountOp::Bind {
+                source: c"/dev/null".to_owned(),
+            })?),
             Err(_) => {}
         }
         Ok(())
@@ -1241,6 +1251,7 @@ fn view_steps_over(
         steps.push(MountStep {
             op: MountOp::Proc,
             path: c"/proc".to_owned(),
+            if_present: false,
         });
     }
     Ok(steps)
@@ -1258,6 +1269,7 @@ fn dev_steps(shm: &Path, terminal: Option<&Path>) -> Result<Vec<MountStep>, Sand
         Ok(MountStep {
             op,
             path: c_path(path)?,
+            if_present: false,
         })
     };
     let dev = Path::new("/dev");
@@ -1312,6 +1324,7 @@ fn cover_steps(state: &Path, slot: &Path, passable: bool) -> Result<Vec<MountSte
         Ok(MountStep {
             op,
             path: c_path(path)?,
+            if_present: false,
         })
     };
     let (cover, mkdir) = if passable {
