@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::mcp_stdio::{McpServer, ToolReply};
-use crate::support::{unique_marker, Env};
+use crate::support::{survivors, unique_marker, Env};
 
 /// Open descriptors of `pid`.
 fn open_fds(pid: i32) -> usize {
@@ -277,15 +277,7 @@ fn a_terminal_background_job_is_killed_at_the_job_cap_and_its_spill_file_stops_t
         "terminal_send",
         json!({"id": term, "input": "yes terminal-cap-line", "background": true, "wait": {"timeout_ms": 60000}}),
     );
-    let job = job_id(&started);
-    let ended = wait_for_end(&server, &job);
-    assert!(
-        ended.text.contains("killed") && ended.text.contains("max_output_bytes"),
-        "{ended:?}"
-    );
-    let spill = files_named(&env.state_dir(), &format!("job-{job}"));
-    assert_eq!(spill.len(), 1, "{spill:?}");
-    assert_eq!(std::fs::metadata(&spill[0]).unwrap().len(), 200_000);
+    assert_killed_at_the_cap(&env, &server, &job_id(&started));
     // The send was interrupted: the shell answers again.
     let echoed = server.call_ok(
         "terminal_send",
@@ -300,17 +292,24 @@ fn a_bash_background_job_is_killed_at_the_job_cap_with_its_process_group_and_its
     let env = Env::new();
     let server = McpServer::start(&env, "[jobs]\nmax_output_bytes = 200000\n");
     // A `sleep` duration no other process has: its command line is the marker.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    let marker = format!("600.{}{nanos:09}", std::process::id());
+    let marker = format!("600.{}", unique_marker());
     let started = server.call_ok(
         "bash",
         json!({"command": format!("sleep {marker} & yes bash-cap-line"), "description": "past the cap", "run_in_background": true}),
     );
-    let job = job_id(&started);
-    let ended = wait_for_end(&server, &job);
+    assert_killed_at_the_cap(&env, &server, &job_id(&started));
+    // Its whole process group went with it, the `sleep` it left running too.
+    let left = survivors(&marker, Duration::from_secs(10));
+    assert!(
+        left.is_empty(),
+        "a process of the killed job lives on: {left:?}"
+    );
+}
+
+/// Background job `job` ended killed for passing `[jobs] max_output_bytes` (200000 in
+/// these tests), its spill file exactly that long.
+fn assert_killed_at_the_cap(env: &Env, server: &McpServer, job: &str) {
+    let ended = wait_for_end(server, job);
     assert!(
         ended.text.contains("killed") && ended.text.contains("max_output_bytes"),
         "{ended:?}"
@@ -318,23 +317,6 @@ fn a_bash_background_job_is_killed_at_the_job_cap_with_its_process_group_and_its
     let spill = files_named(&env.state_dir(), &format!("job-{job}"));
     assert_eq!(spill.len(), 1, "{spill:?}");
     assert_eq!(std::fs::metadata(&spill[0]).unwrap().len(), 200_000);
-    // Its whole process group went with it, the `sleep` it left running too.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let alive = std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-            .any(|cmdline| String::from_utf8_lossy(&cmdline).contains(&marker));
-        if !alive {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "a process of the killed job lives on"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]
