@@ -5,13 +5,16 @@
 //! that adds it; the build never changes the toolchain itself.
 //!
 //! The components build in their own target directory (`target/wasm-plugins`) with the
-//! plugins' release profile. `DSH_PLUGIN_WASM_DIR` (set for the tests and benches) is
+//! plugins' release profile. Each is then precompiled for this machine (see
+//! [`precompiler`]) and its code embedded beside it. `DSH_PLUGIN_WASM_DIR` (set for the tests and benches) is
 //! where that build puts components; the tests' own build adds the test-only ones there.
 
 use std::path::{Path, PathBuf};
 
 use sha2::Digest;
 
+#[path = "src/engine/compile_settings.rs"]
+mod compile_settings;
 #[path = "src/engine/embedded/set.rs"]
 #[allow(dead_code)]
 mod embedded_set;
@@ -82,10 +85,11 @@ fn main() {
 
     // Each component's SHA-256 is computed here, so finding its compile cache entry at
     // start-up never reads (and never brings into memory) the component's bytes.
+    let precompiler = precompiler();
     let mut embedded = String::from(
-        "/// The embedded plugins, as `EMBEDDED` lists them: (name, component bytes, their\n\
-         /// SHA-256 in hex).\n\
-         pub const PLUGINS: &[(&str, &[u8], &str)] = &[\n",
+        "/// The embedded plugins, as `EMBEDDED` lists them, each with its SHA-256 and its\n\
+         /// code precompiled for the machine that built dsh.\n\
+         pub const PLUGINS: &[EmbeddedComponent] = &[\n",
     );
     for plugin in EMBEDDED {
         let wasm = built.join(format!("{}.wasm", plugin.name));
@@ -96,14 +100,39 @@ fn main() {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
+        let precompiled = match &precompiler {
+            Some(engine) => {
+                let code = engine
+                    .precompile_component(&bytes)
+                    .unwrap_or_else(|e| panic!("precompiling {}: {e:#}", plugin.name));
+                let path = out_dir.join(format!("{}.cwasm", plugin.name));
+                std::fs::write(&path, code).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                format!("Some(include_bytes!({:?}))", path.display().to_string())
+            }
+            None => "None".to_string(),
+        };
         embedded.push_str(&format!(
-            "    ({:?}, include_bytes!({:?}), {digest:?}),\n",
+            "    EmbeddedComponent {{ name: {:?}, bytes: include_bytes!({:?}), digest: {digest:?}, \
+             precompiled: {precompiled} }},\n",
             plugin.name,
             copy.display().to_string()
         ));
     }
     embedded.push_str("];\n");
     std::fs::write(out_dir.join("embedded.rs"), embedded).unwrap();
+}
+
+/// The engine that precompiles the embedded components for the machine that builds dsh,
+/// with the runtime's compile settings: a first start then loads their code instead of
+/// compiling it (several seconds of CPU). `None` for a cross build, whose code this
+/// machine's engine would not make: that binary compiles them at its first start.
+fn precompiler() -> Option<wasmtime::Engine> {
+    if std::env::var("TARGET").ok() != std::env::var("HOST").ok() {
+        return None;
+    }
+    let mut config = wasmtime::Config::new();
+    compile_settings::apply(&mut config);
+    Some(wasmtime::Engine::new(&config).expect("an engine with the runtime's compile settings"))
 }
 
 /// Release builds of the dsh binary for x86-64 Linux link the functions an idle server

@@ -351,14 +351,11 @@ pub fn plugin_set(
 ) -> Result<PluginSet, StartError> {
     let mut set: PluginSet = embedded::PLUGINS
         .iter()
-        .filter(|(name, _, _)| embedded::wanted(name, config))
-        .map(|(name, bytes, digest)| {
+        .filter(|plugin| embedded::wanted(plugin.name, config))
+        .map(|plugin| {
             (
-                name.to_string(),
-                (
-                    PluginSource::Embedded,
-                    ComponentBytes::embedded(bytes, digest),
-                ),
+                plugin.name.to_string(),
+                (PluginSource::Embedded, plugin.component()),
             )
         })
         .collect();

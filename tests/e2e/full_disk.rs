@@ -142,7 +142,7 @@ fn end_of(text: &str, n: usize) -> &str {
 #[test]
 fn a_call_whose_tool_call_event_cannot_be_written_is_refused_unrun_and_calls_recover_when_space_returns(
 ) {
-    let env = Env::cold();
+    let env = Env::new();
     let Some(tmpfs) = Tmpfs::over_state_dir(&env, "32m") else {
         return;
     };
@@ -192,7 +192,7 @@ fn a_call_whose_tool_call_event_cannot_be_written_is_refused_unrun_and_calls_rec
 
 #[test]
 fn a_result_whose_spill_fails_is_still_cut_and_the_marker_says_no_space() {
-    let env = Env::cold();
+    let env = Env::new();
     let Some(tmpfs) = Tmpfs::over_state_dir(&env, "32m") else {
         return;
     };
@@ -232,7 +232,7 @@ fn a_result_whose_spill_fails_is_still_cut_and_the_marker_says_no_space() {
 
 #[test]
 fn a_fresh_start_on_a_full_disk_serves_warns_about_the_compile_cache_and_recovers() {
-    let env = Env::cold();
+    let env = Env::new();
     let Some(tmpfs) = Tmpfs::over_state_dir(&env, "2m") else {
         return;
     };
@@ -252,7 +252,7 @@ fn a_fresh_start_on_a_full_disk_serves_warns_about_the_compile_cache_and_recover
 #[test]
 fn bash_output_past_its_budget_on_a_full_disk_keeps_head_and_tail_says_the_spill_failed_and_leaves_no_partial_file(
 ) {
-    let env = Env::cold();
+    let env = Env::new();
     let Some(tmpfs) = Tmpfs::over_state_dir(&env, "32m") else {
         return;
     };
@@ -316,7 +316,7 @@ fn bash_output_past_its_budget_on_a_full_disk_keeps_head_and_tail_says_the_spill
 
 #[test]
 fn a_background_job_whose_spill_fails_keeps_its_tail_and_job_output_says_so() {
-    let env = Env::cold();
+    let env = Env::new();
     let Some(tmpfs) = Tmpfs::over_state_dir(&env, "32m") else {
         return;
     };
@@ -373,7 +373,7 @@ fn a_background_job_whose_spill_fails_keeps_its_tail_and_job_output_says_so() {
 
 #[test]
 fn past_sessions_on_a_full_disk_are_retired_at_start_and_dsh_serves() {
-    let env = Env::cold();
+    let env = Env::new();
     let Some(tmpfs) = Tmpfs::over_state_dir(&env, "32m") else {
         return;
     };

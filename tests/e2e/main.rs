@@ -7,6 +7,7 @@ mod python_env;
 mod support;
 
 mod admission;
+mod agent_clients;
 mod bash_tool;
 mod confined_view;
 mod container_executor;

@@ -108,10 +108,18 @@ fn tools_log(env: &Env) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// A first start on an empty state directory compiles nothing: each embedded tool's
+/// code, precompiled when dsh was built, is stored in the cache; the second start maps
+/// every one from there.
 #[test]
-fn a_second_start_loads_compiled_components_from_the_cache() {
-    let env = Env::cold();
-    assert!(tools_log(&env).contains("compile cache miss"));
+fn a_first_start_stores_precompiled_code_and_a_second_maps_it_from_the_cache() {
+    let env = Env::new();
+    let first = tools_log(&env);
+    for plugin in ["bash", "files", "jobs", "lsp", "subagent", "terminal"] {
+        let stored = format!("compile cache miss: precompiled code stored plugin=\"{plugin}\"");
+        assert!(first.contains(&stored), "{plugin}: {first}");
+    }
+    assert!(!first.contains("miss: compiled"), "{first}");
     let second = tools_log(&env);
     assert!(second.contains("compile cache hit"), "{second}");
     assert!(!second.contains("miss"), "{second}");
@@ -134,7 +142,7 @@ fn a_corrupted_cache_entry_is_recompiled_not_loaded() {
 
     let log = tools_log(&env);
     assert!(
-        log.contains("compile cache entry corrupt: recompiled"),
+        log.contains("compile cache entry corrupt: replaced"),
         "{log}"
     );
     // The rewritten entry is good again, and bash still works.

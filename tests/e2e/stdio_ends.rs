@@ -231,7 +231,7 @@ fn on_a_terminal_a_signal_or_a_hangup_ends_dsh_serve_and_its_jobs() {
 #[test]
 fn a_cold_start_answers_initialize_and_then_lists_every_embedded_tool() {
     // An empty state directory: nothing compiled yet.
-    let env = Env::cold();
+    let env = Env::new();
     let mut served = Served::start(&env, Stream::Pipe);
     let answer = served.initialize();
     assert_eq!(answer["result"]["serverInfo"]["name"], "dsh", "{answer}");

@@ -14,18 +14,9 @@ pub struct Env {
 }
 
 impl Env {
-    /// A fresh environment whose compile cache already holds the embedded plugins, as a
-    /// user's second start finds it (copied from one cold start made once per test
-    /// process: compiling them costs seconds of CPU, and the tests start dsh hundreds of
-    /// times). [`Env::cold`] has an empty state directory.
+    /// A fresh environment with an empty state directory, as a user's first start
+    /// finds it (the embedded plugins' code is precompiled: nothing compiles).
     pub fn new() -> Env {
-        let env = Env::cold();
-        seed_compile_cache(&env.state_dir().join("cache"));
-        env
-    }
-
-    /// A fresh environment with an empty state directory: nothing compiled yet.
-    pub fn cold() -> Env {
         let env = Env {
             dir: tempfile::tempdir().unwrap(),
         };
@@ -208,51 +199,6 @@ pub fn survivors(marker: &str, within: std::time::Duration) -> Vec<String> {
             return left;
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
-/// Copies the compile cache of one cold start (made on first use in this process, in
-/// `CARGO_TARGET_TMPDIR`) into `cache`. Copies, not links: tests corrupt entries in place.
-fn seed_compile_cache(cache: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    static WARM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let warm = WARM.get_or_init(|| {
-        let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        let state = tmp.join(format!("warm-state-{}", std::process::id()));
-        // Those of earlier runs (a test process that is gone).
-        for entry in std::fs::read_dir(tmp).into_iter().flatten().flatten() {
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            let gone = name
-                .strip_prefix("warm-state-")
-                .and_then(|pid| pid.parse::<u32>().ok())
-                .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists());
-            if gone {
-                let _ = std::fs::remove_dir_all(entry.path());
-            }
-        }
-        let _ = std::fs::remove_dir_all(&state);
-        std::fs::create_dir_all(state.join("work")).unwrap();
-        let output = Command::new(env!("CARGO_BIN_EXE_dsh"))
-            .env("DSH_STATE_DIR", state.join("state"))
-            .env("DSH_WORKDIR", state.join("work"))
-            .env_remove("DSH_CONFIG")
-            .env_remove("DSH_PLUGINS")
-            .current_dir(&state)
-            .args(["tools", "--json"])
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "the cold start that fills the shared compile cache failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        state.join("state").join("cache")
-    });
-    std::fs::create_dir_all(cache).unwrap();
-    std::fs::set_permissions(cache, std::fs::Permissions::from_mode(0o700)).unwrap();
-    for entry in std::fs::read_dir(warm).unwrap().flatten() {
-        std::fs::copy(entry.path(), cache.join(entry.file_name())).unwrap();
     }
 }
 

@@ -181,6 +181,7 @@ async fn inspect(
             CacheOutcome::Shared => "shared",
             CacheOutcome::Hit => "hit",
             CacheOutcome::Miss => "miss",
+            CacheOutcome::Precompiled => "precompiled",
             CacheOutcome::Corrupt => "corrupt",
             CacheOutcome::Disabled => "disabled",
         });
@@ -341,7 +342,8 @@ fn print_report(report: &Report) {
         match report.compile_cache {
             Some("hit") => "read from the compile cache",
             Some("miss") => "compiled now, cached",
-            Some("corrupt") => "cache entry corrupt, compiled again",
+            Some("precompiled") => "precompiled when dsh was built, cached",
+            Some("corrupt") => "cache entry corrupt, replaced",
             Some("shared") => "shared with a loaded plugin of the same bytes",
             Some(_) => "no cache",
             None => "failed",

@@ -50,7 +50,11 @@ pub enum CacheOutcome {
     Hit,
     /// No entry: compiled and stored.
     Miss,
-    /// An entry failed authentication (or did not deserialize): compiled and replaced.
+    /// No entry: the code precompiled when dsh was built fits this engine, stored and
+    /// mapped (an embedded component's first load).
+    Precompiled,
+    /// An entry failed authentication (or did not deserialize): replaced (by the code
+    /// precompiled when dsh was built where it fits, else compiled).
     Corrupt,
     /// No cache directory configured, or no key could be had: compiled.
     Disabled,
@@ -79,6 +83,12 @@ impl ComponentCache {
             key: Arc::default(),
             loaded: Arc::default(),
         }
+    }
+
+    /// The engine's part of every entry's name: its compatibility hash and dsh's
+    /// version, hashed.
+    pub fn engine_key(&self) -> &str {
+        &self.engine_key
     }
 
     fn entry(&self, dir: &Path, component_digest: &str) -> (PathBuf, PathBuf) {
@@ -130,19 +140,13 @@ impl ComponentCache {
         component: &ComponentBytes,
     ) -> wasmtime::Result<(Component, CacheOutcome)> {
         let Some(dir) = &self.dir else {
-            return Ok((
-                Component::new(engine, component.bytes())?,
-                CacheOutcome::Disabled,
-            ));
+            return Ok((without_cache(engine, component)?, CacheOutcome::Disabled));
         };
         let key = match self.key(dir) {
             Ok(key) => key,
             Err(error) => {
                 tracing::warn!(%error, dir = %dir.display(), "no compile cache key: compiling without the cache");
-                return Ok((
-                    Component::new(engine, component.bytes())?,
-                    CacheOutcome::Disabled,
-                ));
+                return Ok((without_cache(engine, component)?, CacheOutcome::Disabled));
             }
         };
         let entry = Entry::new(self, dir, component.digest(), &key);
@@ -154,12 +158,32 @@ impl ComponentCache {
                 CacheOutcome::Corrupt
             }
         };
+        if let Some(code) = component.precompiled() {
+            // Stored as any entry, then mapped through the same checks: wasmtime refuses
+            // code that does not fit this engine, and it is compiled below instead.
+            let tag = tag(&key, component.digest(), &self.engine_key, code);
+            match store_entry(dir, &entry.code_path, &entry.tag_path, code, &tag) {
+                Ok(()) => match entry.map_just_written(engine) {
+                    Ok(compiled) if outcome == CacheOutcome::Corrupt => {
+                        return Ok((compiled, outcome))
+                    }
+                    Ok(compiled) => return Ok((compiled, CacheOutcome::Precompiled)),
+                    Err(error) => {
+                        tracing::info!(%error, "the code precompiled when dsh was built does not fit this machine: compiling");
+                    }
+                },
+                Err(error) => {
+                    tracing::warn!(%error, dir = %dir.display(), "cannot write the compile cache");
+                    return Ok((without_cache(engine, component)?, outcome));
+                }
+            }
+        }
         let code = engine.precompile_component(component.bytes())?;
         let tag = tag(&key, component.digest(), &self.engine_key, &code);
         match store_entry(dir, &entry.code_path, &entry.tag_path, &code, &tag) {
             // Mapped from the file just written, so its code is shared with the page
-            // cache and only what runs is resident (checked again: it is a file).
-            Ok(()) => match entry.map(engine) {
+            // cache and only what runs is resident.
+            Ok(()) => match entry.map_just_written(engine) {
                 Ok(compiled) => return Ok((compiled, outcome)),
                 Err(error) => {
                     tracing::warn!(%error, entry = %entry.code_path.display(), "compile cache entry just written does not load: using the compiled code in memory");
@@ -173,6 +197,23 @@ impl ComponentCache {
         let compiled = unsafe { Component::deserialize(engine, &code)? };
         Ok((compiled, outcome))
     }
+}
+
+/// `component` without the cache: its precompiled code where wasmtime finds that it
+/// fits `engine`, else compiled.
+fn without_cache(engine: &Engine, component: &ComponentBytes) -> wasmtime::Result<Component> {
+    if let Some(code) = component.precompiled() {
+        // SAFETY: the code is part of this binary: wasmtime of this very version made it
+        // when the binary was built, from these component bytes, and checks here that it
+        // was made for an engine like this one (target, CPU features, settings).
+        match unsafe { Component::deserialize(engine, code) } {
+            Ok(compiled) => return Ok(compiled),
+            Err(error) => {
+                tracing::info!(error = %format!("{error:#}"), "the code precompiled when dsh was built does not fit this machine: compiling");
+            }
+        }
+    }
+    Component::new(engine, component.bytes())
 }
 
 /// Why an entry was not loaded.
@@ -225,6 +266,25 @@ impl<'a> Entry<'a> {
         }
     }
 
+    /// The entry this process has just written, mapped without reading it again to
+    /// check its tag (computed over the very bytes written): a second pass of SHA-256
+    /// over megabytes of code was a quarter of a first start's CPU. Only a writer with
+    /// this user's rights could have replaced it since, and such a writer can read the
+    /// key. Where it cannot be mapped (a `noexec` cache), [`Self::map`] loads a checked
+    /// copy.
+    fn map_just_written(&self, engine: &Engine) -> Result<Component, EntryError> {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::File::open(&self.code_path).map_err(EntryError::Read)?;
+        let same_file = format!("/proc/self/fd/{}", file.as_raw_fd());
+        // SAFETY: this process wrote these bytes a moment ago (code this engine compiled,
+        // or the binary's own precompiled code, which wasmtime checks against the engine
+        // as it maps it); see `load_open` for who else could change the file.
+        match unsafe { Component::deserialize_file(engine, &same_file) } {
+            Ok(component) => Ok(component),
+            Err(_) => self.load_open(engine, &file),
+        }
+    }
+
     /// [`Self::map`] for the entry's opened `file`. A file that cannot be mapped
     /// executable (a cache on a `noexec` mount) is read whole, checked again and copied
     /// instead: it is loaded, not recompiled at every start.
@@ -250,7 +310,9 @@ impl<'a> Entry<'a> {
         let same_file = format!("/proc/self/fd/{}", file.as_raw_fd());
         // SAFETY: the file's bytes carry a valid tag under this user's secret key over
         // this entry's identity and content: this process's engine configuration (the
-        // key includes its compatibility hash) wrote them for this component. Entries
+        // key includes its compatibility hash) wrote them for this component, or they
+        // are the code this binary carries for it (precompiled when it was built, and
+        // checked by wasmtime against this engine as it is mapped). Entries
         // are replaced by rename, never written in place; a writer with this user's
         // rights could still change the file under the mapping, but such a writer can
         // read the key as well, which the tag never defended against.

@@ -6,16 +6,37 @@ pub mod set;
 
 pub use set::{EmbeddedPlugin, Kind, EMBEDDED};
 
-// `PLUGINS: &[(&str, &[u8], &str)]`: each of `EMBEDDED`, in order, with its component
-// bytes and their SHA-256.
+/// One embedded plugin's component, as `build.rs` embedded it.
+#[derive(Debug)]
+pub struct EmbeddedComponent {
+    pub name: &'static str,
+    /// The component.
+    pub bytes: &'static [u8],
+    /// Its SHA-256, hex, computed when it was embedded.
+    pub digest: &'static str,
+    /// Its code, compiled when dsh was built by an engine with the runtime's compile
+    /// settings for the building machine (`None` in a cross build). wasmtime refuses it
+    /// on a machine it does not fit (another CPU's features), and the component is then
+    /// compiled as any other.
+    pub precompiled: Option<&'static [u8]>,
+}
+
+impl EmbeddedComponent {
+    /// Its bytes, digest and precompiled code, for loading.
+    pub fn component(&self) -> crate::engine::plugin::ComponentBytes {
+        crate::engine::plugin::ComponentBytes::embedded(self)
+    }
+}
+
+// `PLUGINS: &[EmbeddedComponent]`: each of `EMBEDDED`, in order.
 include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
 
 /// The embedded plugin `name`'s component, if there is one.
 pub fn component(name: &str) -> Option<crate::engine::plugin::ComponentBytes> {
     PLUGINS
         .iter()
-        .find(|(embedded, _, _)| *embedded == name)
-        .map(|(_, bytes, digest)| crate::engine::plugin::ComponentBytes::embedded(bytes, digest))
+        .find(|embedded| embedded.name == name)
+        .map(EmbeddedComponent::component)
 }
 
 /// Whether the embedded plugin `name` is loaded under `config`: every tool, and the
@@ -37,15 +58,24 @@ mod tests {
 
     #[test]
     fn every_embedded_plugin_has_its_component_in_the_binary() {
-        let names: Vec<&str> = PLUGINS.iter().map(|(name, _, _)| *name).collect();
+        let names: Vec<&str> = PLUGINS.iter().map(|plugin| plugin.name).collect();
         let listed: Vec<&str> = EMBEDDED.iter().map(|plugin| plugin.name).collect();
         assert_eq!(names, listed);
-        for (name, bytes, digest) in PLUGINS {
+        for EmbeddedComponent {
+            name,
+            bytes,
+            digest,
+            precompiled,
+        } in PLUGINS
+        {
             // A component's preamble: `\0asm`, then a version with the component layer.
             assert_eq!(&bytes[..4], b"\0asm", "{name}");
             assert_eq!(&bytes[6..8], &[0x01, 0x00], "{name} is not a component");
             // The digest computed when it was embedded is the bytes' own.
             assert_eq!(*digest, crate::engine::plugin::digest(bytes), "{name}");
+            // Built for this machine (the tests never cross-build): precompiled, as ELF.
+            let code = precompiled.unwrap_or_else(|| panic!("{name} has no precompiled code"));
+            assert_eq!(&code[..4], b"\x7fELF", "{name}");
         }
     }
 

@@ -12,6 +12,7 @@
 //! rest for loads (`describe()`).
 
 pub mod cache;
+pub mod compile_settings;
 pub mod embedded;
 pub mod grants;
 pub mod plugin;
@@ -122,13 +123,7 @@ impl Runtime {
         state_dir: Option<std::path::PathBuf>,
     ) -> Result<Runtime, EngineError> {
         let mut config = wasmtime::Config::new();
-        config.wasm_component_model(true);
-        config.epoch_interruption(true);
-        config.concurrency_support(false);
-        // Linear memories start from a sealed memfd image made from the component's
-        // data, never from the compile cache entry's file its code is mapped from: a
-        // file changed in place after its tag verified cannot reach a guest's memory.
-        config.force_memory_init_memfd(true);
+        compile_settings::apply(&mut config);
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(MAX_LIVE_INSTANCES)
             .total_core_instances(MAX_LIVE_INSTANCES * MAX_CORE_INSTANCES_PER_COMPONENT)
@@ -225,6 +220,73 @@ mod tests {
         let services =
             crate::services::Services::new(&config.services(), state.join("spill")).unwrap();
         std::sync::Arc::new(super::Runtime::new(services, Some(state.to_path_buf())).unwrap())
+    }
+
+    /// Every embedded component's first load takes the code precompiled when dsh was
+    /// built (stored as a cache entry, then a hit), and loads it without a cache too:
+    /// `build.rs` compiled it with the runtime's settings. A setting changed in
+    /// `Runtime::new` alone, not in `compile_settings`, fails here.
+    #[test]
+    fn every_embedded_component_loads_its_precompiled_code() {
+        use super::cache::{CacheOutcome, ComponentCache};
+        let state = tempfile::tempdir().unwrap();
+        let runtime = runtime_in(state.path());
+        let fresh_cache = || ComponentCache::new(&runtime.engine, Some(state.path().join("cache")));
+        for plugin in super::embedded::PLUGINS {
+            let component = plugin.component();
+            let (_, first) = fresh_cache().load(&runtime.engine, &component).unwrap();
+            assert_eq!(first, CacheOutcome::Precompiled, "{}", plugin.name);
+            let (_, again) = fresh_cache().load(&runtime.engine, &component).unwrap();
+            assert_eq!(again, CacheOutcome::Hit, "{}", plugin.name);
+            let entry = state.path().join("cache").join(format!(
+                "{}-{}.cwasm",
+                plugin.digest,
+                runtime.cache.engine_key()
+            ));
+            assert_eq!(
+                std::fs::read(&entry).unwrap(),
+                plugin.precompiled.unwrap(),
+                "{}: the entry is the binary's code, not a compile of its own",
+                plugin.name
+            );
+        }
+    }
+
+    /// Code that does not fit the engine (made under other settings, or not code at all)
+    /// is never run: the component is compiled, stored, and its entry then hit.
+    #[test]
+    fn precompiled_code_that_does_not_fit_the_engine_is_compiled_instead() {
+        use super::cache::{CacheOutcome, ComponentCache};
+        let state = tempfile::tempdir().unwrap();
+        let runtime = runtime_in(state.path());
+        let mut other = wasmtime::Config::new();
+        super::compile_settings::apply(&mut other);
+        other.epoch_interruption(false);
+        let other = wasmtime::Engine::new(&other).unwrap();
+        let jobs = super::embedded::component("jobs").unwrap();
+        let misfit: &'static [u8] = Box::leak(
+            other
+                .precompile_component(jobs.bytes())
+                .unwrap()
+                .into_boxed_slice(),
+        );
+        for (case, code) in [
+            ("other settings", misfit),
+            ("not code", &b"\x7fELF garbage"[..]),
+        ] {
+            let cache_dir = state
+                .path()
+                .join(format!("cache-{}", case.replace(' ', "-")));
+            let component = jobs.clone().with_precompiled(Some(code));
+            let cache = || ComponentCache::new(&runtime.engine, Some(cache_dir.clone()));
+            let (_, first) = cache().load(&runtime.engine, &component).unwrap();
+            assert_eq!(first, CacheOutcome::Miss, "{case}");
+            let (_, again) = cache().load(&runtime.engine, &component).unwrap();
+            assert_eq!(again, CacheOutcome::Hit, "{case}");
+            let without = ComponentCache::new(&runtime.engine, None);
+            let (_, outcome) = without.load(&runtime.engine, &component).unwrap();
+            assert_eq!(outcome, CacheOutcome::Disabled, "{case}");
+        }
     }
 
     /// Two plugins loaded from the same bytes (one component under two names) share

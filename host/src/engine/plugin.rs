@@ -322,15 +322,32 @@ pub fn digest(bytes: &[u8]) -> String {
 pub struct ComponentBytes {
     bytes: bytes::Bytes,
     digest: Arc<str>,
+    /// Its code precompiled when dsh was built (embedded components only).
+    precompiled: Option<&'static [u8]>,
 }
 
 impl ComponentBytes {
-    /// An embedded component: its bytes in the binary and their digest.
-    pub fn embedded(bytes: &'static [u8], digest: &'static str) -> Self {
+    /// An embedded component: its bytes in the binary, their digest and its code
+    /// precompiled at build time.
+    pub fn embedded(embedded: &crate::engine::embedded::EmbeddedComponent) -> Self {
         ComponentBytes {
-            bytes: bytes::Bytes::from_static(bytes),
-            digest: Arc::from(digest),
+            bytes: bytes::Bytes::from_static(embedded.bytes),
+            digest: Arc::from(embedded.digest),
+            precompiled: embedded.precompiled,
         }
+    }
+
+    /// These bytes with `code` as their precompiled code (tests of what wasmtime refuses).
+    #[cfg(test)]
+    pub fn with_precompiled(mut self, code: Option<&'static [u8]>) -> Self {
+        self.precompiled = code;
+        self
+    }
+
+    /// Its code compiled when dsh was built, which wasmtime checks against the engine
+    /// that loads it (`None`: compile it).
+    pub fn precompiled(&self) -> Option<&'static [u8]> {
+        self.precompiled
     }
 
     /// SHA-256 of the bytes, hex.
@@ -350,6 +367,7 @@ impl From<Vec<u8>> for ComponentBytes {
         ComponentBytes {
             bytes: bytes.into(),
             digest,
+            precompiled: None,
         }
     }
 }
@@ -379,8 +397,11 @@ impl Plugin {
             ),
             CacheOutcome::Hit => tracing::info!(plugin = name, "compile cache hit"),
             CacheOutcome::Miss => tracing::info!(plugin = name, "compile cache miss: compiled"),
+            CacheOutcome::Precompiled => {
+                tracing::info!(plugin = name, "compile cache miss: precompiled code stored");
+            }
             CacheOutcome::Corrupt => {
-                tracing::warn!(plugin = name, "compile cache entry corrupt: recompiled")
+                tracing::warn!(plugin = name, "compile cache entry corrupt: replaced")
             }
             CacheOutcome::Disabled => tracing::debug!(plugin = name, "compiled (no cache)"),
         }
