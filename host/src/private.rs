@@ -100,6 +100,51 @@ pub fn create_file_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<bool> {
     }
 }
 
+/// Bytes of a [`secret_key`].
+pub const SECRET_KEY_BYTES: usize = 32;
+
+/// The secret key in `path` (its directory must exist), read when it is a private
+/// regular file of this user (no bits for group or others) of 32 bytes, else made anew
+/// from the kernel's random source: created atomically when missing (concurrent
+/// processes agree on one key), and replacing anything else found there (`true`: it was
+/// replaced, so whatever the old key sealed is no longer trusted).
+pub fn secret_key(path: &Path) -> std::io::Result<([u8; SECRET_KEY_BYTES], bool)> {
+    use std::os::unix::fs::MetadataExt;
+    let random = || {
+        let mut key = [0u8; SECRET_KEY_BYTES];
+        getrandom::fill(&mut key).map_err(std::io::Error::other)?;
+        Ok::<_, std::io::Error>(key)
+    };
+    for _ in 0..2 {
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) => {
+                let private_file = meta.is_file()
+                    && meta.uid() == euid()
+                    && meta.mode() & 0o077 == 0
+                    && meta.len() == SECRET_KEY_BYTES as u64;
+                if private_file {
+                    let bytes = std::fs::read(path)?;
+                    if let Ok(key) = <[u8; SECRET_KEY_BYTES]>::try_from(bytes.as_slice()) {
+                        return Ok((key, false));
+                    }
+                }
+                let key = random()?;
+                write_file_atomic(path, &key)?;
+                return Ok((key, true));
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                let key = random()?;
+                if create_file_atomic(path, &key)? {
+                    return Ok((key, false));
+                }
+                // Another process created it first: read theirs.
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    Err(std::io::Error::other("it keeps appearing and disappearing"))
+}
+
 /// The permission bits of `path` (symlinks followed).
 pub fn mode_of(path: &Path) -> std::io::Result<u32> {
     Ok(std::fs::metadata(path)?.permissions().mode() & 0o7777)

@@ -79,13 +79,38 @@ pub struct Snapshot {
     /// Owners gone before the upgrade, and the milliseconds left of their grace period.
     #[serde(default)]
     pub pending_releases: Vec<(String, u64)>,
+    /// Calls of MCP 2026-07-28 parked at a guard's question, nothing of them run yet:
+    /// their retries run them again here (`mcp::round_trip`).
+    #[serde(default)]
+    pub round_trips: Vec<RoundTripHandover>,
+}
+
+/// A call parked at a guard's question before anything of it ran, handed over: its
+/// state's call number and expiry (the state, sealed under the key in the state
+/// directory, binds it to its owner, tool and arguments), the guard that asks, and the
+/// answers its earlier guards were given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundTripHandover {
+    pub id: u64,
+    pub expiry_ms: u64,
+    pub asking_guard: String,
+    pub answered: Vec<GuardAnswer>,
+}
+
+/// A guard's question answered by the client: the guard, and the client's answer (an
+/// elicitation result).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuardAnswer {
+    pub guard: String,
+    pub answer: serde_json::Value,
 }
 
 /// The stdio MCP connection, handed over between two of its requests.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StdioHandover {
-    /// The params of the client's `initialize`, as it sent them.
-    pub initialize: serde_json::Value,
+    /// The params of the client's `initialize`, as it sent them (`None`: a client of MCP
+    /// 2026-07-28, which never sends one).
+    pub initialize: Option<serde_json::Value>,
     /// The level set with `logging/setLevel` (its number), if any.
     pub log_level: Option<u8>,
     /// Input read from stdin and not yet a whole line (base64).
@@ -218,6 +243,7 @@ impl Snapshot {
             stdio,
             http,
             pending_releases: host.services.pending_releases(),
+            round_trips: Vec::new(),
         })
     }
 
@@ -437,20 +463,23 @@ pub struct UpgradeAsk {
 
 impl StdioHandover {
     /// What a resumed connection's framing reads before stdin: the client's `initialize`
-    /// replayed (its answer is dropped), `notifications/initialized`, then the input
-    /// that was pending.
+    /// replayed (its answer is dropped) and `notifications/initialized`, if it sent one,
+    /// then the input that was pending.
     pub fn replay(&self) -> Vec<u8> {
         use base64::Engine as _;
-        let initialize = serde_json::json!({
-            "jsonrpc": "2.0",
-            "id": REPLAYED_INITIALIZE_ID,
-            "method": "initialize",
-            "params": self.initialize,
-        });
-        let mut bytes = initialize.to_string().into_bytes();
-        bytes.extend_from_slice(
-            b"\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
-        );
+        let mut bytes = Vec::new();
+        if let Some(params) = &self.initialize {
+            let initialize = serde_json::json!({
+                "jsonrpc": "2.0",
+                "id": REPLAYED_INITIALIZE_ID,
+                "method": "initialize",
+                "params": params,
+            });
+            bytes = initialize.to_string().into_bytes();
+            bytes.extend_from_slice(
+                b"\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
+            );
+        }
         bytes.extend(
             base64::engine::general_purpose::STANDARD
                 .decode(&self.pending_input)

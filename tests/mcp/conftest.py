@@ -3,9 +3,8 @@
 The server under test is the binary named by the `DSH_BIN` environment variable.
 Every test gets its own state directory and workspace (`DSH_STATE_DIR`,
 `DSH_WORKDIR`), so the event log a test reads holds only its own calls. The state
-directory starts with a compile cache holding the embedded plugins, copied from one cold
-start made once per session (`warm_cache`): a test's start costs what a user's second
-start costs, not seconds of compiling.
+directory starts empty, as a user's first start finds it (the embedded plugins' code is
+precompiled in the binary: nothing compiles).
 
 Fixtures:
 
@@ -91,27 +90,11 @@ class DshDirs:
     logs: Path
 
 
-@pytest.fixture(scope="session")
-def warm_cache(dsh_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The compile cache of one cold start of `dsh tools` (the embedded plugins)."""
-    root = tmp_path_factory.mktemp("warm")
-    (root / "work").mkdir()
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(root),
-           "DSH_STATE_DIR": str(root / "state"), "DSH_WORKDIR": str(root / "work")}
-    done = subprocess.run([dsh_bin, "tools", "--json"], env=env, cwd=root,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"the cold start that fills the compile cache failed: {done.stderr}"
-    return root / "state" / "cache"
-
-
 @pytest.fixture
-def dsh_dirs(tmp_path: Path, warm_cache: Path) -> DshDirs:
+def dsh_dirs(tmp_path: Path) -> DshDirs:
     dirs = DshDirs(state=tmp_path / "state", work=tmp_path / "work", logs=tmp_path / "logs")
     for d in (dirs.state, dirs.work, dirs.logs):
         d.mkdir()
-    # Copies (tests may change entries in place), with their modes: the key stays 0600.
-    shutil.copytree(warm_cache, dirs.state / "cache")
-    (dirs.state / "cache").chmod(0o700)
     return dirs
 
 

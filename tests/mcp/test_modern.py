@@ -263,3 +263,57 @@ async def test_a_foreground_subagent_asks_the_clients_model_by_round_trips(dsh_b
     assert "answered in 2 turns" in words, words
     offered = {tool.name for tool in model.requests[0].tools or []}
     assert "bash" in offered and "subagent" not in offered, offered
+
+
+def test_a_call_waiting_at_a_guards_question_survives_an_upgrade(
+    raw_stdio_server, markers, event_log, dsh_bin, dsh_env, dsh_dirs, tmp_path
+):
+    """`dsh upgrade` hands a call parked at a guard's question to the next binary (its
+    state is sealed under the key in the state directory, which both read): the retry runs
+    it there with its answer, once; a declined one runs nothing. An upgrade refused (a
+    binary that exits) takes the calls back: their retries run them in the old binary. The
+    drain does not wait for retries that cannot come while it runs (`upgrade_drain_ms` is
+    longer than the test's patience for the upgrade)."""
+    import shutil
+    import stat
+
+    from test_upgrade import server_pid, upgrade
+
+    server = raw_stdio_server(ASKING + "[serve]\nupgrade_drain_ms = 120000\n")
+    accept = {"input": {"action": "accept", "content": {}}}
+    decline = {"input": {"action": "decline"}}
+    parked = {}
+    for name in ("refused", "accepted", "declined"):
+        marker = markers()
+        first = _ask(server, len(parked) + 1, marker)["result"]
+        assert first["resultType"] == "input_required", first
+        parked[name] = (marker, first["requestState"])
+    pid = server_pid(dsh_dirs.state)
+    exits = tmp_path / "exits"
+    exits.write_text("#!/bin/sh\necho 'no such luck' >&2\nexit 3\n")
+    exits.chmod(exits.stat().st_mode | stat.S_IXUSR)
+    refused = upgrade(dsh_bin, dsh_env, "--binary", str(exits), timeout=30)
+    assert refused.returncode != 0 and "no such luck" in refused.stderr, refused.stderr
+    marker, state = parked["refused"]
+    done = _ask(server, 10, marker, {"requestState": state, "inputResponses": accept})["result"]
+    assert done["resultType"] == "complete" and f"ran-{marker}" in done["content"][0]["text"], done
+
+    copy = tmp_path / "dsh-next"
+    shutil.copy2(dsh_bin, copy)
+    upgraded = upgrade(dsh_bin, dsh_env, "--binary", str(copy), timeout=30)
+    assert upgraded.returncode == 0, upgraded.stderr
+    marker, state = parked["accepted"]
+    done = _ask(server, 11, marker, {"requestState": state, "inputResponses": accept})["result"]
+    assert done["resultType"] == "complete" and f"ran-{marker}" in done["content"][0]["text"], done
+    replayed = _ask(server, 12, marker, {"requestState": state, "inputResponses": accept})
+    assert replayed["error"]["code"] == -32602 and "used already" in replayed["error"]["message"], replayed
+    marker, state = parked["declined"]
+    denied = _ask(server, 13, marker, {"requestState": state, "inputResponses": decline})["result"]
+    assert "DENIED" in json.dumps(denied) and f"ran-{marker}" not in json.dumps(denied), denied
+    assert server_pid(dsh_dirs.state) == pid
+    key = dsh_dirs.state / "round-trips.key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600 and key.stat().st_size == 32
+    codes = [e.get("code") for e in event_log.events() if e.get("event") == "tool/result"]
+    # Each parked call ended once in the binary that handed it on (the refused upgrade's
+    # take-back ends none), then ran once on its retry: two ran, one denied.
+    assert codes.count("DENIED") >= 1 and len([c for c in codes if c in (None, "OK")]) == 2, event_log.dump()

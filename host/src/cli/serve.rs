@@ -100,7 +100,10 @@ pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
     upgrade_on_sigusr2(upgrade_asks)?;
     let server = Arc::new(McpServer::new(host.clone(), args.scope.as_str()));
     let (stdio, http) = match inherited {
-        Some(snapshot) => (snapshot.stdio, snapshot.http),
+        Some(snapshot) => {
+            server.adopt_round_trips(snapshot.round_trips);
+            (snapshot.stdio, snapshot.http)
+        }
         None => (None, None),
     };
     let outcome = match args.http {
@@ -298,7 +301,7 @@ fn served_scopes(server: Arc<McpServer>) -> anyhow::Result<Vec<ServedScope>> {
             );
         }
         scopes.push(ServedScope {
-            server: Arc::new(McpServer::new(server.host.clone(), scope.as_str())),
+            server: Arc::new(server.for_scope(scope.as_str())),
             token,
             principal: scope.clone(),
         });
@@ -341,7 +344,7 @@ fn add_named_principals(
         }
         let scope_server = match scopes.iter().find(|s| *s.server.scope == *principal.scope) {
             Some(served) => served.server.clone(),
-            None => Arc::new(McpServer::new(server.host.clone(), &principal.scope)),
+            None => Arc::new(server.for_scope(&principal.scope)),
         };
         scopes.push(ServedScope {
             server: scope_server,
@@ -434,7 +437,7 @@ fn taken_over(
             .scope(scope)
             .map_err(|e| anyhow::anyhow!("a scope handed over: {}", e.message))?;
         scopes.push(ServedScope {
-            server: Arc::new(McpServer::new(server.host.clone(), scope.as_str())),
+            server: Arc::new(server.for_scope(scope.as_str())),
             token: token.clone(),
             principal: scope.clone(),
         });

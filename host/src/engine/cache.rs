@@ -32,7 +32,7 @@ use super::plugin::ComponentBytes;
 use crate::private;
 
 /// Bytes of the secret key.
-const KEY_BYTES: usize = 32;
+const KEY_BYTES: usize = private::SECRET_KEY_BYTES;
 /// The key's file name in the cache directory.
 const KEY_FILE: &str = "key";
 /// Sidecar extension: the entry's authentication tag, hex.
@@ -102,7 +102,10 @@ impl ComponentCache {
     /// The secret key, read from or created in `dir` once per process.
     fn key(&self, dir: &Path) -> Result<[u8; KEY_BYTES], &str> {
         self.key
-            .get_or_init(|| load_or_create_key(dir).map_err(|e| e.to_string()))
+            .get_or_init(|| {
+                load_or_create_key(dir)
+                    .map_err(|e| format!("compile cache key in {}: {e}", dir.display()))
+            })
             .as_ref()
             .copied()
             .map_err(String::as_str)
@@ -395,65 +398,16 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
 }
 
 /// Why the cache key cannot be had.
-#[derive(Debug, thiserror::Error)]
-enum KeyError {
-    #[error("compile cache key {path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("no random bytes for the compile cache key: {0}")]
-    Random(getrandom::Error),
-}
-
-/// Reads `dir/key`, or creates it (atomically: concurrent processes agree on one key).
-/// A key file that is not a private regular file of this user with 32 bytes is
-/// replaced: entries tagged under a key anyone else could have read or chosen are
-/// not trusted.
-fn load_or_create_key(dir: &Path) -> Result<[u8; KEY_BYTES], KeyError> {
-    use std::os::unix::fs::MetadataExt;
+/// Reads `dir/key`, or creates it ([`private::secret_key`]). A key replaced because it
+/// was not private makes every entry recompile: entries tagged under a key anyone else
+/// could have read or chosen are not trusted.
+fn load_or_create_key(dir: &Path) -> std::io::Result<[u8; KEY_BYTES]> {
+    private::create_dir_all(dir)?;
     let path = dir.join(KEY_FILE);
-    let io_error = |source| KeyError::Io {
-        path: path.clone(),
-        source,
-    };
-    private::create_dir_all(dir).map_err(io_error)?;
-    for _ in 0..2 {
-        match std::fs::symlink_metadata(&path) {
-            Ok(meta) => {
-                let private_file = meta.is_file()
-                    && meta.uid() == crate::private::euid()
-                    && meta.mode() & 0o077 == 0
-                    && meta.len() == KEY_BYTES as u64;
-                if private_file {
-                    let bytes = std::fs::read(&path).map_err(io_error)?;
-                    if let Ok(key) = <[u8; KEY_BYTES]>::try_from(bytes.as_slice()) {
-                        return Ok(key);
-                    }
-                }
-                tracing::warn!(key = %path.display(), "compile cache key is not a private 32-byte file of this user: replaced (every entry will be recompiled)");
-                let key = random_key()?;
-                private::write_file_atomic(&path, &key).map_err(io_error)?;
-                return Ok(key);
-            }
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                let key = random_key()?;
-                if private::create_file_atomic(&path, &key).map_err(io_error)? {
-                    return Ok(key);
-                }
-                // Another process created it first: read theirs.
-            }
-            Err(error) => return Err(io_error(error)),
-        }
+    let (key, replaced) = private::secret_key(&path)?;
+    if replaced {
+        tracing::warn!(key = %path.display(), "compile cache key is not a private 32-byte file of this user: replaced (every entry will be recompiled)");
     }
-    Err(io_error(std::io::Error::other(
-        "it keeps appearing and disappearing",
-    )))
-}
-
-fn random_key() -> Result<[u8; KEY_BYTES], KeyError> {
-    let mut key = [0u8; KEY_BYTES];
-    getrandom::fill(&mut key).map_err(KeyError::Random)?;
     Ok(key)
 }
 

@@ -69,19 +69,43 @@ pub struct McpServer {
     pub host: Arc<Host>,
     /// The scope connections see tools in.
     pub scope: Arc<str>,
-    /// Calls of the 2026-07-28 revision waiting for the client's retry.
-    round_trips: round_trip::RoundTrips,
+    /// Calls of the 2026-07-28 revision waiting for the client's retry (one set for the
+    /// process: every scope's servers share it).
+    round_trips: Arc<round_trip::RoundTrips>,
 }
+
+/// The round-trip key's file in the state directory.
+const ROUND_TRIP_KEY_FILE: &str = "round-trips.key";
 
 impl McpServer {
     /// The server of `scope` on `host`.
     pub fn new(host: Arc<Host>, scope: &str) -> Self {
         let wait = Duration::from_millis(host.config.serve.approval_timeout_ms);
+        let key_file = host
+            .pipeline
+            .runtime
+            .state_dir
+            .as_ref()
+            .map(|dir| dir.join(ROUND_TRIP_KEY_FILE));
         McpServer {
+            round_trips: Arc::new(round_trip::RoundTrips::new(wait, key_file.as_deref())),
             host,
             scope: Arc::from(scope),
-            round_trips: round_trip::RoundTrips::new(wait),
         }
+    }
+
+    /// A server of `scope` on the same host, sharing this one's calls waiting for retries.
+    pub fn for_scope(&self, scope: &str) -> Self {
+        McpServer {
+            host: self.host.clone(),
+            scope: Arc::from(scope),
+            round_trips: self.round_trips.clone(),
+        }
+    }
+
+    /// Calls handed over by the binary before (`dsh upgrade`): their retries run them again.
+    pub fn adopt_round_trips(&self, handed: Vec<crate::upgrade::RoundTripHandover>) {
+        self.round_trips.adopt(handed);
     }
 }
 
@@ -1004,21 +1028,22 @@ impl McpConnection {
             Some(state) => {
                 let answer =
                     round_trip::answer_of(request.input_responses.as_ref()).map_err(refused)?;
-                self.server
+                let resumed = self
+                    .server
                     .round_trips
                     .resume(state, &owner, &name, &args_text(), answer)
-                    .map_err(refused)?
+                    .map_err(refused)?;
+                match resumed {
+                    round_trip::Resumed::Waiting(running) => running,
+                    round_trip::Resumed::Again(answers) => {
+                        let declared = round_trip::Declared::of(capabilities.as_ref());
+                        self.start_running(name.clone(), args, declared, &context, answers)
+                    }
+                }
             }
             None => {
-                let declared = capabilities
-                    .as_ref()
-                    .map(|c| round_trip::Declared {
-                        sampling: c.sampling.is_some(),
-                        sampling_tools: c.sampling.as_ref().is_some_and(|s| s.tools.is_some()),
-                        elicitation: c.elicitation.is_some(),
-                    })
-                    .unwrap_or_default();
-                self.start_running(name.clone(), args, declared, &context)
+                let declared = round_trip::Declared::of(capabilities.as_ref());
+                self.start_running(name.clone(), args, declared, &context, Vec::new())
             }
         };
         let progress_token = context.meta.get_progress_token();
@@ -1065,12 +1090,20 @@ impl McpConnection {
                     )
                     .await;
                 }
-                Some(round_trip::CallEvent::Ask { question, answer }) => {
+                Some(round_trip::CallEvent::Ask {
+                    question,
+                    answer,
+                    before_running,
+                }) => {
                     running.detach();
-                    let state =
-                        self.server
-                            .round_trips
-                            .park(&owner, &name, &args_text(), running, answer);
+                    let state = self.server.round_trips.park(
+                        &owner,
+                        &name,
+                        &args_text(),
+                        running,
+                        answer,
+                        before_running,
+                    );
                     let asks = rmcp::model::InputRequests::from([(
                         round_trip::INPUT.to_string(),
                         question,
@@ -1115,12 +1148,15 @@ impl McpConnection {
 
     /// Starts a call, reporting on the events of [`round_trip::Running`]: driven by the
     /// request serving it until it asks the client something, then in a task of its own.
+    /// Starts a 2026-07-28 call, its guards' questions answered by `answers` where one
+    /// is there for the guard (a call run again after `dsh upgrade`), else asked.
     fn start_running(
         &self,
         tool: String,
         args: serde_json::Value,
         declared: round_trip::Declared,
         context: &RequestContext<RoleServer>,
+        answers: Vec<crate::upgrade::GuardAnswer>,
     ) -> round_trip::Running {
         let (events, received) = tokio::sync::mpsc::unbounded_channel();
         let events_for_result = events.clone();
@@ -1141,6 +1177,10 @@ impl McpConnection {
             declared,
             sample_wait: Duration::from_millis(config.subagent.sampling_timeout_ms),
             ask_wait: Duration::from_millis(config.serve.approval_timeout_ms),
+            asked: Arc::new(round_trip::Asked {
+                preset: std::sync::Mutex::new(answers),
+                ..Default::default()
+            }),
         };
         let call = CallRequest {
             tool,
@@ -1242,7 +1282,8 @@ pub async fn serve_stdio(
         if let Some(handed) = &resume {
             connection.take_back(handed.log_level, handed.subscriptions.clone());
         }
-        let skip_first_line = resume.is_some();
+        // The answer to the replayed `initialize` is not the client's.
+        let skip_first_line = resume.as_ref().is_some_and(|h| h.initialize.is_some());
         if let Some(handed) = resume.take() {
             crate::upgrade::reading_again();
             let (_, stdin) = input.into_inner();
@@ -1451,7 +1492,8 @@ impl Reading {
     }
 }
 
-/// The stdio connection's part of an upgrade: what its client sent in `initialize`, its
+/// The stdio connection's part of an upgrade: what its client sent in `initialize` (if it
+/// sent one), its
 /// log level and the input read and not yet passed on; then [`prepare_handover`].
 async fn prepare_stdio_handover(
     server: &Arc<McpServer>,
@@ -1462,10 +1504,10 @@ async fn prepare_stdio_handover(
     pending: &[u8],
 ) -> Result<(crate::upgrade::Prepared, crate::upgrade::StdioHandover), String> {
     use base64::Engine as _;
+    // A client of 2026-07-28 sends no `initialize`: nothing to replay for it.
     let initialize = peer
         .peer_info()
-        .map(|info| serde_json::to_value(&*info).unwrap_or_default())
-        .ok_or("the client has not initialized the connection")?;
+        .map(|info| serde_json::to_value(&*info).unwrap_or_default());
     let handed = crate::upgrade::StdioHandover {
         initialize,
         log_level: log_threshold.get().map(|level| level as u8),
@@ -1515,9 +1557,16 @@ pub(crate) async fn prepare_handover(
     let drain = Duration::from_millis(host.config.serve.upgrade_drain_ms);
     let paused_at = std::time::SystemTime::now();
     let draining = Instant::now();
+    // Calls waiting at a guard's question go to the next binary (their retries run them
+    // there), so the drain does not wait for retries that cannot come while it runs.
+    let round_trips = server.round_trips.hand_over();
+    let take_back = |round_trips| server.round_trips.adopt(round_trips);
     let cancelled = calls.drain(drain).await;
     let drained = draining.elapsed();
-    crate::upgrade::unblocked(host)?;
+    if let Err(why) = crate::upgrade::unblocked(host) {
+        take_back(round_trips);
+        return Err(why);
+    }
     if cancelled > 0 {
         tracing::warn!(
             cancelled,
@@ -1525,9 +1574,16 @@ pub(crate) async fn prepare_handover(
         );
     }
     let (stdio, http) = connections();
-    let snapshot = crate::upgrade::Snapshot::take(host, stdio, http, paused_at, drained).await;
+    let snapshot = crate::upgrade::Snapshot::take(host, stdio, http, paused_at, drained)
+        .await
+        .map(|snapshot| crate::upgrade::Snapshot {
+            round_trips: round_trips.clone(),
+            ..snapshot
+        });
     let limit = Duration::from_millis(host.config.serve.upgrade_check_ms);
-    crate::upgrade::prepare(host, snapshot, binary, limit).await
+    crate::upgrade::prepare(host, snapshot, binary, limit)
+        .await
+        .inspect_err(|_| take_back(round_trips))
 }
 
 /// The buffer of each in-process pipe between the stdio framing and rmcp.

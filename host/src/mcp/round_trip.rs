@@ -18,12 +18,21 @@
 //! is denied as a guard's unanswered ask is (the call goes on to its end, `DENIED`, and its
 //! result is dropped), and its state is refused after.
 //!
-//! The key is made at start and kept in memory only: a pending call lives in this process,
-//! so a state has nothing to resume in another (a restart or an upgrade).
+//! **The key** is `STATE_DIR/round-trips.key` (32 random bytes, 0600; the state directory is
+//! hidden from sandboxed and contained runs), so it outlives the process: a state sealed
+//! before `dsh upgrade` verifies after it. Call numbers start at a random point in each
+//! process, so a state of one process never names a call another parked.
+//!
+//! **Across `dsh upgrade`** a call parked at a guard's question (nothing of it has run: the
+//! guards come before the tool) is handed over ([`RoundTrips::hand_over`]): the old binary
+//! ends it there, and the new one, given the retry, runs it again from its start with the
+//! answers given so far, each for the guard that asked it ([`Resumed::Again`]). A call
+//! parked in a plugin's sampling or form, or in a subagent's model, has run part way and
+//! cannot be run again: the upgrade's drain waits for it, then cancels it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use hmac::{Hmac, KeyInit, Mac};
@@ -32,6 +41,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::call::{Approval, ApprovalFuture, ApprovalRequest, Approver, CallResult, Notice};
+use crate::upgrade::{GuardAnswer, RoundTripHandover};
 
 /// What a call running between requests reports to the request serving it.
 #[derive(Debug)]
@@ -43,6 +53,9 @@ pub enum CallEvent {
     Ask {
         question: rmcp::model::InputRequest,
         answer: oneshot::Sender<serde_json::Value>,
+        /// Set for a guard's question asked before anything of the call ran: the call can
+        /// then be run again from its start with these answers (see the module doc).
+        before_running: Option<GuardAsk>,
     },
     /// The call ended.
     Done(CallResult),
@@ -84,11 +97,33 @@ impl Running {
     }
 }
 
+/// A guard's question asked before anything of its call ran.
+#[derive(Debug, Clone)]
+pub struct GuardAsk {
+    /// The guard that asks.
+    pub guard: String,
+    /// The answers the call's earlier guards were given, in order.
+    pub answered: Vec<GuardAnswer>,
+}
+
 /// A call waiting for its retry.
 struct Pending {
     call: Running,
     answer: oneshot::Sender<serde_json::Value>,
     expires: Instant,
+    /// When its wait ends (ms since the epoch), as its state says.
+    expiry_ms: u64,
+    before_running: Option<GuardAsk>,
+}
+
+/// What a retry's state resumes.
+#[derive(Debug)]
+pub enum Resumed {
+    /// The call, waiting in this process: the answer is given to it.
+    Waiting(Running),
+    /// A call handed over by the binary before: to be run again from its start, each of
+    /// its guards' questions answered with these (the retry's last).
+    Again(Vec<GuardAnswer>),
 }
 
 /// Why a retry's state was refused.
@@ -109,6 +144,8 @@ pub const INPUT: &str = "input";
 pub struct RoundTrips {
     key: [u8; 32],
     pending: Mutex<HashMap<u64, Pending>>,
+    /// Calls the binary before handed over (or an upgrade that did not happen took back).
+    handed: Mutex<HashMap<u64, RoundTripHandover>>,
     next: AtomicU64,
     wait: Duration,
 }
@@ -129,14 +166,36 @@ fn now_ms() -> u64 {
 }
 
 impl RoundTrips {
-    /// Calls wait at most `wait` for their retry.
-    pub fn new(wait: Duration) -> Self {
-        let mut key = [0u8; 32];
-        getrandom::fill(&mut key).expect("the kernel's random source");
+    /// Calls wait at most `wait` for their retry; states are sealed under the key in
+    /// `key_file` (made there when missing; `None`, or a key that cannot be had: one made
+    /// for this process only, with a warning).
+    pub fn new(wait: Duration, key_file: Option<&std::path::Path>) -> Self {
+        let random = || {
+            let mut key = [0u8; 32];
+            getrandom::fill(&mut key).expect("the kernel's random source");
+            key
+        };
+        let key = match key_file.map(crate::private::secret_key) {
+            Some(Ok((key, replaced))) => {
+                if replaced {
+                    tracing::warn!(key = %key_file.unwrap_or_else(|| std::path::Path::new("")).display(), "the round-trip key was not a private 32-byte file of this user: replaced (states sealed before are refused)");
+                }
+                key
+            }
+            Some(Err(error)) => {
+                tracing::warn!(%error, "no round-trip key in the state directory: states are sealed under a key of this process only");
+                random()
+            }
+            None => random(),
+        };
+        let mut first = [0u8; 8];
+        getrandom::fill(&mut first).expect("the kernel's random source");
         RoundTrips {
             key,
             pending: Mutex::new(HashMap::new()),
-            next: AtomicU64::new(1),
+            handed: Mutex::new(HashMap::new()),
+            // Room for 2^62 calls before it wraps.
+            next: AtomicU64::new(u64::from_le_bytes(first) >> 2),
             wait,
         }
     }
@@ -174,6 +233,7 @@ impl RoundTrips {
         args: &str,
         call: Running,
         answer: oneshot::Sender<serde_json::Value>,
+        before_running: Option<GuardAsk>,
     ) -> String {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let expiry = now_ms() + self.wait.as_millis() as u64;
@@ -187,13 +247,56 @@ impl RoundTrips {
                 call,
                 answer,
                 expires: now + self.wait,
+                expiry_ms: expiry,
+                before_running,
             },
         );
         format!("{id}.{expiry}.{}", self.mac(id, expiry, owner, tool, args))
     }
 
+    /// For `dsh upgrade`: the calls parked at a guard's question before anything of them
+    /// ran, each ended here (cancelled: nobody waits for its answer in this process any
+    /// more) and described for the next binary, which runs it again on its retry. The
+    /// other parked calls stay.
+    pub fn hand_over(&self) -> Vec<RoundTripHandover> {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let ids: Vec<u64> = pending
+            .iter()
+            .filter(|(_, p)| p.before_running.is_some() && p.expires > now)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut handed: Vec<RoundTripHandover> = ids
+            .into_iter()
+            .filter_map(|id| {
+                let parked = pending.remove(&id)?;
+                parked.call.cancel.cancel();
+                let asked = parked.before_running?;
+                Some(RoundTripHandover {
+                    id,
+                    expiry_ms: parked.expiry_ms,
+                    asking_guard: asked.guard,
+                    answered: asked.answered,
+                })
+            })
+            .collect();
+        drop(pending);
+        // Handed to this process before and not retried yet: handed on.
+        let before = std::mem::take(&mut *self.handed.lock().unwrap_or_else(|e| e.into_inner()));
+        handed.extend(before.into_values().filter(|h| h.expiry_ms >= now_ms()));
+        handed
+    }
+
+    /// Takes calls handed over by the binary before (or back from an upgrade that did not
+    /// happen): their retries run them again.
+    pub fn adopt(&self, handed: Vec<RoundTripHandover>) {
+        let mut kept = self.handed.lock().unwrap_or_else(|e| e.into_inner());
+        kept.extend(handed.into_iter().map(|h| (h.id, h)));
+    }
+
     /// The call `state` names, taken (once) for the retry of `tool` with `args` by `owner`,
-    /// with the user's answer given to it: its events go on.
+    /// with the user's answer given to it: its events go on (or, handed over by the binary
+    /// before, it is to run again with the answers so far).
     pub fn resume(
         &self,
         state: &str,
@@ -201,7 +304,7 @@ impl RoundTrips {
         tool: &str,
         args: &str,
         answer: serde_json::Value,
-    ) -> Result<Running, StateError> {
+    ) -> Result<Resumed, StateError> {
         let mut parts = state.splitn(3, '.');
         let (Some(id), Some(expiry), Some(mac)) = (parts.next(), parts.next(), parts.next()) else {
             return Err(StateError::Forged);
@@ -226,6 +329,10 @@ impl RoundTrips {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&id);
+            self.handed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id);
             return Err(StateError::Gone(wait));
         }
         let taken = self
@@ -234,13 +341,28 @@ impl RoundTrips {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&id);
         let Some(pending) = taken else {
-            return Err(StateError::Gone(wait));
+            let handed = self
+                .handed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id);
+            return match handed {
+                Some(handed) if handed.expiry_ms == expiry => {
+                    let mut answers = handed.answered;
+                    answers.push(GuardAnswer {
+                        guard: handed.asking_guard,
+                        answer,
+                    });
+                    Ok(Resumed::Again(answers))
+                }
+                _ => Err(StateError::Gone(wait)),
+            };
         };
         if pending.expires <= Instant::now() {
             return Err(StateError::Gone(wait));
         }
         let _ = pending.answer.send(answer);
-        Ok(pending.call)
+        Ok(Resumed::Waiting(pending.call))
     }
 }
 
@@ -250,10 +372,15 @@ async fn ask(
     events: &mpsc::UnboundedSender<CallEvent>,
     question: rmcp::model::InputRequest,
     wait: Duration,
+    before_running: Option<GuardAsk>,
 ) -> Result<serde_json::Value, String> {
     let (answer, answered) = oneshot::channel();
     events
-        .send(CallEvent::Ask { question, answer })
+        .send(CallEvent::Ask {
+            question,
+            answer,
+            before_running,
+        })
         .map_err(|_| "the request serving the call is gone".to_string())?;
     match tokio::time::timeout(wait, answered).await {
         Ok(Ok(value)) => Ok(value),
@@ -283,6 +410,21 @@ fn form(message: String, schema: rmcp::model::ElicitationSchema) -> rmcp::model:
 pub struct RoundTripApprover {
     pub events: mpsc::UnboundedSender<CallEvent>,
     pub wait: Duration,
+    pub asked: Arc<Asked>,
+}
+
+/// What one call has asked its client, shared by its approvers and its sampler.
+#[derive(Debug, Default)]
+pub struct Asked {
+    /// Its model or its user was asked (a plugin's sampling or form, a subagent's model):
+    /// the call has run part way, and a guard's question after that (one of a subagent's
+    /// calls) cannot be answered by running it again.
+    pub client: AtomicBool,
+    /// The answers its guards were given, in order.
+    pub guards: Mutex<Vec<GuardAnswer>>,
+    /// Answers given before this run (a call run again after `dsh upgrade`), each taken
+    /// by the first question of its guard.
+    pub preset: Mutex<Vec<GuardAnswer>>,
 }
 
 impl Approver for RoundTripApprover {
@@ -299,12 +441,51 @@ impl Approver for RoundTripApprover {
                 request.tool,
                 crate::call::describe_args(request.args)
             );
-            let schema = rmcp::model::ElicitationSchema::new(Default::default());
-            match ask(&self.events, form(question, schema), self.wait).await {
-                Ok(answer) if answer.get("action").and_then(|a| a.as_str()) == Some("accept") => {
-                    Approval::Approved
+            let preset = {
+                let mut preset = self.asked.preset.lock().unwrap_or_else(|e| e.into_inner());
+                let found = preset.iter().position(|given| given.guard == request.guard);
+                found.map(|at| preset.remove(at).answer)
+            };
+            let answered = match preset {
+                Some(answer) => Ok(answer),
+                None => {
+                    let schema = rmcp::model::ElicitationSchema::new(Default::default());
+                    let before_running =
+                        (!self.asked.client.load(Ordering::Relaxed)).then(|| GuardAsk {
+                            guard: request.guard.to_string(),
+                            answered: self
+                                .asked
+                                .guards
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .clone(),
+                        });
+                    ask(
+                        &self.events,
+                        form(question, schema),
+                        self.wait,
+                        before_running,
+                    )
+                    .await
                 }
-                Ok(_) => Approval::Denied,
+            };
+            match answered {
+                Ok(answer) => {
+                    let accepted = answer.get("action").and_then(|a| a.as_str()) == Some("accept");
+                    self.asked
+                        .guards
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(GuardAnswer {
+                            guard: request.guard.to_string(),
+                            answer,
+                        });
+                    if accepted {
+                        Approval::Approved
+                    } else {
+                        Approval::Denied
+                    }
+                }
                 Err(why) => Approval::Unavailable(why),
             }
         })
@@ -319,6 +500,19 @@ pub struct Declared {
     pub elicitation: bool,
 }
 
+impl Declared {
+    /// What a request's `_meta` capabilities declare (nothing, without them).
+    pub fn of(capabilities: Option<&rmcp::model::ClientCapabilities>) -> Self {
+        capabilities
+            .map(|c| Declared {
+                sampling: c.sampling.is_some(),
+                sampling_tools: c.sampling.as_ref().is_some_and(|s| s.tools.is_some()),
+                elicitation: c.elicitation.is_some(),
+            })
+            .unwrap_or_default()
+    }
+}
+
 /// The caller's client asked by round trips: its model (`sampling/createMessage`, for a
 /// plugin's `sampling` and the `subagent` loop) and its user (`elicitation/create`, for a
 /// plugin's `elicitation`), each only as it declared; the calls a subagent's model leads to
@@ -331,6 +525,7 @@ pub struct RoundTripSampler {
     pub sample_wait: Duration,
     /// How long a user's answer may take (`[serve] approval_timeout_ms`).
     pub ask_wait: Duration,
+    pub asked: Arc<Asked>,
 }
 
 #[allow(deprecated)] // sampling: see `sampling` (deprecated by rmcp after SEP-2577, current in 2026-07-28)
@@ -356,7 +551,8 @@ impl RoundTripSampler {
         let question = rmcp::model::InputRequest::CreateMessage(
             rmcp::model::CreateMessageRequest::new(params),
         );
-        let answer = ask(&self.events, question, self.sample_wait)
+        self.asked.client.store(true, Ordering::Relaxed);
+        let answer = ask(&self.events, question, self.sample_wait, None)
             .await
             .map_err(SampleError::TimedOut)?;
         let result: rmcp::model::CreateMessageResult = serde_json::from_value(answer.clone())
@@ -381,10 +577,12 @@ impl RoundTripSampler {
         }
         let schema: rmcp::model::ElicitationSchema = serde_json::from_value(schema.clone())
             .map_err(|e| SampleError::Invalid(format!("the requested schema: {e}")))?;
+        self.asked.client.store(true, Ordering::Relaxed);
         let answer = ask(
             &self.events,
             form(message.to_string(), schema),
             self.ask_wait,
+            None,
         )
         .await
         .map_err(SampleError::TimedOut)?;
@@ -434,6 +632,7 @@ impl crate::call::Sampler for RoundTripSampler {
             std::sync::Arc::new(RoundTripApprover {
                 events: self.events.clone(),
                 wait: self.ask_wait,
+                asked: self.asked.clone(),
             }) as std::sync::Arc<dyn Approver>
         })
     }
@@ -461,13 +660,24 @@ mod tests {
             cancel: CancellationToken::new(),
             driver: None,
         };
-        let state = trips.park("stdio", "bash", "{\"command\":\"x\"}", call, answer);
+        let asked = GuardAsk {
+            guard: "ask_git_push".into(),
+            answered: vec![],
+        };
+        let state = trips.park(
+            "stdio",
+            "bash",
+            "{\"command\":\"x\"}",
+            call,
+            answer,
+            Some(asked),
+        );
         (state, answered)
     }
 
     #[test]
     fn a_state_resumes_its_call_once_and_carries_the_answer() {
-        let trips = RoundTrips::new(Duration::from_secs(60));
+        let trips = RoundTrips::new(Duration::from_secs(60), None);
         let (state, mut answered) = parked(&trips);
         assert_eq!(trips.waiting(), 1);
         trips
@@ -495,7 +705,7 @@ mod tests {
 
     #[test]
     fn a_forged_altered_or_foreign_state_is_refused_and_the_call_keeps_waiting() {
-        let trips = RoundTrips::new(Duration::from_secs(60));
+        let trips = RoundTrips::new(Duration::from_secs(60), None);
         let (state, mut answered) = parked(&trips);
         let (id, rest) = state.split_once('.').unwrap();
         let other_id = format!("{}.{rest}", id.parse::<u64>().unwrap() + 1);
@@ -527,9 +737,63 @@ mod tests {
         assert!(answered.try_recv().is_err(), "a refused retry answered");
     }
 
+    /// A call parked at a guard's question is handed over (ended here) and adopted by
+    /// another process sealing under the same key: the retry there runs it again with the
+    /// answers so far, once; a call parked in a plugin's question is not handed over.
+    #[test]
+    fn a_call_at_a_guard_question_is_handed_over_and_run_again_once_with_its_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("round-trips.key");
+        let old = RoundTrips::new(Duration::from_secs(60), Some(&key));
+        let (state, _answered) = parked(&old);
+        // A plugin's sampling: it ran part way.
+        let (_tx, events) = mpsc::unbounded_channel();
+        let sampling = Running {
+            events,
+            cancel: CancellationToken::new(),
+            driver: None,
+        };
+        let (answer, _) = oneshot::channel();
+        let sampling_cancelled = sampling.cancel.clone();
+        old.park("stdio", "subagent", "{}", sampling, answer, None);
+        let handed = old.hand_over();
+        assert_eq!(handed.len(), 1, "{handed:?}");
+        assert_eq!(handed[0].asking_guard, "ask_git_push");
+        assert_eq!(old.waiting(), 1, "the plugin's question stays");
+        assert!(!sampling_cancelled.is_cancelled());
+        let new = RoundTrips::new(Duration::from_secs(60), Some(&key));
+        new.adopt(handed);
+        let args = "{\"command\":\"x\"}";
+        let forged = new.resume(&state, "http-2", "bash", args, serde_json::json!({}));
+        assert_eq!(forged.unwrap_err(), StateError::Forged);
+        let accept = serde_json::json!({"action": "accept"});
+        match new
+            .resume(&state, "stdio", "bash", args, accept.clone())
+            .unwrap()
+        {
+            Resumed::Again(answers) => assert_eq!(
+                answers,
+                vec![GuardAnswer {
+                    guard: "ask_git_push".into(),
+                    answer: accept.clone()
+                }]
+            ),
+            Resumed::Waiting(_) => panic!("nothing waits in this process"),
+        }
+        let replayed = new
+            .resume(&state, "stdio", "bash", args, accept)
+            .unwrap_err();
+        assert!(matches!(replayed, StateError::Gone(_)), "{replayed}");
+        // A process with a key of its own refuses the state outright.
+        let other = RoundTrips::new(Duration::from_secs(60), None);
+        let foreign = other.resume(&state, "stdio", "bash", args, serde_json::json!({}));
+        assert_eq!(foreign.unwrap_err(), StateError::Forged);
+        assert_eq!(crate::private::mode_of(&key).unwrap(), 0o600);
+    }
+
     #[test]
     fn a_retry_after_the_wait_is_refused() {
-        let trips = RoundTrips::new(Duration::from_millis(1));
+        let trips = RoundTrips::new(Duration::from_millis(1), None);
         let (state, _answered) = parked(&trips);
         std::thread::sleep(Duration::from_millis(5));
         let late = trips
