@@ -19,8 +19,8 @@ use serde_json::json;
 use crate::mcp_stdio::McpServer;
 use crate::support::{unique_marker, Env};
 
-/// "Nothing left one second later": how long a kill may take to show in /proc.
-const GONE_WITHIN: Duration = Duration::from_millis(1500);
+/// "Within a second": how long a kill may take to show in /proc.
+const GONE_WITHIN: Duration = Duration::from_millis(1000);
 /// How long the escapees of a command may take to appear.
 const PRESENT_WITHIN: Duration = Duration::from_secs(20);
 

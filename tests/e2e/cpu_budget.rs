@@ -148,6 +148,7 @@ fn a_call_that_needs_twice_its_budget_stops_within_three_ticks_over_it() {
     // The guest CPU it used: at most three ticks of the epoch (the check's period) past
     // its budget.
     let reported = reported_cpu_ms(&reply.text);
+    eprintln!("budget {BUDGET_MS} ms, guest CPU reported {reported} ms");
     let ticks = 3 * dsh::engine::EPOCH_TICK.as_millis() as u64;
     assert!(
         (BUDGET_MS..=BUDGET_MS + ticks).contains(&reported),

@@ -33,6 +33,9 @@ pub struct McpServer {
     waiting: Waiting,
     next_id: AtomicU64,
     stderr_path: PathBuf,
+    /// Lines on stdout that are not JSON-RPC messages (a log line there breaks every
+    /// client): every answer waited for asserts there is none.
+    stray: Arc<Mutex<Vec<String>>>,
 }
 
 /// A request sent and not yet answered.
@@ -104,10 +107,13 @@ impl McpServer {
         let stdin = child.stdin.take().unwrap();
         let waiting: Waiting = Arc::default();
         let answers = waiting.clone();
+        let stray: Arc<Mutex<Vec<String>>> = Arc::default();
+        let strays = stray.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                    strays.lock().unwrap().push(line);
                     continue;
                 };
                 let is_answer = message.get("result").is_some() || message.get("error").is_some();
@@ -126,6 +132,7 @@ impl McpServer {
             waiting,
             next_id: AtomicU64::new(1),
             stderr_path,
+            stray,
         };
         let init = server
             .request(
@@ -258,11 +265,23 @@ impl Pending {
     /// The JSON-RPC response (result or error); fails the test after `ANSWER_WITHIN`
     /// or when the server closes stdout first.
     pub fn wait(self, server: &McpServer) -> Value {
+        let stray = server.stray.lock().unwrap().clone();
+        assert!(
+            stray.is_empty(),
+            "dsh serve wrote lines that are not JSON-RPC to stdout: {stray:?}"
+        );
         if let Some(answer) = self.early {
             return answer;
         }
         match self.answer.recv_timeout(ANSWER_WITHIN) {
-            Ok(response) => response,
+            Ok(response) => {
+                let stray = server.stray.lock().unwrap().clone();
+                assert!(
+                    stray.is_empty(),
+                    "dsh serve wrote lines that are not JSON-RPC to stdout: {stray:?}"
+                );
+                response
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => panic!(
                 "no answer to request {} within {ANSWER_WITHIN:?}\n{}",
                 self.id,

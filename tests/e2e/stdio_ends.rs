@@ -166,7 +166,7 @@ fn raw_pty() -> (OwnedFd, OwnedFd) {
 
 /// The longest a server may take to end; the clients' own patience is a few hundred
 /// milliseconds before they escalate (measured times are printed).
-const ENDS_WITHIN: Duration = Duration::from_secs(1);
+const ENDS_WITHIN: Duration = Duration::from_millis(500);
 
 fn ends_cleanly(stream: Stream, endings: &[Ending]) {
     let env = Env::new();

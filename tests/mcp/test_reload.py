@@ -222,10 +222,13 @@ async def test_a_terminal_and_a_job_outlive_a_swap_of_their_plugins(dsh_bin, dsh
             python = {"id": term, "input": "python3 -q", "wait": {"pattern": ">>> "}}
             assert "settled: pattern" in text(await session.call_tool("terminal_send", python))
             await session.call_tool("terminal_send", {"id": term, "input": "x = 41", "wait": {"pattern": ">>> "}})
+            # The job runs until the test lets it go, after the swap: it cannot end before.
+            go = dsh_dirs.work / "go-after-the-swap"
+            waits = f"while [ ! -e {go} ]; do sleep 0.02; done; echo job-$((6*7))"
             started = text(
                 await session.call_tool(
                     "bash",
-                    {"command": "sleep 1; echo job-$((6*7))", "description": "outlives the swap", "run_in_background": True},
+                    {"command": waits, "description": "outlives the swap", "run_in_background": True},
                 )
             )
             job = started.split()[3]
@@ -237,6 +240,9 @@ async def test_a_terminal_and_a_job_outlive_a_swap_of_their_plugins(dsh_bin, dsh
 
             answer = text(await session.call_tool("terminal_send", {"id": term, "input": "x + 1", "wait": {"pattern": ">>> "}}))
             assert "\n42\n" in answer, answer
+            running = text(await session.call_tool("job_output", {"id": job}))
+            assert "running" in running and "job-42" not in running, running
+            go.touch()
             output = text(await session.call_tool("job_output", {"id": job, "wait_ms": 5000}))
             assert "job-42" in output, output
 

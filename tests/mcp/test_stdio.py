@@ -94,9 +94,18 @@ async def test_progress_notifications_arrive_before_the_result(open_stdio_sessio
     assert values == sorted(values) and len(set(values)) == len(values), f"progress must increase: {values}"
 
 
+def escaping(marker: str) -> str:
+    """A command that leaves `sleep MARKER` processes every way a shell can: a new session
+    (`setsid`, `setsid -f`), a double fork, `nohup … & disown`, then waits itself."""
+    return (
+        f"setsid sleep {marker} & setsid -f sleep {marker}; ( sleep {marker} & ) ; "
+        f"nohup sleep {marker} >/dev/null 2>&1 & disown; sleep {marker}"
+    )
+
+
 async def test_cancelled_call_leaves_no_process(open_stdio_session, event_log, markers, procs, text_of):
     marker = markers("600")
-    command = f"sleep {marker}"
+    command = escaping(marker)
 
     async with open_stdio_session() as session:
         await session.list_tools()
@@ -112,6 +121,9 @@ async def test_cancelled_call_leaves_no_process(open_stdio_session, event_log, m
 
             tg.start_soon(long_call)
             await procs.wait_until_present(marker, timeout=10)
+            with anyio.fail_after(10):
+                while len(procs.matching(marker)) < 5:
+                    await anyio.sleep(0.02)
             cancelled_at = time.monotonic()
             # Cancelling the task running call_tool makes the SDK send notifications/cancelled.
             tg.cancel_scope.cancel()
@@ -129,6 +141,17 @@ async def test_cancelled_call_leaves_no_process(open_stdio_session, event_log, m
         # The server is still serving after a cancellation.
         after = await session.call_tool("bash", {"command": "echo still-here", "description": "d"})
         assert text_of(after) == "still-here\n[exit code: 0]", after
+
+
+async def test_a_call_past_its_timeout_leaves_no_process(open_stdio_session, event_log, markers, procs, text_of):
+    """`timeoutMs` ends the call with `TIMEOUT` and kills everything it started, escapees too."""
+    marker = markers("600")
+    async with open_stdio_session() as session:
+        result = await session.call_tool(
+            "bash", {"command": escaping(marker), "description": "escapes, then times out", "timeoutMs": 1500}
+        )
+        assert result.is_error and "TIMEOUT" in text_of(result), text_of(result)
+        await procs.wait_until_gone(marker, timeout=3)
 
 
 def test_closing_stdin_exits_cleanly_and_leaves_no_process(raw_stdio_server, markers, procs):
