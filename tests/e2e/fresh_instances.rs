@@ -67,3 +67,27 @@ fn no_call_finds_the_pages_an_earlier_call_dirtied() {
     let refused = server.call("scribble", json!({ "pages": 513 }));
     assert!(refused.is_error, "{refused:?}");
 }
+
+/// Memory a call grows at run time starts zeroed in the next call's instance too, after
+/// a call of the same plugin marked it and after another plugin (`hostile`, filling its
+/// memory to its limit with marked pages) had the pool's slots: a reused slot's pages past
+/// the memory's initial size are dropped, never handed on.
+#[test]
+fn memory_grown_at_run_time_starts_zeroed_after_this_plugin_or_another_used_the_slot() {
+    let env = Env::new();
+    env.add_plugins(&[("fresh_state", "fresh_state"), ("hostile", "hostile")]);
+    let server = McpServer::start(&env, "[plugins.hostile]\nmemory_mb = 32\n");
+    for round in 0..6 {
+        assert_eq!(
+            server.call_ok("scribble", json!({ "pages": 8, "grow": 64 })),
+            "0",
+            "round {round}: grown pages held an earlier call's marks"
+        );
+        if round % 2 == 1 {
+            let filled = server.call("grow_memory", json!({}));
+            assert!(filled.is_error, "{filled:?}");
+        }
+    }
+    let refused = server.call("scribble", json!({ "pages": 8, "grow": 65 }));
+    assert!(refused.is_error, "{refused:?}");
+}

@@ -2,8 +2,9 @@
 //! `calls_seen` counts, in a global of its linear memory, the calls its instance has
 //! served (a fresh instance per call answers 1 every time; an instance that served a call
 //! before, reused or called while it was made ahead, would answer more), and `scribble`
-//! finds and leaves marks on many scattered pages of its linear memory (an instance whose
-//! pool slot was not fully reset after the previous call finds that call's marks).
+//! finds and leaves marks on many scattered pages of its linear memory, in its static data
+//! and in memory it grows at run time (an instance whose pool slot was not fully reset
+//! after the previous call, of this plugin or another, finds that call's marks).
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -45,6 +46,32 @@ struct ScribbleArgs {
     /// How many pages to mark, every other page of a 4 MiB zeroed buffer (at most 512),
     /// plus every other page of a 128 KiB initialised one.
     pages: usize,
+    /// How many 64 KiB WebAssembly pages to grow the memory by (at most 64), marking each
+    /// host page of them: grown memory must start zeroed.
+    #[serde(default)]
+    grow: usize,
+}
+
+/// WebAssembly's page: what `memory.grow` counts.
+#[cfg(target_arch = "wasm32")]
+const WASM_PAGE: usize = 65536;
+
+/// `pages` WebAssembly pages newly grown, as bytes (`None`: the memory cannot grow).
+#[cfg(target_arch = "wasm32")]
+fn grown(pages: usize) -> Option<&'static mut [u8]> {
+    let before = core::arch::wasm32::memory_grow(0, pages);
+    if before == usize::MAX {
+        return None;
+    }
+    // SAFETY: the pages just grown belong to nobody else (the allocator grows past them).
+    Some(unsafe {
+        core::slice::from_raw_parts_mut((before * WASM_PAGE) as *mut u8, pages * WASM_PAGE)
+    })
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn grown(_pages: usize) -> Option<&'static mut [u8]> {
+    None
 }
 
 struct FreshState;
@@ -88,7 +115,19 @@ fn scribble(_context: &CallContext, args: ScribbleArgs) -> ToolResult {
             .filter(|page| page.iter().any(|&byte| byte != fresh))
             .count()
     };
-    let seen = marked(zeroed, 0) + marked(imaged, IMAGE_BYTE);
+    if args.grow > 64 {
+        return failure(ErrorCode::InvalidArguments, "grow: at most 64");
+    }
+    let mut seen = marked(zeroed, 0) + marked(imaged, IMAGE_BYTE);
+    if args.grow > 0 {
+        let Some(grown) = grown(args.grow) else {
+            return failure(ErrorCode::Internal, "the memory cannot grow");
+        };
+        seen += marked(grown, 0);
+        for page in grown.chunks_mut(HOST_PAGE) {
+            page[HOST_PAGE / 3] = 0xcd;
+        }
+    }
     // Every other page: each mark is a run of its own for the reset to find.
     for page in zeroed.chunks_mut(2 * HOST_PAGE).take(args.pages) {
         page[HOST_PAGE / 2] = 0xab;

@@ -1003,6 +1003,41 @@ mod tests {
         assert!(!job.spill_path.exists());
     }
 
+    /// A running job keeps its newest `tail_bytes` (1 MiB by default) in memory, however
+    /// much it prints: after 100 MB, the tail holds exactly the newest MiB and its buffer
+    /// never grew past twice that; the rest is in the spill file only.
+    #[tokio::test]
+    async fn a_running_job_keeps_only_its_newest_mib_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = JobRegistry::new(
+            JobsConfig::default(),
+            Duration::from_millis(100),
+            dir.path().to_path_buf(),
+        );
+        let job = jobs
+            .create("bash", "o".into(), "d".into(), "c".into())
+            .unwrap();
+        let mib = JobsConfig::default().tail_bytes;
+        assert_eq!(mib, 1 << 20);
+        let chunk: Vec<u8> = (0..65536u32).map(|i| (i % 251) as u8).collect();
+        let mut largest = 0;
+        for _ in 0..(100 << 20) / chunk.len() {
+            job.push_output(&chunk).unwrap();
+            largest = largest.max(job.output.lock().unwrap().tail.capacity());
+        }
+        let output = job.output.lock().unwrap();
+        assert_eq!(output.total, 100 << 20);
+        assert_eq!(output.tail.len(), mib);
+        assert!(
+            largest <= 2 * mib,
+            "the tail's buffer grew to {largest} bytes"
+        );
+        let newest: Vec<u8> = output.tail.iter().copied().collect();
+        assert_eq!(&newest[..], &chunk.repeat(mib / chunk.len())[..]);
+        drop(output);
+        assert_eq!(std::fs::metadata(&job.spill_path).unwrap().len(), 100 << 20);
+    }
+
     #[tokio::test]
     async fn ids_count_per_kind_and_other_owners_get_not_found() {
         let dir = tempfile::tempdir().unwrap();
