@@ -635,3 +635,174 @@ fn the_promise_rule_catches_what_it_is_for() {
     let twice = promise_violations(&[("README.md", doc), ("ARCHITECTURE.md", doc)], table, read);
     assert!(twice.len() == 1 && twice[0].contains("tagged twice"));
 }
+
+/// What makes a sentence of the README a promise, so that it needs a tag: a word that
+/// guarantees (`never`, `always`, `cannot`, `nothing`, `at most`, `within 1 s`, `no other`,
+/// `survives`, `refuses`, `is killed`, `fails with`, `up to 8`), or a configured limit
+/// (`` `[section] key` ``). A sentence is the text between one end (`.`, `!`, `?` followed
+/// by a space and a capital, a backtick, `(`, `*` or `<`) and the next, in a paragraph or
+/// list item of prose: code blocks, tables and headings are not prose. A tag right after a
+/// sentence's end covers that sentence.
+const PROMISE_WORDS: &str = r"(?i)\b(never|always|cannot|nothing|at most|within \d|no other|survives?|refuses?|is refused|are refused|is killed|are killed|kills|fails? with|no core|up to \d)\b|`\[[a-z_.]+\] [a-z_]+`";
+
+/// README sections that describe the tests and the benchmarks rather than dsh: what they
+/// say is checked by running them, so their sentences are not promises.
+const NOT_PROMISE_SECTIONS: &[&str] = &["## Test it"];
+
+/// A README sentence with a promise's words and no tag says so at its end instead, when it
+/// is not one (a fact about the build, say): `<!-- not a promise: WHY -->`.
+const NOT_A_PROMISE: &str = "<!-- not a promise: ";
+
+/// The sentences of `readme`'s prose that read as promises ([`PROMISE_WORDS`]) and carry
+/// neither a promise tag nor [`NOT_A_PROMISE`].
+fn untagged_promises(readme: &str) -> Vec<String> {
+    let words = regex::Regex::new(PROMISE_WORDS).expect("a valid pattern");
+    let mut paragraphs: Vec<String> = Vec::new();
+    let (mut fenced, mut skipped, mut current) = (false, false, String::new());
+    let mut flush = |current: &mut String| {
+        if !current.trim().is_empty() {
+            paragraphs.push(std::mem::take(current));
+        }
+        current.clear();
+    };
+    for line in readme.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+            flush(&mut current);
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        if line.starts_with('#') {
+            flush(&mut current);
+            if line.starts_with("## ") {
+                skipped = NOT_PROMISE_SECTIONS.contains(&line.trim_end());
+            }
+            continue;
+        }
+        let trimmed = line.trim_start();
+        if skipped || trimmed.is_empty() || trimmed.starts_with('|') {
+            flush(&mut current);
+            continue;
+        }
+        if trimmed.starts_with("- ") || trimmed.starts_with("* ") {
+            flush(&mut current);
+        }
+        current.push_str(trimmed);
+        current.push(' ');
+    }
+    flush(&mut current);
+    let mut untagged = Vec::new();
+    for paragraph in paragraphs {
+        let sentences = sentences_of(&paragraph);
+        for (at, sentence) in sentences.iter().enumerate() {
+            let text = strip_leading_tag(sentence);
+            let tag_follows = sentences
+                .get(at + 1)
+                .is_some_and(|next| next.starts_with("<!--"));
+            let tagged = tag_follows
+                || text.contains(PROMISE_TAG)
+                || text.contains(NOT_A_PROMISE)
+                || (at + 1 == sentences.len() && sentence.trim_end().ends_with("-->"));
+            if !tagged && words.is_match(text) {
+                untagged.push(text.trim().to_string());
+            }
+        }
+    }
+    untagged
+}
+
+/// `paragraph` cut after each sentence's end (see [`PROMISE_WORDS`]).
+fn sentences_of(paragraph: &str) -> Vec<&str> {
+    let bytes = paragraph.as_bytes();
+    let mut sentences = Vec::new();
+    let mut start = 0;
+    for at in 0..bytes.len().saturating_sub(2) {
+        let ends = matches!(bytes[at], b'.' | b'!' | b'?')
+            && bytes[at + 1] == b' '
+            && (bytes[at + 2].is_ascii_uppercase() || b"`(*<".contains(&bytes[at + 2]));
+        if ends {
+            sentences.push(paragraph[start..=at].trim());
+            start = at + 2;
+        }
+    }
+    sentences.push(paragraph[start..].trim());
+    sentences.retain(|s| !s.is_empty());
+    sentences
+}
+
+/// `sentence` without the tags at its start (they cover the sentence before it).
+fn strip_leading_tag(sentence: &str) -> &str {
+    let mut rest = sentence.trim_start();
+    while rest.starts_with("<!--") {
+        match rest.find("-->") {
+            Some(end) => rest = rest[end + 3..].trim_start(),
+            None => break,
+        }
+    }
+    rest
+}
+
+/// The README's promise sentences not tagged yet, each by its first words (one a line):
+/// the debt [`every_promise_sentence_of_the_readme_is_tagged`] lets stand, and only shrink.
+const UNTAGGED_DEBT: &str = "tests/untagged-promises.txt";
+
+/// How much of a sentence names it in [`UNTAGGED_DEBT`].
+const DEBT_KEY_CHARS: usize = 72;
+
+fn debt_key(sentence: &str) -> String {
+    sentence.chars().take(DEBT_KEY_CHARS).collect()
+}
+
+#[test]
+fn every_promise_sentence_of_the_readme_is_tagged() {
+    let root = repository();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let debt = std::fs::read_to_string(root.join(UNTAGGED_DEBT)).unwrap_or_default();
+    let owed: Vec<&str> = debt
+        .lines()
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .collect();
+    let untagged: Vec<String> = untagged_promises(&readme)
+        .iter()
+        .map(|sentence| debt_key(sentence))
+        .collect();
+    let new: Vec<&String> = untagged
+        .iter()
+        .filter(|key| !owed.contains(&key.as_str()))
+        .collect();
+    let paid: Vec<&&str> = owed
+        .iter()
+        .filter(|key| !untagged.iter().any(|u| u == **key))
+        .collect();
+    assert!(
+        new.is_empty() && paid.is_empty(),
+        "README sentences that read as promises but carry no `<!-- promise: ID -->` tag (tag \
+         each and map it in {PROMISE_TABLE}, or end it with `<!-- not a promise: WHY -->`):\n- {}\n\
+         and lines of {UNTAGGED_DEBT} whose sentence is tagged or gone now (remove them):\n- {}",
+        new.iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n- "),
+        paid.iter().map(|s| **s).collect::<Vec<_>>().join("\n- ")
+    );
+}
+
+#[test]
+fn the_untagged_promise_rule_catches_what_it_is_for() {
+    let doc = "# T\n\nA run dies whole. <!-- promise: runs-die-whole --> Jobs never outlive \
+               dsh.\n\n```sh\nnever mind\n```\n\n| never | a table |\n\n- A job is killed at \
+               `[jobs] max_output_bytes`. <!-- promise: job-cap -->\n- It builds once. \
+               <!-- not a promise: the build -->\n\n## Test it\n\nThe tests never skip.\n";
+    assert_eq!(
+        untagged_promises(doc),
+        vec!["Jobs never outlive dsh.".to_string()]
+    );
+    let tagged = doc.replace("dsh.\n", "dsh. <!-- promise: jobs-die -->\n");
+    assert!(
+        untagged_promises(&tagged).is_empty(),
+        "{:?}",
+        untagged_promises(&tagged)
+    );
+}
