@@ -558,3 +558,64 @@ bob = { scope = "default", token_env = "TEST_BOB_TOKEN" }
             assert "kept-42" in await text_of(again), await text_of(again)
             output = await alice.call_tool("job_output", {"id": job, "wait_ms": 10000})
             assert "job-42" in await text_of(output), await text_of(output)
+
+
+def with_version(dsh_bin: str, into: Path, version: str) -> Path:
+    """A copy of `dsh_bin` whose own version string (dsh's `CARGO_PKG_VERSION`, as `dsh
+    --version`, the control socket and the snapshot's `written_by` say it) is `version`, of
+    the same length: every occurrence of the version in the binary but the WIT interface
+    names (`…@0.1.0`) and the plugin template (`version = "0.1.0"`) is rewritten."""
+    data = bytearray(Path(dsh_bin).read_bytes())
+    current = subprocess.run([dsh_bin, "--version"], capture_output=True, text=True, check=True).stdout.split()[-1]
+    assert len(version) == len(current) and version != current, (current, version)
+    old, new = current.encode(), version.encode()
+    at = data.find(old)
+    patched = 0
+    while at != -1:
+        before = data[at - 1 : at]
+        if before not in (b"@", b'"') and not data[at + len(old) : at + len(old) + 1].isdigit():
+            data[at : at + len(old)] = new
+            patched += 1
+        at = data.find(old, at + len(old))
+    assert patched > 0
+    into.write_bytes(bytes(data))
+    into.chmod(0o755)
+    said = subprocess.run([str(into), "--version"], capture_output=True, text=True, check=True).stdout
+    assert said.split()[-1] == version, said
+    return into
+
+
+async def test_an_upgrade_between_binaries_of_two_versions_goes_both_ways(
+    open_stdio_session, dsh_bin, dsh_env, dsh_dirs, tmp_path
+):
+    """From this binary to one whose version string differs (its snapshot is the same
+    version), and back: both accepted, the REPL's state kept, the server then reporting the
+    binary it runs. A snapshot of an older version than the binary reads is refused, as one
+    of a newer version is (`test_a_binary_that_fails_leaves_the_old_one_serving`)."""
+    current = subprocess.run([dsh_bin, "--version"], capture_output=True, text=True, check=True).stdout.split()[-1]
+    major, minor, patch = current.split(".")
+    other_version = f"{major}.{minor}.{(int(patch) + 1) % 10}"
+    other = with_version(dsh_bin, tmp_path / "dsh-other", other_version)
+    original = tmp_path / "dsh-original"
+    shutil.copy2(dsh_bin, original)
+    older = tmp_path / "older.json"
+    older.write_text('{"version": 0, "written_by": "0.0.1"}')
+    reads_older = executable(
+        tmp_path / "reads-older",
+        f'#!/bin/sh\n[ "$DSH_UPGRADE_CHECK" = snapshot ] && exec 9<"{older}" && export DSH_UPGRADE_FD=9\n'
+        f'exec "{dsh_bin}" "$@"\n',
+    )
+    async with open_stdio_session() as session:
+        repl = await start_repl(session)
+        pid = server_pid(dsh_dirs.state)
+        assert server_version(dsh_dirs.state)["version"] == current
+        refused = await anyio.to_thread.run_sync(lambda: upgrade(dsh_bin, dsh_env, "--binary", str(reads_older)))
+        assert refused.returncode != 0 and "version 0" in refused.stderr, refused.stderr
+        for binary, version in [(other, other_version), (original, current)]:
+            done = await anyio.to_thread.run_sync(lambda: upgrade(dsh_bin, dsh_env, "--binary", str(binary)))
+            assert done.returncode == 0, done.stderr
+            body = await send(session, repl, "print(x)", r"42\r?\n>>> ")
+            assert "42" in body, body
+            assert server_pid(dsh_dirs.state) == pid
+            assert os.readlink(f"/proc/{pid}/exe") == str(binary)
+            assert server_version(dsh_dirs.state)["version"] == version
