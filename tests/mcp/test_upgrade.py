@@ -127,6 +127,18 @@ def executable(path: Path, text_: str) -> Path:
     return path
 
 
+def reading_snapshot(dsh_bin: str, tmp_path: Path, version: int) -> Path:
+    """The real dsh, handed at its snapshot check a snapshot of `version` in place of the
+    one it was given: a binary that reads another snapshot version than this one."""
+    snapshot = tmp_path / f"snapshot-v{version}.json"
+    snapshot.write_text(f'{{"version": {version}, "written_by": "{version}.0.0"}}')
+    return executable(
+        tmp_path / f"reads-v{version}",
+        f'#!/bin/sh\n[ "$DSH_UPGRADE_CHECK" = snapshot ] && exec 9<"{snapshot}" && export DSH_UPGRADE_FD=9\n'
+        f'exec "{dsh_bin}" "$@"\n',
+    )
+
+
 async def upgrade_during_a_call(session: Any, *upgrade_args: str) -> tuple[subprocess.CompletedProcess, Any]:
     """Runs `dsh upgrade ARGS` while a 1 s `bash` call of `session` runs; returns the
     upgrade's outcome and the call's result."""
@@ -278,15 +290,8 @@ async def test_terminals_a_running_call_and_the_connection_survive_an_upgrade(
 
 async def test_a_binary_that_fails_leaves_the_old_one_serving(open_stdio_session, dsh_bin, dsh_env, dsh_dirs, tmp_path):
     exits = executable(tmp_path / "exits", "#!/bin/sh\necho 'no such luck' >&2\nexit 3\n")
-    # A binary that cannot read the snapshot: the real dsh, handed a snapshot of a future
-    # version in place of the one it was given.
-    future = tmp_path / "future.json"
-    future.write_text('{"version": 99, "written_by": "99.0.0"}')
-    unreadable = executable(
-        tmp_path / "unreadable",
-        f'#!/bin/sh\n[ "$DSH_UPGRADE_CHECK" = snapshot ] && exec 9<"{future}" && export DSH_UPGRADE_FD=9\n'
-        f'exec "{dsh_bin}" "$@"\n',
-    )
+    # A binary that cannot read the snapshot: it reads a future version.
+    unreadable = reading_snapshot(dsh_bin, tmp_path, 99)
     async with open_stdio_session() as session:
         repl = await start_repl(session)
         pid = server_pid(dsh_dirs.state)
@@ -598,13 +603,7 @@ async def test_an_upgrade_between_binaries_of_two_versions_goes_both_ways(
     other = with_version(dsh_bin, tmp_path / "dsh-other", other_version)
     original = tmp_path / "dsh-original"
     shutil.copy2(dsh_bin, original)
-    older = tmp_path / "older.json"
-    older.write_text('{"version": 0, "written_by": "0.0.1"}')
-    reads_older = executable(
-        tmp_path / "reads-older",
-        f'#!/bin/sh\n[ "$DSH_UPGRADE_CHECK" = snapshot ] && exec 9<"{older}" && export DSH_UPGRADE_FD=9\n'
-        f'exec "{dsh_bin}" "$@"\n',
-    )
+    reads_older = reading_snapshot(dsh_bin, tmp_path, 0)
     async with open_stdio_session() as session:
         repl = await start_repl(session)
         pid = server_pid(dsh_dirs.state)
