@@ -317,3 +317,38 @@ def test_a_call_waiting_at_a_guards_question_survives_an_upgrade(
     # Each parked call ended once in the binary that handed it on (the refused upgrade's
     # take-back ends none), then ran once on its retry: two ran, one denied.
     assert codes.count("DENIED") >= 1 and len([c for c in codes if c in (None, "OK")]) == 2, event_log.dump()
+
+
+async def test_a_background_subagent_asks_the_clients_model_through_job_output_round_trips(dsh_bin, dsh_env, dsh_dirs):
+    """A background subagent asks the model only while its owner waits on it: under
+    2026-07-28 the `job_output {wait_ms}` request lends its round trips, so each question
+    comes back as that request's `input_required` and the SDK's retry carries the answer."""
+    import re
+
+    from test_subagent import LS, SAMPLING_WITH_TOOLS, Model, answer, use
+
+    warnings.filterwarnings("ignore")
+    (dsh_dirs.work / "marker-file.txt").write_text("x\n")
+    model = Model(use("bash", LS), lambda p: answer("the workspace holds " + model.tool_results(1)[0].strip()))
+    async with Client(
+        _params(dsh_bin, dsh_env, dsh_dirs),
+        mode=MODERN,
+        read_timeout_seconds=30,
+        sampling_callback=model,
+        sampling_capabilities=SAMPLING_WITH_TOOLS,
+    ) as client:
+        started = _text(await client.call_tool("subagent", {"prompt": "What files?", "run_in_background": True}))
+        job = re.search(r"\bsubagent-\d+\b", started).group(0)
+        assert not model.requests, "nobody waits on it yet: the model is not asked"
+        transcript, since = "", 0
+        for _ in range(20):
+            read = _text(await client.call_tool("job_output", {"id": job, "since": since, "wait_ms": 5000}))
+            status = re.search(r"\[(subagent-\d+): ([^;\]]*); next cursor: (\d+)\]\s*\Z", read)
+            assert status, read
+            transcript += read[: status.start()]
+            since = int(status.group(3))
+            if status.group(2).startswith("exited"):
+                break
+    assert status.group(2) == "exited with code 0", read
+    assert "[turn 2] answer: the workspace holds marker-file.txt" in transcript, transcript
+    assert len(model.requests) == 2, model.requests
