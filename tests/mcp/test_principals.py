@@ -398,3 +398,25 @@ async def test_a_2025_session_is_bound_to_the_principal_that_opened_it(start_htt
         assert theirs.text == never.text, (theirs.text, never.text)
         mine = await http.post(server.url, json=ping, headers=session_headers | {"Authorization": f"Bearer {ALICE}"})
         assert mine.status_code == 200, mine.text
+
+
+async def test_a_plugins_sampling_and_form_over_http_are_round_trips(start_http_server, tmp_path):
+    """A plugin's `sampling` and `elicitation` host calls under 2026-07-28 over HTTP: each
+    question is the request's `input_required`, answered by the retry, across requests."""
+    import json
+
+    from test_client_asks import ELICITATION, GRANTS, SAMPLING, Client as Scripted, plugins_dir
+
+    server = start_http_server(GRANTS, env={"DSH_PLUGINS": str(plugins_dir(tmp_path))})
+    scripted = Scripted()
+    async with _modern(server, server.token, **scripted.callbacks()) as client:
+        sampled = await client.call_tool(*SAMPLING)
+        assert not sampled.is_error, _text(sampled)
+        assert _text(sampled) == "LLM response: This is a test response from the client", _text(sampled)
+        elicited = await client.call_tool(*ELICITATION)
+        said = _text(elicited)
+        assert not elicited.is_error and said.startswith("User response: action: accept, content: "), said
+        assert json.loads(said.split("content: ", 1)[1]) == {"username": "testuser", "email": "test@example.com"}
+    [request] = scripted.samplings
+    assert request.max_tokens == 100 and not request.tools, request
+    assert len(scripted.forms) == 1, scripted.forms
