@@ -107,15 +107,28 @@ impl Unprivileged {
         std::fs::write(&config_path, config).unwrap();
         std::fs::set_permissions(&config_path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let args = serde_json::json!({ "command": script, "description": "x" });
-        let output = self
-            .command(&self.dsh_path())
-            .env("DSH_STATE_DIR", self.path("state"))
-            .env("DSH_WORKDIR", self.path("work"))
-            .arg("--config")
-            .arg(&config_path)
-            .args(["call", "bash", &args.to_string(), "--json"])
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run dsh as {:?}: {e}", self.ids));
+        let mut tries = 0;
+        let output = loop {
+            let ran = self
+                .command(&self.dsh_path())
+                .env("DSH_STATE_DIR", self.path("state"))
+                .env("DSH_WORKDIR", self.path("work"))
+                .arg("--config")
+                .arg(&config_path)
+                .args(["call", "bash", &args.to_string(), "--json"])
+                .output();
+            match ran {
+                // The copy of dsh was written by this test process: a child another test
+                // forked meanwhile holds its descriptor until that child's exec (ETXTBSY).
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                ran => {
+                    break ran.unwrap_or_else(|e| panic!("cannot run dsh as {:?}: {e}", self.ids))
+                }
+            }
+        };
         let result = CallOutput::parse(output);
         assert_eq!(result.code, None, "the call failed: {result:?}");
         result
