@@ -352,3 +352,37 @@ async def test_a_background_subagent_asks_the_clients_model_through_job_output_r
     assert status.group(2) == "exited with code 0", read
     assert "[turn 2] answer: the workspace holds marker-file.txt" in transcript, transcript
     assert len(model.requests) == 2, model.requests
+
+
+def test_a_call_waiting_in_a_plugins_sampling_is_drained_at_an_upgrade_and_its_state_refused(
+    raw_stdio_server, event_log, dsh_bin, dsh_env, tmp_path
+):
+    """A call parked in a plugin's sampling has run part way and cannot be run again: the
+    upgrade's drain waits for it (`upgrade_drain_ms`), cancels it, and its state is refused
+    by the next binary."""
+    import shutil
+
+    from test_client_asks import GRANTS, SAMPLING, plugins_dir
+    from test_upgrade import upgrade
+
+    dsh_env["DSH_PLUGINS"] = str(plugins_dir(tmp_path))
+    server = raw_stdio_server(GRANTS + "[serve]\nupgrade_drain_ms = 300\n")
+    meta = dict(META)
+    meta["io.modelcontextprotocol/clientCapabilities"] = {"sampling": {}}
+    name, arguments = SAMPLING
+    params = {"_meta": meta, "name": name, "arguments": arguments}
+    server.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+    first = server.receive_response(1)["result"]
+    assert first["resultType"] == "input_required", first
+    assert first["inputRequests"]["input"]["method"] == "sampling/createMessage", first
+    copy = tmp_path / "dsh-next"
+    shutil.copy2(dsh_bin, copy)
+    upgraded = upgrade(dsh_bin, dsh_env, "--binary", str(copy), timeout=30)
+    assert upgraded.returncode == 0, upgraded.stderr
+    answer = {"role": "assistant", "content": {"type": "text", "text": "late"}, "model": "m", "stopReason": "endTurn"}
+    retry = dict(params, requestState=first["requestState"], inputResponses={"input": answer})
+    server.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": retry})
+    refused = server.receive_response(2)
+    assert refused["error"]["code"] == -32602 and "requestState" in refused["error"]["message"], refused
+    codes = [e.get("code") for e in event_log.events() if e.get("event") == "tool/result"]
+    assert codes == ["CANCELLED"], event_log.dump()
