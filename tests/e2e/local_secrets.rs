@@ -103,6 +103,14 @@ impl Unprivileged {
 
     /// `call_bash` with `config` as dsh.toml.
     fn call_bash_configured(&self, config: &str, script: &str) -> CallOutput {
+        let result = self.try_bash_configured(config, script);
+        assert_eq!(result.code, None, "the call failed: {result:?}");
+        result
+    }
+
+    /// `dsh call bash` of `script` as the unprivileged user with `config`, parsed, failed
+    /// or not.
+    fn try_bash_configured(&self, config: &str, script: &str) -> CallOutput {
         let config_path = self.path(&format!("dsh-{}.toml", unique_marker()));
         std::fs::write(&config_path, config).unwrap();
         std::fs::set_permissions(&config_path, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -129,9 +137,7 @@ impl Unprivileged {
                 }
             }
         };
-        let result = CallOutput::parse(output);
-        assert_eq!(result.code, None, "the call failed: {result:?}");
-        result
+        CallOutput::parse(output)
     }
 
     /// An ordinary (dumpable) process of the same user with the same secrets.
@@ -453,4 +459,21 @@ fn a_sandboxed_command_still_runs_under_an_unprivileged_dsh() {
     );
     assert_attacker_is_an_unprivileged_child(&env, &content);
     assert_eq!(value_of(&content, "dsh environ"), "refused", "{content}");
+}
+
+/// The container executor needs dsh to run as root: a non-root dsh refuses a contained
+/// call with `INTERNAL: sandbox unavailable: …` saying so, and runs nothing.
+#[test]
+fn a_non_root_dsh_refuses_a_contained_call_and_runs_nothing() {
+    let env = Unprivileged::new();
+    let marker = env.path("work").join(format!("ran-{}", unique_marker()));
+    let script = format!("touch {}", marker.display());
+    let result = env.try_bash_configured("[process.executor]\ndefault = \"container\"\n", &script);
+    assert_eq!(result.code.as_deref(), Some("INTERNAL"), "{result:?}");
+    assert!(
+        result.message.starts_with("sandbox unavailable: ")
+            && result.message.contains("needs dsh to run as root"),
+        "{result:?}"
+    );
+    assert!(!marker.exists(), "the refused call ran");
 }
