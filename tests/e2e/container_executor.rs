@@ -486,3 +486,33 @@ fn with_network_loopback_a_container_serves_itself_and_still_reaches_nothing_els
     assert!(!none.content.contains("own ping"), "{none:?}");
     assert!(none.content.contains("PermissionError"), "{none:?}");
 }
+
+/// `[process.sandbox] write` paths, writable under the sandbox, are not writable in a
+/// container: the same grant that lets a sandboxed command write there lets a contained
+/// one write nothing there.
+#[test]
+fn sandbox_write_paths_are_not_writable_in_a_container() {
+    root_only!();
+    let env = Env::new();
+    let granted = tempfile::tempdir().unwrap();
+    let marker = unique_marker();
+    let write = format!(
+        "[process.sandbox]\nwrite = [\"{}\"]\n",
+        granted.path().display()
+    );
+    let command = format!(
+        "touch {dir}/c-{marker} 2>/dev/null && echo wrote=yes || echo wrote=no",
+        dir = granted.path().display()
+    );
+    let contained = bash(&env, &format!("{CONTAINER}{write}"), &command);
+    assert!(contained.content.contains(MARKER), "{contained:?}");
+    assert!(contained.content.contains("wrote=no"), "{contained:?}");
+    assert!(!granted.path().join(format!("c-{marker}")).exists());
+    // The same grant under the sandbox: written.
+    let sandboxed = bash(
+        &env,
+        &format!("[process.executor]\ndefault = \"sandbox\"\n{write}"),
+        &command,
+    );
+    assert!(sandboxed.content.contains("wrote=yes"), "{sandboxed:?}");
+}
