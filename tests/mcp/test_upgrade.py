@@ -447,16 +447,45 @@ async def test_over_http_sessions_their_terminals_and_the_listener_survive_an_up
                     refused.append(repr(error))
                 time.sleep(0.002)
 
+        # And sends whole requests on connections opened all through it (a 2026-07-28
+        # `server/discover`, which needs no session): each is answered, by whichever binary
+        # accepts its connection; none is lost.
+        answered: list[int] = []
+
+        def ask() -> None:
+            import json
+            import urllib.request
+
+            body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "knock", "version": "0"}}}}).encode()
+            headers = server.auth_headers | {
+                "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
+            while not stop.is_set():
+                request = urllib.request.Request(server.url, data=body, headers=headers, method="POST")
+                try:
+                    with urllib.request.urlopen(request, timeout=30) as response:
+                        answered.append(response.status)
+                except Exception as error:  # any failure is a lost request
+                    refused.append(f"request: {error!r}")
+                time.sleep(0.02)
+
         knocking = threading.Thread(target=knock)
+        asking = threading.Thread(target=ask)
         knocking.start()
+        asking.start()
         try:
             done, slow = await upgrade_during_a_call(first, dsh_bin, dsh_env, "--binary", str(next_binary))
         finally:
             stop.set()
             knocking.join()
+            asking.join()
         assert "slow-call-done" in text(slow), show(None, slow)
         assert done.returncode == 0, f"dsh upgrade failed: {done.stdout}{done.stderr}\n{server.stderr()}"
         assert refused == [], refused
+        assert answered and set(answered) == {200}, answered
         assert server_pid(dsh_dirs.state) == pid
         assert os.readlink(f"/proc/{pid}/exe") == str(next_binary)
         # Each client goes on in its session (the same id, the same token), with its own
