@@ -243,19 +243,21 @@ async def test_a_2026_client_that_declared_neither_gets_the_unavailable_errors(d
         assert elicited.is_error and "ELICITATION_UNAVAILABLE" in _text(elicited), _text(elicited)
 
 
-async def test_a_foreground_subagent_asks_the_clients_model_by_round_trips(dsh_bin, dsh_env, dsh_dirs):
+def _listing_model(dsh_dirs):
+    """A scripted model that has the subagent run `ls` in a workspace holding one file,
+    then answers with what it saw; and the client options that lend it to dsh."""
     from test_subagent import LS, SAMPLING_WITH_TOOLS, Model, answer, use
 
     warnings.filterwarnings("ignore")
     (dsh_dirs.work / "marker-file.txt").write_text("x\n")
     model = Model(use("bash", LS), lambda p: answer("the workspace holds " + model.tool_results(1)[0].strip()))
-    async with Client(
-        _params(dsh_bin, dsh_env, dsh_dirs),
-        mode=MODERN,
-        read_timeout_seconds=30,
-        sampling_callback=model,
-        sampling_capabilities=SAMPLING_WITH_TOOLS,
-    ) as client:
+    options = {"read_timeout_seconds": 30, "sampling_callback": model, "sampling_capabilities": SAMPLING_WITH_TOOLS}
+    return model, options
+
+
+async def test_a_foreground_subagent_asks_the_clients_model_by_round_trips(dsh_bin, dsh_env, dsh_dirs):
+    model, options = _listing_model(dsh_dirs)
+    async with Client(_params(dsh_bin, dsh_env, dsh_dirs), mode=MODERN, **options) as client:
         result = await client.call_tool("subagent", {"prompt": "What files are in the workspace?"})
     words = _text(result)
     assert not result.is_error, words
@@ -325,18 +327,8 @@ async def test_a_background_subagent_asks_the_clients_model_through_job_output_r
     comes back as that request's `input_required` and the SDK's retry carries the answer."""
     import re
 
-    from test_subagent import LS, SAMPLING_WITH_TOOLS, Model, answer, use
-
-    warnings.filterwarnings("ignore")
-    (dsh_dirs.work / "marker-file.txt").write_text("x\n")
-    model = Model(use("bash", LS), lambda p: answer("the workspace holds " + model.tool_results(1)[0].strip()))
-    async with Client(
-        _params(dsh_bin, dsh_env, dsh_dirs),
-        mode=MODERN,
-        read_timeout_seconds=30,
-        sampling_callback=model,
-        sampling_capabilities=SAMPLING_WITH_TOOLS,
-    ) as client:
+    model, options = _listing_model(dsh_dirs)
+    async with Client(_params(dsh_bin, dsh_env, dsh_dirs), mode=MODERN, **options) as client:
         started = _text(await client.call_tool("subagent", {"prompt": "What files?", "run_in_background": True}))
         job = re.search(r"\bsubagent-\d+\b", started).group(0)
         assert not model.requests, "nobody waits on it yet: the model is not asked"

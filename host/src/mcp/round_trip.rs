@@ -175,15 +175,14 @@ impl RoundTrips {
             getrandom::fill(&mut key).expect("the kernel's random source");
             key
         };
-        let key = match key_file.map(crate::private::secret_key) {
-            Some(Ok((key, replaced))) => {
-                if replaced {
-                    tracing::warn!(key = %key_file.unwrap_or_else(|| std::path::Path::new("")).display(), "the round-trip key was not a private 32-byte file of this user: replaced (states sealed before are refused)");
-                }
+        let key = match key_file.map(|path| (path, crate::private::secret_key(path))) {
+            Some((_, Ok((key, false)))) => key,
+            Some((path, Ok((key, true)))) => {
+                tracing::warn!(key = %path.display(), "the round-trip key was not a private 32-byte file of this user: replaced (states sealed before are refused)");
                 key
             }
-            Some(Err(error)) => {
-                tracing::warn!(%error, "no round-trip key in the state directory: states are sealed under a key of this process only");
+            Some((path, Err(error))) => {
+                tracing::warn!(%error, key = %path.display(), "no round-trip key in the state directory: states are sealed under a key of this process only");
                 random()
             }
             None => random(),
