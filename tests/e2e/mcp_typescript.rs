@@ -2,10 +2,12 @@
 //! in the `node:test` suite under `tests/mcp-ts/`: the handshake and tools, progress,
 //! plugin logging, resources (listed, read, templates, owners), and resource change
 //! notifications and completions, over stdio and streamable HTTP; and its v2 client
-//! (`@modelcontextprotocol/client`) negotiating MCP 2026-07-28 over stdio. The SDK is installed
-//! with `npm ci` from `tests/mcp-ts/package-lock.json` into `target/tmp/mcp-ts-node`
-//! (once, and again when the lock file or package.json changes), never into the source
-//! tree; the suite runs with `node --test` against the binary built here.
+//! (`@modelcontextprotocol/client`) negotiating MCP 2026-07-28 over stdio and HTTP (tools
+//! with cache hints, a REPL, a job, `subscriptions/listen`, `input_required` round trips,
+//! tasks). The SDK is installed with `npm ci` from `tests/mcp-ts/package-lock.json` into
+//! `target/tmp/mcp-ts-node` (once, and again when the lock file or package.json changes),
+//! never into the source tree; the suite runs with `node --test` against the binary built
+//! here.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
