@@ -1,6 +1,6 @@
 //! dsh's own line framing for MCP over stdio, in front of rmcp: it splits stdin into
-//! lines, passes every line rmcp can read on to it unchanged, and answers the lines rmcp
-//! would drop without a word, so that a client never waits on an id forever.
+//! lines, parses each once and hands rmcp the messages ([`StdioTransport`]), and answers
+//! the lines that are no message, so that a client never waits on an id forever.
 //!
 //! - A line longer than `[serve] stdio_max_message_bytes` (its newline not counted) gets
 //!   `-32600` (invalid request) naming the limit, with the request's id when it is in the
@@ -9,19 +9,23 @@
 //! - A line that is not JSON (a syntax error, an unfinished value, or nesting deeper than
 //!   serde_json's recursion limit of 128) gets `-32700` (parse error), with the id when a
 //!   glance at the line's top-level members finds one (else `"id": null`).
+//! - Valid JSON that is no JSON-RPC message (another shape, a known method's params that
+//!   do not fit it) gets `-32600` (invalid request), with its id when one is seen.
 //! - A line that is certainly a notification (a whole top-level object with a `method`
 //!   and no `id`) or a response (`result` or `error`, no `method`) is logged, never
-//!   answered, as JSON-RPC says.
+//!   answered, as JSON-RPC says. An empty line is skipped.
 //!
-//! Valid JSON that is not a JSON-RPC message goes on to rmcp, which answers it `-32600`.
-//! The answers are written by the one task that owns stdout ([`write_output`]), which
-//! copies rmcp's output through and puts an answer only between two of its lines.
+//! The answers and rmcp's own messages are written by the one task that owns stdout
+//! ([`write_output`]), a whole line at a time.
+
+use std::future::Future;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use rmcp::model::ClientJsonRpcMessage;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::service::RoleServer;
 
 /// JSON-RPC's code for input that is not JSON.
 const PARSE_ERROR: i64 = -32700;
@@ -31,18 +35,55 @@ const INVALID_REQUEST: i64 = -32600;
 /// How much is read from stdin at a time.
 const CHUNK: usize = 64 << 10;
 
-/// Reads `input` line by line until its end (or a read error), writing the lines rmcp
-/// can read to `to_rmcp` unchanged and sending an answer line for each refused request
-/// to `answers`. A last line without a newline is passed on as it is. Ends early when
-/// rmcp stops reading.
-pub async fn frame_input<R, W>(
+/// Where the framing puts each line that is a message, parsed.
+pub trait PassOn: Send {
+    /// Passes `message` on (`line` is its text, newline included); false once nobody
+    /// reads what is passed.
+    fn pass(
+        &mut self,
+        line: &[u8],
+        message: ClientJsonRpcMessage,
+    ) -> impl Future<Output = bool> + Send;
+}
+
+impl<P: PassOn> PassOn for &mut P {
+    fn pass(
+        &mut self,
+        line: &[u8],
+        message: ClientJsonRpcMessage,
+    ) -> impl Future<Output = bool> + Send {
+        (**self).pass(line, message)
+    }
+}
+
+/// The messages go to rmcp, through [`StdioTransport`].
+impl PassOn for mpsc::Sender<ClientJsonRpcMessage> {
+    async fn pass(&mut self, _line: &[u8], message: ClientJsonRpcMessage) -> bool {
+        self.send(message).await.is_ok()
+    }
+}
+
+/// The lines themselves, as they came (the framing's tests look at them).
+#[cfg(test)]
+impl PassOn for Vec<u8> {
+    async fn pass(&mut self, line: &[u8], _message: ClientJsonRpcMessage) -> bool {
+        self.extend_from_slice(line);
+        true
+    }
+}
+
+/// Reads `input` line by line until its end (or a read error), passing each message to
+/// `to_rmcp` and sending an answer line for each refused request to `answers`. A last
+/// line without a newline is dropped, as a cut-off message. Ends early when rmcp stops
+/// reading.
+pub async fn frame_input<R, P>(
     mut input: R,
-    mut to_rmcp: W,
+    mut to_rmcp: P,
     answers: mpsc::Sender<Vec<u8>>,
     max_message_bytes: usize,
 ) where
     R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
+    P: PassOn,
 {
     let never = tokio_util::sync::CancellationToken::new();
     frame_input_until(&mut input, &mut to_rmcp, answers, max_message_bytes, &never).await;
@@ -60,17 +101,17 @@ pub struct Stopped {
 /// [`frame_input`], which also stops when `stop` is cancelled, between two reads of
 /// `input`: every whole line read by then has gone on, and the rest of the input is
 /// either still unread or in [`Stopped::pending`] (an upgrade hands both to the next
-/// binary). `to_rmcp` is shut down only when the input ended.
-pub async fn frame_input_until<R, W>(
+/// binary).
+pub async fn frame_input_until<R, P>(
     input: &mut R,
-    to_rmcp: &mut W,
+    to_rmcp: &mut P,
     answers: mpsc::Sender<Vec<u8>>,
     max_message_bytes: usize,
     stop: &tokio_util::sync::CancellationToken,
 ) -> Stopped
 where
     R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
+    P: PassOn,
 {
     let mut line: Vec<u8> = Vec::new();
     let mut discarding = false;
@@ -123,11 +164,12 @@ where
                 continue;
             }
             match check_line(&line) {
-                Checked::Pass => {
-                    if to_rmcp.write_all(&line).await.is_err() {
+                Checked::Pass(message) => {
+                    if !to_rmcp.pass(&line, *message).await {
                         return Stopped::default();
                     }
                 }
+                Checked::Empty => {}
                 Checked::Refused(Some(answer)) => {
                     if answers.send(answer).await.is_err() {
                         return Stopped::default();
@@ -142,50 +184,59 @@ where
         }
     }
     if !line.is_empty() && !discarding {
-        // rmcp drops an unterminated last line; it is its to drop, as before.
-        let _ = to_rmcp.write_all(&line).await;
+        tracing::warn!(
+            bytes = line.len(),
+            "MCP stdio: the input ended inside a line; the cut-off line was dropped"
+        );
     }
-    let _ = to_rmcp.shutdown().await;
     Stopped::default()
 }
 
 /// What becomes of one whole line.
 enum Checked {
-    /// rmcp reads it (or answers it itself).
-    Pass,
+    /// A message, for rmcp.
+    Pass(Box<ClientJsonRpcMessage>),
+    /// Nothing but whitespace: skipped.
+    Empty,
     /// Not given to rmcp; answered with this line, or (a notification) not answered.
     Refused(Option<Vec<u8>>),
 }
 
-/// Whether rmcp can read `line` (with its newline); when not, the answer to it.
+/// The message `line` (with its newline) holds, parsed once; when it holds none, the
+/// answer to it.
 fn check_line(line: &[u8]) -> Checked {
-    // What rmcp parses: the line without its newline, a carriage return, a BOM.
+    // The line without its newline, a carriage return, a BOM (RFC 8259 allows one).
     let content = line.strip_suffix(b"\n").unwrap_or(line);
     let content = content.strip_suffix(b"\r").unwrap_or(content);
     let content = content
         .strip_prefix(b"\xEF\xBB\xBF".as_slice())
         .unwrap_or(content);
     if content.is_empty() {
-        return Checked::Pass;
+        return Checked::Empty;
     }
     let error = match serde_json::from_slice::<ClientJsonRpcMessage>(content) {
-        Ok(_) => return Checked::Pass,
+        Ok(message) => return Checked::Pass(Box::new(message)),
         Err(error) => error,
     };
-    match error.classify() {
-        // Valid JSON that is no message: rmcp answers it (-32600).
-        serde_json::error::Category::Data | serde_json::error::Category::Io => Checked::Pass,
-        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
-            let glance = glance(content);
-            Checked::Refused(answer_for(
-                &glance,
-                PARSE_ERROR,
-                format!("Parse error: {error}"),
-                json!(null),
-                "a line that is not JSON",
-            ))
-        }
-    }
+    let (code, message, what) = match error.classify() {
+        serde_json::error::Category::Data | serde_json::error::Category::Io => (
+            INVALID_REQUEST,
+            format!("Invalid request: {error}"),
+            "a line that is no JSON-RPC message",
+        ),
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => (
+            PARSE_ERROR,
+            format!("Parse error: {error}"),
+            "a line that is not JSON",
+        ),
+    };
+    Checked::Refused(answer_for(
+        &glance(content),
+        code,
+        message,
+        json!(null),
+        what,
+    ))
 }
 
 /// The answer to a line over the limit (`line` is what was read of it).
@@ -384,12 +435,64 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Owns stdout: copies rmcp's output (`from_rmcp`) to `out` as it comes and writes each
-/// of the framing's answers whole, between two of rmcp's lines, never inside one. Ends
-/// when rmcp's output ends (writing the answers already queued) or `out` fails.
-pub async fn write_output<R, W>(from_rmcp: R, answers: mpsc::Receiver<Vec<u8>>, mut out: W)
-where
-    R: AsyncRead + Unpin,
+/// rmcp's side of the stdio connection: the messages the framing parsed in, and rmcp's
+/// messages out, each serialized into one line for [`write_output`].
+pub struct StdioTransport {
+    messages: mpsc::Receiver<ClientJsonRpcMessage>,
+    /// None once rmcp has closed the transport.
+    lines: Option<mpsc::Sender<Vec<u8>>>,
+}
+
+impl StdioTransport {
+    pub fn new(
+        messages: mpsc::Receiver<ClientJsonRpcMessage>,
+        lines: mpsc::Sender<Vec<u8>>,
+    ) -> Self {
+        Self {
+            messages,
+            lines: Some(lines),
+        }
+    }
+}
+
+impl rmcp::transport::Transport<RoleServer> for StdioTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        message: ServerJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let line = serde_json::to_vec(&message).map(|mut line| {
+            line.push(b'\n');
+            line
+        });
+        let lines = self.lines.clone();
+        async move {
+            let closed =
+                || std::io::Error::new(std::io::ErrorKind::NotConnected, "stdout is closed");
+            let lines = lines.ok_or_else(closed)?;
+            lines.send(line?).await.map_err(|_| closed())
+        }
+    }
+
+    async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
+        self.messages.recv().await
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.lines = None;
+        Ok(())
+    }
+}
+
+/// Owns stdout: writes rmcp's lines (`from_rmcp`) and the framing's answers to `out`, a
+/// whole line at a time, flushing whenever nothing more is waiting. Ends when rmcp's
+/// output ends (writing the answers already queued) or `out` fails.
+pub async fn write_output<W>(
+    from_rmcp: mpsc::Receiver<Vec<u8>>,
+    answers: mpsc::Receiver<Vec<u8>>,
+    mut out: W,
+) where
     W: AsyncWrite + Unpin,
 {
     write_output_skipping(from_rmcp, answers, &mut out, false).await;
@@ -397,58 +500,45 @@ where
 
 /// [`write_output`] to `out` borrowed, and when `skip_first_line`, without rmcp's first
 /// line (the answer to the `initialize` a resumed connection replays).
-pub async fn write_output_skipping<R, W>(
-    mut from_rmcp: R,
+pub async fn write_output_skipping<W>(
+    mut from_rmcp: mpsc::Receiver<Vec<u8>>,
     mut answers: mpsc::Receiver<Vec<u8>>,
     out: &mut W,
-    skip_first_line: bool,
+    mut skip_first_line: bool,
 ) where
-    R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let mut chunk = vec![0u8; CHUNK];
-    if skip_first_line {
-        let mut byte = [0u8; 1];
-        loop {
-            match from_rmcp.read(&mut byte).await {
-                Ok(1) if byte[0] == b'\n' => break,
-                Ok(1) => {}
-                _ => return,
-            }
-        }
-    }
-    // Whether rmcp's last write ended inside a line.
-    let mut mid_line = false;
     let mut answers_open = true;
     loop {
-        tokio::select! {
+        let line = tokio::select! {
             // An answer waiting goes out first: before rmcp's answers to later lines.
             biased;
-            answer = answers.recv(), if answers_open && !mid_line => match answer {
-                Some(answer) => {
-                    if out.write_all(&answer).await.is_err() || out.flush().await.is_err() {
-                        return;
-                    }
+            answer = answers.recv(), if answers_open => match answer {
+                Some(answer) => answer,
+                None => {
+                    answers_open = false;
+                    continue;
                 }
-                None => answers_open = false,
             },
-            read = from_rmcp.read(&mut chunk) => {
-                let read = match read {
-                    Ok(0) | Err(_) => break,
-                    Ok(read) => read,
-                };
-                if out.write_all(&chunk[..read]).await.is_err() || out.flush().await.is_err() {
-                    return;
+            line = from_rmcp.recv() => match line {
+                Some(line) if std::mem::take(&mut skip_first_line) => {
+                    drop(line);
+                    continue;
                 }
-                mid_line = chunk[read - 1] != b'\n';
-            }
+                Some(line) => line,
+                None => break,
+            },
+        };
+        if out.write_all(&line).await.is_err() {
+            return;
+        }
+        if answers.is_empty() && from_rmcp.is_empty() && out.flush().await.is_err() {
+            return;
         }
     }
-    if !mid_line {
-        while let Ok(answer) = answers.try_recv() {
-            if out.write_all(&answer).await.is_err() {
-                return;
-            }
+    while let Ok(answer) = answers.try_recv() {
+        if out.write_all(&answer).await.is_err() {
+            return;
         }
     }
     let _ = out.flush().await;
@@ -463,7 +553,7 @@ mod tests {
 
     fn answered(line: &str) -> Option<Value> {
         match check_line(format!("{line}\n").as_bytes()) {
-            Checked::Pass => panic!("{line:?} was passed on"),
+            Checked::Pass(_) | Checked::Empty => panic!("{line:?} was not refused"),
             Checked::Refused(answer) => answer.map(|a| serde_json::from_slice(&a).unwrap()),
         }
     }
@@ -473,21 +563,43 @@ mod tests {
     }
 
     #[test]
-    fn valid_messages_and_valid_json_that_is_no_message_pass_on_to_rmcp() {
+    fn messages_pass_on_to_rmcp_parsed_and_empty_lines_are_skipped() {
         for line in [
             r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
             r#"{"jsonrpc":"2.0","id":"a","result":{}}"#,
-            r#"{"not":"a message"}"#,
-            "[1,2]",
-            "",
-            "\r",
+            "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\r",
         ] {
+            let Checked::Pass(message) = check_line(format!("{line}\n").as_bytes()) else {
+                panic!("{line:?} was not passed on");
+            };
+            let text = serde_json::to_value(&*message).unwrap();
+            assert_eq!(text["jsonrpc"], "2.0", "{line:?}");
+        }
+        for line in ["", "\r"] {
             assert!(
-                matches!(check_line(format!("{line}\n").as_bytes()), Checked::Pass),
+                matches!(check_line(format!("{line}\n").as_bytes()), Checked::Empty),
                 "{line:?}"
             );
         }
+    }
+
+    #[test]
+    fn valid_json_that_is_no_message_gets_invalid_request_with_the_id_when_one_is_seen() {
+        for line in [r#"{"not":"a message"}"#, "[1,2]", "7"] {
+            let answer = answered(line).unwrap();
+            assert_eq!(answer["id"], Value::Null, "{line}");
+            assert_eq!(answer["error"]["code"], INVALID_REQUEST, "{line}");
+        }
+        // A request with no method rmcp reads: the client waits on this id.
+        let answer = answered(r#"{"jsonrpc":"2.0","id":9,"method":5}"#).unwrap();
+        assert_eq!(answer["id"], 9);
+        assert_eq!(answer["error"]["code"], INVALID_REQUEST);
+        // A notification that fits no message is dropped, never answered.
+        assert_eq!(
+            answered(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":7}"#),
+            None
+        );
     }
 
     #[test]
@@ -529,7 +641,6 @@ mod tests {
 
     #[tokio::test]
     async fn an_over_long_line_is_answered_with_its_id_and_the_lines_around_it_pass() {
-        let (to_rmcp, mut rmcp) = tokio::io::duplex(1 << 20);
         let (answers, mut answered) = mpsc::channel(4);
         let long = format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":42,\"method\":\"x\",\"params\":\"{}\"}}\n",
@@ -537,10 +648,9 @@ mod tests {
         );
         let ping = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n";
         let input = format!("{ping}{long}{ping}");
-        frame_input(input.as_bytes(), to_rmcp, answers, 200).await;
-        let mut passed = String::new();
-        rmcp.read_to_string(&mut passed).await.unwrap();
-        assert_eq!(passed, format!("{ping}{ping}"));
+        let mut passed = Vec::new();
+        frame_input(input.as_bytes(), &mut passed, answers, 200).await;
+        assert_eq!(String::from_utf8(passed).unwrap(), format!("{ping}{ping}"));
         let answer: Value = serde_json::from_slice(&answered.recv().await.unwrap()).unwrap();
         assert_eq!(answer["id"], 42);
         assert_eq!(answer["error"]["code"], INVALID_REQUEST);
@@ -549,20 +659,36 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn answers_go_between_rmcps_lines_never_inside_one() {
-        let (mut rmcp, from_rmcp) = tokio::io::duplex(1 << 16);
+    async fn rmcps_messages_and_the_answers_go_out_as_whole_lines() {
+        use rmcp::transport::Transport;
+        let (_framed, rmcp_in) = mpsc::channel(1);
+        let (rmcp_out, from_rmcp) = mpsc::channel(4);
         let (answers, queued) = mpsc::channel(4);
+        let mut transport = StdioTransport::new(rmcp_in, rmcp_out);
         let (out, mut written) = tokio::io::duplex(1 << 16);
         let writer = tokio::spawn(write_output(from_rmcp, queued, out));
-        rmcp.write_all(b"{\"half").await.unwrap();
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        answers.send(b"ANSWER\n".to_vec()).await.unwrap();
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        rmcp.write_all(b"\":1}\n").await.unwrap();
-        drop(rmcp);
+        let pong = ServerJsonRpcMessage::response(
+            rmcp::model::ServerResult::empty(()),
+            rmcp::model::NumberOrString::Number(1),
+        );
+        transport.send(pong.clone()).await.unwrap();
+        answers.send(b"{\"answer\":1}\n".to_vec()).await.unwrap();
+        transport.send(pong).await.unwrap();
+        transport.close().await.unwrap();
+        drop(transport);
         writer.await.unwrap();
         let mut text = String::new();
         written.read_to_string(&mut text).await.unwrap();
-        assert_eq!(text, "{\"half\":1}\nANSWER\n");
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert_eq!(
+            lines.iter().filter(|line| line["id"] == 1).count(),
+            2,
+            "{text}"
+        );
+        assert!(lines.contains(&json!({"answer": 1})), "{text}");
     }
 }

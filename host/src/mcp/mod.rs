@@ -1127,10 +1127,8 @@ impl McpConnection {
                     }
                     let response = self.finish(&name, result)?;
                     // A job started for a client that speaks tasks is answered as its task.
-                    if let CallToolResponse::Complete(result) = &response {
-                        let task = tasks::started(&self.server.host, &owner, result)
-                            .filter(|_| speaks_tasks);
-                        if let Some(task) = task {
+                    if let (true, CallToolResponse::Complete(result)) = (speaks_tasks, &response) {
+                        if let Some(task) = tasks::started(&self.server.host, &owner, result) {
                             return Ok(CallToolResponse::Task(task));
                         }
                     }
@@ -1248,9 +1246,9 @@ pub enum ServeError {
 }
 
 /// Serves one MCP connection on stdin/stdout until the client closes stdin. dsh frames
-/// the lines itself ([`framing`]): rmcp reads the lines it can parse from a pipe the
-/// framing fills, and writes to a pipe whose output one task copies to stdout, with the
-/// framing's answers to refused lines (too long, not JSON) between rmcp's lines.
+/// the lines itself ([`framing`]): it parses each line once and hands rmcp the messages,
+/// and one task writes rmcp's lines to stdout, with the framing's answers to refused
+/// lines (too long, not JSON, no message) between them.
 ///
 /// `upgrades` brings requests to upgrade the host ([`crate::upgrade`]): the framing stops
 /// reading stdin (requests sent meanwhile wait in the pipe for the next binary), the
@@ -1359,8 +1357,8 @@ async fn serve_stdio_once(
             closed.cancel();
         })
     };
-    let (rmcp_in, framed) = tokio::io::duplex(STDIO_PIPE_BYTES);
-    let (rmcp_out, rmcp_written) = tokio::io::duplex(STDIO_PIPE_BYTES);
+    let (framed, rmcp_in) = tokio::sync::mpsc::channel(STDIO_MESSAGES_QUEUED);
+    let (rmcp_out, rmcp_written) = tokio::sync::mpsc::channel(STDIO_LINES_QUEUED);
     let (answers, answered) = tokio::sync::mpsc::channel(STDIO_ANSWERS_QUEUED);
     let framing = Framing {
         answers,
@@ -1372,7 +1370,10 @@ async fn serve_stdio_once(
         framing::write_output_skipping(rmcp_written, answered, &mut stdout, skip_first_line).await;
         stdout
     });
-    let running = match connection.serve((rmcp_in, rmcp_out)).await {
+    let running = match connection
+        .serve(framing::StdioTransport::new(rmcp_in, rmcp_out))
+        .await
+    {
         Ok(running) => running,
         // The input ended before a client said anything: nothing to serve, no error.
         Err(_) if ended.is_cancelled() => {
@@ -1458,16 +1459,19 @@ struct Framing {
 /// The framing reading stdin, stoppable.
 struct Reading {
     stop: CancellationToken,
-    task: tokio::task::JoinHandle<(StdioInput, tokio::io::DuplexStream, framing::Stopped)>,
+    /// Ends with the way to rmcp only when told to stop: at the input's end it is dropped,
+    /// which is rmcp's end of input.
+    task: tokio::task::JoinHandle<(StdioInput, Option<MessagesToRmcp>, framing::Stopped)>,
 }
 
 impl Framing {
-    fn start(&self, mut input: StdioInput, mut framed: tokio::io::DuplexStream) -> Reading {
+    fn start(&self, mut input: StdioInput, mut framed: MessagesToRmcp) -> Reading {
         let stop = CancellationToken::new();
         let (answers, max, told) = (self.answers.clone(), self.max_message_bytes, stop.clone());
         let task = tokio::spawn(async move {
             let stopped =
                 framing::frame_input_until(&mut input, &mut framed, answers, max, &told).await;
+            let framed = stopped.told.then_some(framed);
             (input, framed, stopped)
         });
         Reading { stop, task }
@@ -1475,15 +1479,13 @@ impl Framing {
 }
 
 impl Reading {
-    /// Stops reading stdin; returns stdin, the pipe to rmcp and the bytes read and not
+    /// Stops reading stdin; returns stdin, the way to rmcp and the bytes read and not
     /// yet passed on (a line begun, input to replay not read yet), or `None` when the
     /// input had ended.
-    async fn stop(&mut self) -> Option<(CancelOnEof<Reader>, tokio::io::DuplexStream, Vec<u8>)> {
+    async fn stop(&mut self) -> Option<(CancelOnEof<Reader>, MessagesToRmcp, Vec<u8>)> {
         self.stop.cancel();
         let (input, framed, stopped) = (&mut self.task).await.ok()?;
-        if !stopped.told {
-            return None;
-        }
+        let framed = framed?;
         let (replay, stdin) = input.into_inner();
         let mut pending = stopped.pending;
         let position = (replay.position() as usize).min(replay.get_ref().len());
@@ -1586,8 +1588,13 @@ pub(crate) async fn prepare_handover(
         .inspect_err(|_| take_back(round_trips))
 }
 
-/// The buffer of each in-process pipe between the stdio framing and rmcp.
-const STDIO_PIPE_BYTES: usize = 64 << 10;
+/// The messages the stdio framing has parsed and rmcp not yet taken (each at most
+/// `[serve] stdio_max_message_bytes`): the framing stops reading stdin while it is full.
+const STDIO_MESSAGES_QUEUED: usize = 4;
+/// rmcp's lines waiting for stdout: its handlers wait while it is full.
+const STDIO_LINES_QUEUED: usize = 16;
+/// The framing's messages on their way to rmcp.
+type MessagesToRmcp = tokio::sync::mpsc::Sender<rmcp::model::ClientJsonRpcMessage>;
 /// The framing's answers waiting for stdout before it stops reading stdin.
 const STDIO_ANSWERS_QUEUED: usize = 64;
 
