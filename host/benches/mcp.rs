@@ -15,7 +15,9 @@
 //! stateless requests, start to first `tools/list` and `tools/call` round trips with the
 //! server's CPU per call, and their ratios; then the same over HTTP on one `dsh serve
 //! --http`: a 2025 session's calls against 2026-07-28's (owned by the token's principal,
-//! a connection made per request), in turns.
+//! a connection made per request), in turns. And dsh's server CPU per call against a
+//! native rmcp server's (the same echo tool in Rust on rmcp's stdio transports, this bench
+//! run as that server), in turns; the target is at most 0.6x rmcp's default `stdio()`.
 //!
 //! Run with `cargo bench --bench mcp`.
 
@@ -94,22 +96,29 @@ impl Client {
     }
 }
 
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .unwrap()
-        .1
-        .split_whitespace()
-        .collect();
-    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+/// The CPU time `pid`'s threads have run, to the nanosecond (each thread's
+/// `/proc/PID/task/TID/schedstat`; `/proc/PID/stat` counts 10 ms ticks, too coarse for
+/// a thousand calls of 80 µs). A thread that ends between two readings takes its time
+/// with it: the servers measured here keep their threads while they are called.
+fn cpu_time(pid: u32) -> Duration {
+    let mut nanos = 0u64;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let path = task.unwrap().path().join("schedstat");
+        if let Ok(stat) = std::fs::read_to_string(path) {
+            nanos += stat
+                .split_whitespace()
+                .next()
+                .and_then(|ran| ran.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    Duration::from_nanos(nanos)
 }
 
 /// Prints one line of figures for `samples` calls that took `elapsed` in all and
-/// `ticks` of server CPU; returns the p50.
-fn report(label: &str, samples: &mut [Duration], elapsed: Duration, ticks: u64) -> Duration {
+/// `cpu` of server CPU; returns the p50.
+fn report(label: &str, samples: &mut [Duration], elapsed: Duration, cpu: Duration) -> Duration {
     let calls = samples.len() as f64;
-    let cpu = Duration::from_millis(ticks * 10);
     let p50 = percentile(samples, 0.5);
     println!(
         "{label}: p50 {:>7.1} µs  p99 {:>7.1} µs  {:>7.0} calls/s  server CPU {:>6.1} µs/call",
@@ -233,7 +242,8 @@ fn serve(
     state: &std::path::Path,
     workspace: &std::path::Path,
 ) -> (tokio::process::Child, Arc<Client>) {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_dsh"));
+    command
         .arg("--plugins")
         .arg(plugins)
         .arg("--state-dir")
@@ -242,7 +252,13 @@ fn serve(
         // A workspace apart from the state directory (a workspace holding it would have
         // the `files` plugin refused, and the idle figure would lack it).
         .arg(workspace)
-        .arg("serve")
+        .arg("serve");
+    serve_command(command)
+}
+
+/// The stdio server `command` starts, and a client on its stdio.
+fn serve_command(mut command: tokio::process::Command) -> (tokio::process::Child, Arc<Client>) {
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -293,7 +309,7 @@ async fn eras(scratch: &std::path::Path, plugins: &std::path::Path, text: &str) 
     let state = scratch.join("state");
     let mut starts: [Vec<Duration>; 2] = Default::default();
     let mut round_trips: [Vec<Duration>; 2] = Default::default();
-    let mut ticks = [0u64; 2];
+    let mut cpu = [Duration::ZERO; 2];
     for _ in 0..ROUNDS {
         for (era, modern) in [false, true].into_iter().enumerate() {
             let started = Instant::now();
@@ -330,14 +346,14 @@ async fn eras(scratch: &std::path::Path, plugins: &std::path::Path, text: &str) 
             for _ in 0..200 {
                 client.request("tools/call", call.clone()).await;
             }
-            let before = cpu_ticks(pid);
+            let before = cpu_time(pid);
             for _ in 0..CALLS {
                 let t = Instant::now();
                 let answer = client.request("tools/call", call.clone()).await;
                 round_trips[era].push(t.elapsed());
                 assert_eq!(answer["result"]["isError"], false, "{answer}");
             }
-            ticks[era] += cpu_ticks(pid) - before;
+            cpu[era] += cpu_time(pid) - before;
             drop(client);
             let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
         }
@@ -349,7 +365,7 @@ async fn eras(scratch: &std::path::Path, plugins: &std::path::Path, text: &str) 
     for (era, name) in ["2025 handshake", "2026-07-28   "].into_iter().enumerate() {
         let start = percentile(&mut starts[era], 0.5);
         let p50 = percentile(&mut round_trips[era], 0.5);
-        let cpu = us(Duration::from_millis(ticks[era] * 10)) / (ROUNDS * CALLS) as f64;
+        let cpu = us(cpu[era]) / (ROUNDS * CALLS) as f64;
         println!(
             "  {name}: start to first tools/list {:6.1} ms  tools/call p50 {:6.1} µs  server CPU {:6.1} µs/call",
             start.as_secs_f64() * 1e3,
@@ -403,7 +419,7 @@ fn http_eras(scratch: &std::path::Path, plugins: &std::path::Path, text: &str) {
     let auth = format!("Bearer {TOKEN}");
     let call = json!({"name": "echo", "arguments": {"text": text}});
     let mut round_trips: [Vec<Duration>; 2] = Default::default();
-    let mut ticks = [0u64; 2];
+    let mut cpu = [Duration::ZERO; 2];
     for round in 0..ROUNDS {
         for (era, modern) in [false, true].into_iter().enumerate() {
             let (headers, params): (Vec<(&str, String)>, Value) = if modern {
@@ -443,7 +459,7 @@ fn http_eras(scratch: &std::path::Path, plugins: &std::path::Path, text: &str) {
             for id in 0..50 {
                 support::http_post(&addr, &headers, &request(id));
             }
-            let before = cpu_ticks(pid);
+            let before = cpu_time(pid);
             for id in 0..CALLS {
                 let t = Instant::now();
                 let (answer, _) = support::http_post(&addr, &headers, &request(id + 100));
@@ -453,7 +469,7 @@ fn http_eras(scratch: &std::path::Path, plugins: &std::path::Path, text: &str) {
                     "round {round}: {answer}"
                 );
             }
-            ticks[era] += cpu_ticks(pid) - before;
+            cpu[era] += cpu_time(pid) - before;
         }
     }
     let _ = child.kill();
@@ -462,7 +478,7 @@ fn http_eras(scratch: &std::path::Path, plugins: &std::path::Path, text: &str) {
     let mut figures = [(0.0, 0.0); 2];
     for (era, name) in ["2025 session ", "2026-07-28   "].into_iter().enumerate() {
         let p50 = percentile(&mut round_trips[era], 0.5);
-        let cpu = us(Duration::from_millis(ticks[era] * 10)) / (ROUNDS * CALLS) as f64;
+        let cpu = us(cpu[era]) / (ROUNDS * CALLS) as f64;
         println!(
             "  {name}: tools/call p50 {:6.1} µs  server CPU {:6.1} µs/call",
             us(p50),
@@ -478,8 +494,151 @@ fn http_eras(scratch: &std::path::Path, plugins: &std::path::Path, text: &str) {
     );
 }
 
+/// A native MCP server in Rust: rmcp's own server loop with one tool, `echo`, that
+/// answers its `text` argument, on rmcp's stdio transport. What it costs per call is the
+/// floor dsh's server CPU is set against. The bench runs itself as this server when
+/// [`NATIVE_ECHO`] names the transport.
+mod native_echo {
+    use rmcp::model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+        PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    };
+    use rmcp::service::{RequestContext, RoleServer};
+    use rmcp::{ErrorData, ServerHandler, ServiceExt};
+
+    /// The environment variable that makes the bench this server: `stdio` (rmcp's
+    /// `transport::stdio()`, tokio's stdin and stdout, which hand each read and write to
+    /// a blocking thread: what rmcp's examples use) or `pipes` (`stdio_pipes()`, the
+    /// pipes read on the event loop, as dsh reads them).
+    pub const NATIVE_ECHO: &str = "DSH_BENCH_NATIVE_ECHO";
+
+    struct Echo;
+
+    impl ServerHandler for Echo {
+        fn get_info(&self) -> ServerConfig {
+            ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        }
+
+        async fn list_tools(
+            &self,
+            _request: Option<PaginatedRequestParams>,
+            _context: RequestContext<RoleServer>,
+        ) -> Result<ListToolsResult, ErrorData> {
+            let schema = serde_json::json!({
+                "type": "object",
+                "properties": {"text": {"type": "string"}},
+                "required": ["text"],
+            });
+            let serde_json::Value::Object(schema) = schema else {
+                unreachable!("an object")
+            };
+            Ok(ListToolsResult::with_all_items(vec![Tool::new(
+                "echo",
+                "Answers its text.",
+                schema,
+            )]))
+        }
+
+        async fn call_tool(
+            &self,
+            request: CallToolRequestParams,
+            _context: RequestContext<RoleServer>,
+        ) -> Result<CallToolResponse, ErrorData> {
+            let text = request
+                .arguments
+                .as_ref()
+                .and_then(|arguments| arguments.get("text"))
+                .and_then(|text| text.as_str())
+                .ok_or_else(|| ErrorData::invalid_params("echo takes a text", None))?;
+            Ok(CallToolResponse::Complete(CallToolResult::success(vec![
+                ContentBlock::text(text.to_string()),
+            ])))
+        }
+    }
+
+    /// Serves MCP on stdin and stdout until stdin ends.
+    pub async fn serve(transport: &str) {
+        let running = match transport {
+            "pipes" => Echo.serve(rmcp::transport::io::stdio_pipes()).await,
+            _ => Echo.serve(rmcp::transport::io::stdio()).await,
+        };
+        let _ = running.expect("the client initialized").waiting().await;
+    }
+}
+
+/// Server CPU per sequential `tools/call` of `dsh serve` (the echo plugin) against a
+/// native rmcp server's (the same tool in Rust, [`native_echo`]) on each of rmcp's two
+/// stdio transports, in turns: a fresh server of each per round, the 2025 handshake,
+/// warm-up calls, then `CALLS` measured calls with the server's CPU. Prints each figure
+/// and dsh / native (target ≤ 0.6 against rmcp's default transport).
+async fn against_native(scratch: &std::path::Path, plugins: &std::path::Path, text: &str) {
+    const ROUNDS: usize = 6;
+    const CALLS: usize = 1000;
+    let servers = ["dsh serve", "rmcp stdio()", "rmcp stdio_pipes()"];
+    let mut cpu = [Duration::ZERO; 3];
+    let mut round_trips: [Vec<Duration>; 3] = Default::default();
+    let call = json!({"name": "echo", "arguments": {"text": text}});
+    for _ in 0..ROUNDS {
+        for (server, figure) in cpu.iter_mut().enumerate() {
+            let (mut child, client) = match server {
+                0 => serve(plugins, &scratch.join("state"), &scratch.join("workspace")),
+                _ => {
+                    let mut command =
+                        tokio::process::Command::new(std::env::current_exe().unwrap());
+                    let transport = if server == 1 { "stdio" } else { "pipes" };
+                    command.env(native_echo::NATIVE_ECHO, transport);
+                    serve_command(command)
+                }
+            };
+            let pid = child.id().unwrap();
+            client
+                .request(
+                    "initialize",
+                    json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}),
+                )
+                .await;
+            client.notify("notifications/initialized").await;
+            for _ in 0..200 {
+                client.request("tools/call", call.clone()).await;
+            }
+            let before = cpu_time(pid);
+            for _ in 0..CALLS {
+                let t = Instant::now();
+                let answer = client.request("tools/call", call.clone()).await;
+                round_trips[server].push(t.elapsed());
+                assert_eq!(answer["result"]["content"][0]["text"], text, "{answer}");
+            }
+            *figure += cpu_time(pid) - before;
+            drop(client);
+            let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+        }
+    }
+    println!(
+        "== dsh against a native rmcp server, one caller over stdio, in turns ({ROUNDS} servers each, {CALLS} calls each)"
+    );
+    let per_call: Vec<f64> = cpu
+        .iter()
+        .map(|cpu| us(*cpu) / (ROUNDS * CALLS) as f64)
+        .collect();
+    for (server, name) in servers.iter().enumerate() {
+        println!(
+            "  {name:<19}: tools/call p50 {:6.1} µs  server CPU {:6.1} µs/call",
+            us(percentile(&mut round_trips[server], 0.5)),
+            per_call[server]
+        );
+    }
+    println!(
+        "  dsh / native server CPU per call: {:.2} against rmcp stdio() (target ≤ 0.6), {:.2} against stdio_pipes()",
+        per_call[0] / per_call[1],
+        per_call[0] / per_call[2]
+    );
+}
+
 #[tokio::main]
 async fn main() {
+    if let Ok(transport) = std::env::var(native_echo::NATIVE_ECHO) {
+        return native_echo::serve(&transport).await;
+    }
     let scratch = tempfile::tempdir().unwrap();
     let plugins = support::plugin_dir(scratch.path(), &[("echo", "echo")]);
     let text = "x".repeat(1024);
@@ -554,7 +713,7 @@ async fn main() {
     println!("== MCP tools/call round trip over stdio (echo, 1 KiB argument)");
     // One caller.
     let n = 5000;
-    let ticks_before = cpu_ticks(pid);
+    let cpu_before = cpu_time(pid);
     let wall = Instant::now();
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
@@ -567,12 +726,12 @@ async fn main() {
         "1 caller ",
         &mut samples,
         wall.elapsed(),
-        cpu_ticks(pid) - ticks_before,
+        cpu_time(pid) - cpu_before,
     );
 
     // Eight callers on the same connection.
     let per_caller = 2000;
-    let ticks_before = cpu_ticks(pid);
+    let cpu_before = cpu_time(pid);
     let wall = Instant::now();
     let mut callers = Vec::new();
     for _ in 0..8 {
@@ -595,7 +754,7 @@ async fn main() {
         "8 callers",
         &mut samples,
         wall.elapsed(),
-        cpu_ticks(pid) - ticks_before,
+        cpu_time(pid) - cpu_before,
     );
     println!(
         "start to first answered tools/list: {:.1} ms",
@@ -622,6 +781,7 @@ async fn main() {
     drop(client);
     let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
     start_up(scratch.path(), 5);
+    against_native(scratch.path(), &plugins, &text).await;
     eras(scratch.path(), &plugins, &text).await;
     http_eras(scratch.path(), &plugins, &text);
     host.shutdown();
