@@ -10,7 +10,7 @@ Covered: both over stdio and over HTTP (on the call's own stream); what the clie
 (the prompt, `maxTokens`, no tools; the form's schema); a decline; a client's error answer
 (`DENIED`); clients that declared neither (`SAMPLING_UNAVAILABLE`,
 `ELICITATION_UNAVAILABLE`); a load refused without each grant, and a guard refused a
-grant of either."""
+grant of either, and so a result filter."""
 
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ def plugin_listing(dsh_bin, dsh_env, dsh_dirs, tmp_path, config: str) -> str:
     return done.stdout + done.stderr
 
 
-def test_a_plugin_without_the_grants_is_refused_at_load_and_a_guard_is_never_granted_them(
+def test_a_plugin_without_the_grants_is_refused_at_load_and_a_guard_or_a_filter_is_never_granted_them(
     dsh_bin, dsh_env, dsh_dirs, tmp_path
 ):
     granted = plugin_listing(dsh_bin, dsh_env, dsh_dirs, tmp_path, GRANTS)
@@ -184,3 +184,11 @@ def test_a_plugin_without_the_grants_is_refused_at_load_and_a_guard_is_never_gra
         '[pipeline]\nguards = ["deny_destructive"]\n[plugins.deny_destructive]\ninterfaces = ["log", "sampling"]\n',
     )
     assert "only a tool plugin may ask the caller's client" in guard, guard
+    result_filter = plugin_listing(
+        dsh_bin,
+        dsh_env,
+        dsh_dirs,
+        tmp_path,
+        '[pipeline]\nfilters = ["redact_secrets"]\n[plugins.redact_secrets]\ninterfaces = ["log", "elicitation"]\n',
+    )
+    assert "only a tool plugin may ask the caller's client" in result_filter, result_filter

@@ -888,11 +888,15 @@ mod tests {
         let config = Config::parse("").unwrap();
         assert_eq!(config.limits.max_calls_in_flight, 64);
         assert_eq!(config.limits.max_queued_calls, 1024);
-        for bad in ["0", "100000"] {
+        // At most 416: the instance pool (512) less its reserve for loads and the
+        // instances made ahead.
+        for bad in ["0", "417", "100000"] {
             let error =
                 Config::parse(&format!("[limits]\nmax_calls_in_flight = {bad}\n")).unwrap_err();
             assert!(error.contains("limits.max_calls_in_flight"), "{error}");
         }
+        let config = Config::parse("[limits]\nmax_calls_in_flight = 416\n").unwrap();
+        assert_eq!(config.limits.max_calls_in_flight, 416);
         let config =
             Config::parse("[limits]\nmax_calls_in_flight = 2\nmax_queued_calls = 0\n").unwrap();
         assert_eq!(config.limits.max_calls_in_flight, 2);

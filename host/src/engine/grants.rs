@@ -776,6 +776,56 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_embedded_plugin_gets_its_one_interface_and_a_directory_version_of_it_none() {
+        let default = PluginConfig::default();
+        let interfaces = |name: &'static str, source: PluginSource| {
+            let default = default.clone();
+            async move {
+                Grants::resolve(name, &source, &default, None, None, &[])
+                    .await
+                    .unwrap()
+                    .view
+                    .interfaces
+            }
+        };
+        for (name, only) in [
+            ("bash", "process"),
+            ("jobs", "jobs"),
+            ("terminal", "terminal"),
+            ("lsp", "lsp"),
+            ("files", "files"),
+            ("subagent", "subagent"),
+        ] {
+            assert_eq!(
+                interfaces(name, PluginSource::Embedded).await,
+                [only],
+                "{name}"
+            );
+            let file = PluginSource::Path(format!("{name}.wasm").into());
+            assert!(
+                interfaces(name, file).await.is_empty(),
+                "{name} from a file"
+            );
+        }
+        for guard in ["deny_destructive", "workspace_only", "redact_secrets"] {
+            assert!(
+                interfaces(guard, PluginSource::Embedded).await.is_empty(),
+                "{guard}"
+            );
+        }
+        // Granted in dsh.toml, a directory version gets what it is granted.
+        let granted = PluginConfig {
+            interfaces: Some(vec!["process".to_string()]),
+            ..PluginConfig::default()
+        };
+        let file = PluginSource::Path("bash.wasm".into());
+        let grants = Grants::resolve("bash", &file, &granted, None, None, &[])
+            .await
+            .unwrap();
+        assert_eq!(grants.view.interfaces, ["process"]);
+    }
+
+    #[tokio::test]
     async fn a_files_grant_maps_the_workspace_read_only_unless_it_holds_the_state_dir() {
         let root = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(root.path()).unwrap();
