@@ -333,6 +333,41 @@ fn a_confined_run_leaves_no_setuid_or_setgid_file_and_no_file_capability() {
     assert_eq!(set_id_files(&env.workdir()).len(), before);
 }
 
+#[test]
+fn a_confined_run_can_neither_make_a_device_node_nor_give_a_file_to_another_user() {
+    root_only!();
+    let env = Env::new();
+    let attack = |who: &str| {
+        probes(&[
+            ("mknod_char", format!("mknod null-{who} c 1 3")),
+            ("chown", format!("touch own-{who} && chown 1234 own-{who}")),
+            ("chgrp", format!("touch grp-{who} && chgrp 1234 grp-{who}")),
+        ])
+    };
+    let names = ["mknod_char", "chown", "chgrp"];
+    // Under `local` (root here) each works: the probes are real.
+    let text = bash(&env, "local", LOCAL, &attack("l"));
+    assert_probes("local", &text, &names, true);
+    for (half, config) in CONFINED {
+        let who = &half[..1];
+        let text = bash(&env, half, config, &attack(who));
+        assert_probes(half, &text, &names, false);
+        let node = env.workdir().join(format!("null-{who}"));
+        assert!(
+            std::fs::symlink_metadata(&node).is_err(),
+            "{half} made a node: {text}"
+        );
+        for file in [format!("own-{who}"), format!("grp-{who}")] {
+            if let Ok(meta) = std::fs::metadata(env.workdir().join(&file)) {
+                assert!(
+                    meta.uid() != 1234 && meta.gid() != 1234,
+                    "{half}: {file} was given to another user: {text}"
+                );
+            }
+        }
+    }
+}
+
 // =================================================================================
 // 3. dsh's state through mounts of and below it.
 

@@ -197,6 +197,31 @@ fn a_container_holds_no_effective_capabilities() {
 }
 
 #[test]
+fn the_containers_user_namespace_maps_its_root_to_the_configured_ids_and_nothing_else() {
+    root_only!();
+    let env = Env::new();
+    let config = format!("{CONTAINER}[process.container]\nuid = 65533\ngid = 65532\n");
+    let out = bash(
+        &env,
+        &config,
+        "echo \"uid=$(id -u) gid=$(id -g)\"; sed 's/^/uid_map /' /proc/self/uid_map; \
+         sed 's/^/gid_map /' /proc/self/gid_map",
+    );
+    assert!(out.content.contains("uid=0 gid=0"), "{out:?}");
+    let maps: Vec<String> = out
+        .content
+        .lines()
+        .filter(|l| l.starts_with("uid_map ") || l.starts_with("gid_map "))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(
+        maps,
+        ["uid_map 0 65533 1", "gid_map 0 65532 1"],
+        "one id each, 0 inside, the configured ids outside: {out:?}"
+    );
+}
+
+#[test]
 fn etc_shadow_is_unreadable_in_a_container_though_dsh_is_root() {
     root_only!();
     let env = Env::new();
@@ -515,4 +540,38 @@ fn sandbox_write_paths_are_not_writable_in_a_container() {
         &command,
     );
     assert!(sandboxed.content.contains("wrote=yes"), "{sandboxed:?}");
+}
+
+/// A step of a container the kernel will not take (here `unshare`, which makes its user
+/// and network namespaces, answers `ENOSYS` to dsh and what it starts) refuses the call
+/// as the sandbox does, naming the step, and runs nothing; `local` calls still run.
+#[test]
+fn a_container_step_the_kernel_will_not_take_refuses_the_call_and_runs_nothing() {
+    root_only!();
+    let env = Env::new();
+    let marker = unique_marker();
+    let call = |config: &str, command: &str| {
+        let mut dsh = env.dsh_configured(config);
+        dsh.args([
+            "call",
+            "bash",
+            &json!({"command": command, "description": "container check"}).to_string(),
+            "--json",
+        ])
+        .stdin(std::process::Stdio::null());
+        crate::support::without_syscalls(&mut dsh, &[libc::SYS_unshare]);
+        crate::support::CallOutput::parse(dsh.output().unwrap())
+    };
+    let out = call(CONTAINER, &format!("touch ran-{marker}"));
+    assert_eq!(out.code.as_deref(), Some("INTERNAL"), "{out:?}");
+    assert!(
+        out.message.starts_with("sandbox unavailable: ") && out.message.contains("unshare"),
+        "the refusal names the step: {out:?}"
+    );
+    assert!(
+        !env.workdir().join(format!("ran-{marker}")).exists(),
+        "{out:?}"
+    );
+    let local = call("", "echo local-runs");
+    assert!(local.content.starts_with("local-runs"), "{local:?}");
 }

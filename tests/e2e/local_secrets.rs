@@ -111,20 +111,28 @@ impl Unprivileged {
     /// `dsh call bash` of `script` as the unprivileged user with `config`, parsed, failed
     /// or not.
     fn try_bash_configured(&self, config: &str, script: &str) -> CallOutput {
+        self.try_bash_without(config, script, &[])
+    }
+
+    /// `try_bash_configured`, dsh started where `syscalls` answer `ENOSYS` (a kernel
+    /// without them, as dsh and everything it starts sees it).
+    fn try_bash_without(&self, config: &str, script: &str, syscalls: &[i64]) -> CallOutput {
         let config_path = self.path(&format!("dsh-{}.toml", unique_marker()));
         std::fs::write(&config_path, config).unwrap();
         std::fs::set_permissions(&config_path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let args = serde_json::json!({ "command": script, "description": "x" });
         let mut tries = 0;
         let output = loop {
-            let ran = self
-                .command(&self.dsh_path())
-                .env("DSH_STATE_DIR", self.path("state"))
+            let mut dsh = self.command(&self.dsh_path());
+            dsh.env("DSH_STATE_DIR", self.path("state"))
                 .env("DSH_WORKDIR", self.path("work"))
                 .arg("--config")
                 .arg(&config_path)
-                .args(["call", "bash", &args.to_string(), "--json"])
-                .output();
+                .args(["call", "bash", &args.to_string(), "--json"]);
+            if !syscalls.is_empty() {
+                crate::support::without_syscalls(&mut dsh, syscalls);
+            }
+            let ran = dsh.output();
             match ran {
                 // The copy of dsh was written by this test process: a child another test
                 // forked meanwhile holds its descriptor until that child's exec (ETXTBSY).
@@ -476,4 +484,33 @@ fn a_non_root_dsh_refuses_a_contained_call_and_runs_nothing() {
         "{result:?}"
     );
     assert!(!marker.exists(), "the refused call ran");
+}
+
+/// Where no namespace can be made (a non-root dsh on a kernel without unprivileged user
+/// namespaces: here `unshare` answers `ENOSYS` to dsh and what it starts), every
+/// sandboxed call is refused naming the step that failed, and runs nothing.
+#[test]
+fn without_user_namespaces_a_non_root_dshs_sandboxed_calls_fail_naming_the_step_and_run_nothing() {
+    let env = Unprivileged::new();
+    for round in 0..2 {
+        let marker = env.path("work").join(format!("ran-{}", unique_marker()));
+        let result = env.try_bash_without(
+            "[process.executor]\ndefault = \"sandbox\"\n",
+            &format!("touch {}", marker.display()),
+            &[libc::SYS_unshare],
+        );
+        assert_eq!(
+            result.code.as_deref(),
+            Some("INTERNAL"),
+            "call {round}: {result:?}"
+        );
+        assert!(
+            result.message.contains("user namespace") && result.message.contains("unshare"),
+            "call {round}: the refusal names the step: {result:?}"
+        );
+        assert!(
+            !marker.exists(),
+            "call {round}: the refused call ran: {result:?}"
+        );
+    }
 }

@@ -273,7 +273,9 @@ pub(super) fn user_namespace(
             Ok(())
         });
     }
-    let mut child = command.spawn().map_err(|e| ("unshare", e))?;
+    // Tracked, so the orphan reaper never takes its status: neither std's own wait when
+    // the `unshare` fails (std's spawn panics when that wait finds no child) nor ours.
+    let mut child = spawn::spawn_tracked(&mut command).map_err(|e| ("unshare", e))?;
     let pid = child.id();
     let made = (|| {
         std::fs::write(format!("/proc/{pid}/setgroups"), "deny").map_err(|e| ("setgroups", e))?;
@@ -287,5 +289,6 @@ pub(super) fn user_namespace(
         let _ = stdin.write_all(b"\n");
     }
     let _ = child.wait();
+    spawn::untrack_pid(pid as libc::pid_t);
     made
 }
