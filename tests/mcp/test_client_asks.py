@@ -75,8 +75,8 @@ def plugins_dir(tmp_path: Path) -> Path:
 
 
 @asynccontextmanager
-async def stdio_session(dsh_bin, dsh_env, dsh_dirs, tmp_path, callbacks: dict[str, Any]):
-    args = ["--config", str(write_config(dsh_dirs, GRANTS)), "--plugins", str(plugins_dir(tmp_path)), "serve"]
+async def stdio_session(dsh_bin, dsh_env, dsh_dirs, tmp_path, callbacks: dict[str, Any], config: str = ""):
+    args = ["--config", str(write_config(dsh_dirs, GRANTS + config)), "--plugins", str(plugins_dir(tmp_path)), "serve"]
     params = StdioServerParameters(command=dsh_bin, args=args, env=dsh_env, cwd=str(dsh_dirs.work))
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write, read_timeout_seconds=REQUEST_TIMEOUT, **callbacks) as session:
@@ -113,6 +113,18 @@ async def test_a_plugin_asks_the_client_s_model_and_user_as_the_conformance_scen
     assert form.message == "Please provide your information", form
     schema = form.requested_schema
     assert set(schema["properties"]) == {"username", "email"} and set(schema["required"]) == {"username", "email"}, schema
+
+
+async def test_a_plugins_max_tokens_are_capped_by_the_sampling_section(dsh_bin, dsh_env, dsh_dirs, tmp_path):
+    # The conformance plugin asks for 100 tokens; `[sampling] max_tokens` caps it.
+    client = Client()
+    async with stdio_session(
+        dsh_bin, dsh_env, dsh_dirs, tmp_path, client.callbacks(), "[sampling]\nmax_tokens = 40\n"
+    ) as session:
+        sampled = await session.call_tool(*SAMPLING)
+        assert not sampled.is_error, show(SAMPLING, sampled)
+    [request] = client.samplings
+    assert request.max_tokens == 40 and not request.tools, request
 
 
 async def test_a_decline_and_a_refused_sampling_reach_the_plugin(dsh_bin, dsh_env, dsh_dirs, tmp_path):

@@ -6,7 +6,10 @@ no line, a `bash` call running through the upgrade returns its result, the pid s
 fail safely: a binary that exits at start, one that cannot read the snapshot (the old
 binary keeps serving, every session intact), SIGKILL of dsh in the middle of an upgrade
 (nothing survives), a command inside a run asking for an upgrade, and what is not handed
-over yet (a background job, an HTTP server) refused by name.
+over yet (a background job, an HTTP server) refused by name. And the limits: a call
+running past `upgrade_drain_ms` is answered `CANCELLED` and its process killed; a binary
+whose check of the snapshot outlasts `upgrade_check_ms` is refused; an HTTP session whose
+client never comes back after an upgrade is forgotten and its owner released.
 """
 
 from __future__ import annotations
@@ -656,3 +659,73 @@ async def test_an_upgrade_between_binaries_of_two_versions_goes_both_ways(
             assert server_pid(dsh_dirs.state) == pid
             assert os.readlink(f"/proc/{pid}/exe") == str(binary)
             assert server_version(dsh_dirs.state)["version"] == version
+
+
+async def test_a_call_running_past_the_drain_is_cancelled_its_process_killed_and_the_connection_goes_on(
+    open_stdio_session, dsh_bin, dsh_env, markers, procs
+):
+    from tool_results import expect_error
+
+    marker = markers()
+    request = ("bash", {"command": f"sleep {marker}", "description": "outlasts the drain"})
+    running: dict[str, Any] = {}
+    async with open_stdio_session(config="[serve]\nupgrade_drain_ms = 300\n") as session:
+
+        async def long_call() -> None:
+            running["result"] = await call(session, *request)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(long_call)
+            await procs.wait_until_present(marker, 10)
+            done = await anyio.to_thread.run_sync(lambda: upgrade(dsh_bin, dsh_env, "--binary", dsh_bin))
+        assert done.returncode == 0, f"dsh upgrade failed: {done.stdout}{done.stderr}"
+        expect_error(request, running["result"], "CANCELLED")
+        await procs.wait_until_gone(marker, 5)
+        after = await call(session, "bash", {"command": "echo after-$((6*7))", "description": "after"})
+        assert "after-42" in text(after), show(None, after)
+
+
+async def test_a_binary_whose_snapshot_check_outlasts_upgrade_check_ms_is_refused(
+    open_stdio_session, dsh_bin, dsh_env, dsh_dirs, tmp_path, markers, procs
+):
+    pause = markers("30")
+    slow = executable(
+        tmp_path / "slow",
+        f'#!/bin/sh\n[ "$DSH_UPGRADE_CHECK" = snapshot ] && exec sleep {pause}\nexec "{dsh_bin}" "$@"\n',
+    )
+    async with open_stdio_session(config="[serve]\nupgrade_check_ms = 1000\n") as session:
+        repl = await start_repl(session)
+        pid = server_pid(dsh_dirs.state)
+        exe = os.readlink(f"/proc/{pid}/exe")
+        done = await anyio.to_thread.run_sync(lambda: upgrade(dsh_bin, dsh_env, "--binary", str(slow)))
+        assert done.returncode != 0, done.stdout
+        assert "refused to take over" in done.stderr and "did not finish within 1000 ms" in done.stderr, done.stderr
+        assert procs.matching(pause) == [], "the check was left running"
+        assert os.readlink(f"/proc/{pid}/exe") == exe
+        body = await send(session, repl, "print(x)", r"42\r?\n>>> ")
+        assert "42" in body
+
+
+async def test_a_session_whose_client_never_comes_back_after_an_upgrade_is_forgotten_and_its_owner_released(
+    start_http_server, dsh_bin, dsh_env, markers, procs
+):
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    server = start_http_server(config="[serve]\nowner_grace_ms = 300\nhttp_session_idle_ms = 5000\n")
+    marker = markers()
+    async with create_mcp_http_client(headers=server.auth_headers) as http:
+        async with streamable_http_client(server.url, http_client=http, terminate_on_close=False) as (read, write):
+            async with ClientSession(read, write) as vanishing:
+                await vanishing.initialize()
+                args = {"command": f"sleep {marker}", "description": "outlives its client", "run_in_background": True}
+                started = await call(vanishing, "bash", args)
+                assert started.is_error is False, show(("bash", args), started)
+    before = procs.wait_until_present_sync(marker, 10)
+    done = await anyio.to_thread.run_sync(lambda: upgrade(dsh_bin, dsh_env, "--binary", dsh_bin))
+    assert done.returncode == 0, f"dsh upgrade failed: {done.stdout}{done.stderr}"
+    assert procs.matching(marker) == before, "the session's job did not live through the upgrade"
+    # Its client never comes back: the new binary forgets the session and releases its owner.
+    await procs.wait_until_gone(marker, 20)
+    assert server.proc.poll() is None, f"the server exited\n{server.stderr()}"
