@@ -12,7 +12,8 @@ is the very error an id that never existed gets.
 Subscriptions, over stdio and HTTP: a subscribed screen and a subscribed job output
 are notified (`notifications/resources/updated`) as they change, and no longer once
 unsubscribed; `notifications/resources/list_changed` comes as terminals open and close
-and as jobs start and end; subscribing to a URI that names nothing is
+and as jobs start and end; five screen changes within `resource_update_interval_ms` are
+one notification; subscribing to a URI that names nothing is
 `RESOURCE_NOT_FOUND`. Over HTTP, another owner's terminal and job changes reach no
 notification of the first's, and subscribing to the other's URI is not found.
 `completion/complete` gives a template's `id` from the connection's own ids only.
@@ -280,6 +281,27 @@ async def test_a_subscribed_screen_is_notified_as_it_changes_until_unsubscribed(
         assert closed.is_error is False, show(("terminal_close", {}), closed)
         await heard.wait(lambda: heard.list_changed > before, "list_changed for the closed terminal")
         assert uri not in await listed(session)
+
+
+async def test_changes_are_sent_at_most_once_per_interval_what_changed_in_between_together(open_stdio_session):
+    # A long interval: the terminal's opening is told at once, and the next send can come
+    # only 3 s later, whatever changed meanwhile.
+    heard = Heard()
+    config = "[serve]\nresource_update_interval_ms = 3000\n"
+    async with open_stdio_session(config=config, message_handler=heard) as session:
+        term = await open_terminal(session)
+        uri = f"terminal://{term}/screen"
+        await heard.wait(lambda: heard.list_changed >= 1, "list_changed for the opened terminal")
+        await session.subscribe_resource(uri)
+        for i in range(5):
+            await send(session, term, f"echo burst-{i}-$((6*7))")
+        await read_until(session, uri, "burst-4-42")
+        await heard.wait(lambda: heard.updates_of(uri) >= 1, f"resources/updated for {uri}")
+        # Five changes, one notification: the next could come 3 s after this one at the
+        # earliest.
+        await anyio.sleep(QUIET)
+        assert heard.updates_of(uri) == 1, heard.updated
+        assert heard.list_changed == 1, heard.list_changed
 
 
 async def test_a_subscribed_job_output_is_notified_and_its_end_changes_the_list(open_watching):
