@@ -436,6 +436,22 @@ fn a_line_of_garbage_gets_a_parse_error_with_id_null_and_a_ping_after_it_is_answ
 }
 
 #[test]
+fn json_that_is_no_message_gets_invalid_request_with_its_id_and_a_ping_after_it_is_answered() {
+    let env = Env::new();
+    let mut served = Served::start(&env, Stream::Pipe);
+    served.initialize();
+    // A request whose method is no string, then a JSON value that is no object at all.
+    served.send_raw(br#"{"jsonrpc":"2.0","id":7,"method":12}"#);
+    served.send_raw(b"[1,2,3]");
+    let before = served.responses_before_ping(2);
+    assert_eq!(before.len(), 2, "{before:?}");
+    assert_eq!(before[0]["id"], 7, "{}", before[0]);
+    assert_eq!(before[0]["error"]["code"], -32600, "{}", before[0]);
+    assert_eq!(before[1]["id"], Value::Null, "{}", before[1]);
+    assert_eq!(before[1]["error"]["code"], -32600, "{}", before[1]);
+}
+
+#[test]
 fn a_notification_that_fails_to_parse_gets_no_answer_and_a_ping_after_it_is_answered() {
     let env = Env::new();
     let mut served = Served::start(&env, Stream::Pipe);
