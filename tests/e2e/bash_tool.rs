@@ -473,10 +473,12 @@ fn a_command_reads_dev_null_and_holds_no_descriptor_above_two() {
     let env = Env::new();
     let out = env.call(
         "bash",
-        r#"{"command":"readlink /proc/$$/fd/0; ls /proc/$$/fd | sort -n | tr '\\n' ' '; cat; echo read-nothing","description":"stdin"}"#,
+        r#"{"command":"readlink /proc/$$/fd/0; ls /proc/$$/fd > fds.txt; sort -n fds.txt | tr '\\n' ' '; cat; echo read-nothing","description":"stdin"}"#,
     );
     assert_eq!(out.code, None, "{out:?}");
     // `ls` itself opens the directory it lists as 3 in its own process, not the shell's.
+    // It runs alone, its output to a file: as the first command of a pipeline it could
+    // list the shell's fds while the shell still held a pipe to the next command.
     assert_eq!(
         out.content, "/dev/null\n0 1 2 read-nothing\n[exit code: 0]",
         "{out:?}"
