@@ -78,6 +78,16 @@ impl Client {
         rx.await.expect("server answered")
     }
 
+    /// The 2025 handshake: `initialize` with `version`, then `notifications/initialized`.
+    async fn handshake(&self, version: &str) {
+        self.request(
+            "initialize",
+            json!({"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}),
+        )
+        .await;
+        self.notify("notifications/initialized").await;
+    }
+
     async fn notify(&self, method: &str) {
         self.write_line(json!({"jsonrpc": "2.0", "method": method}))
             .await;
@@ -331,13 +341,7 @@ async fn eras(scratch: &std::path::Path, plugins: &std::path::Path, text: &str) 
                     "{found}"
                 );
             } else {
-                client
-                    .request(
-                        "initialize",
-                        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}),
-                    )
-                    .await;
-                client.notify("notifications/initialized").await;
+                client.handshake("2025-11-25").await;
             }
             let tools = client.request("tools/list", with_meta(json!({}))).await;
             starts[era].push(started.elapsed());
@@ -591,13 +595,7 @@ async fn against_native(scratch: &std::path::Path, plugins: &std::path::Path, te
                 }
             };
             let pid = child.id().unwrap();
-            client
-                .request(
-                    "initialize",
-                    json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}),
-                )
-                .await;
-            client.notify("notifications/initialized").await;
+            client.handshake("2025-11-25").await;
             for _ in 0..200 {
                 client.request("tools/call", call.clone()).await;
             }
@@ -687,13 +685,7 @@ async fn main() {
     let started = Instant::now();
     let (mut child, client) = serve(&plugins, &scratch.path().join("state"), &workspace);
     let pid = child.id().unwrap();
-    client
-        .request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}),
-        )
-        .await;
-    client.notify("notifications/initialized").await;
+    client.handshake("2025-06-18").await;
     let tools = client.request("tools/list", json!({})).await;
     let first_list = started.elapsed();
     assert!(tools["result"]["tools"]

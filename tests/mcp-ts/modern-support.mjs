@@ -12,9 +12,8 @@ import { randomInt } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 
-import { dshBin, httpServer, onCleanup, REQUEST_TIMEOUT_MS, scratch, text, waitFor } from './support.mjs';
+import { httpServer, onCleanup, REQUEST_TIMEOUT_MS, stdioClient, text, waitFor } from './support.mjs';
 
 export const MODERN = '2026-07-28';
 /** The Tasks extension's name, declared in the client's capabilities (`extensions`). */
@@ -57,29 +56,8 @@ function tapWire(client, transport) {
  * server's stderr so far, `client.scratch` its directories.
  */
 export async function modernStdioClient(t, options = {}) {
-  const made = scratch(t, options);
-  const { work, args, env } = made;
-  const transport = new StdioClientTransport({
-    command: dshBin(),
-    args: [...args, 'serve'],
-    env,
-    cwd: work,
-    stderr: 'pipe',
-  });
-  let stderr = '';
-  transport.stderr.on('data', (chunk) => {
-    stderr += chunk;
-  });
-  const client = modernClient(options);
-  onCleanup(t, () => client.close());
-  client.stderr = () => `--- dsh serve stderr ---\n${stderr.slice(-4000)}`;
-  try {
-    await client.connect(transport, { timeout: REQUEST_TIMEOUT_MS });
-  } catch (error) {
-    throw new Error(`connecting to dsh serve over stdio: ${error}\n${client.stderr()}`, { cause: error });
-  }
-  tapWire(client, transport);
-  client.scratch = made;
+  const client = await stdioClient(t, options, () => modernClient(options));
+  tapWire(client, client.transport);
   return client;
 }
 

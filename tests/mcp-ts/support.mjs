@@ -137,9 +137,9 @@ export function droppedProgress(errors) {
 /**
  * A connected client of `dsh serve` on stdio (closed when the test ends). `client.stderr()`
  * is what the server wrote on stderr so far, for failure messages; `client.scratch` its
- * directories (see `scratch`).
+ * directories (see `scratch`). `makeClient` makes the client (the v2 one, for instance).
  */
-export async function stdioClient(t, options = {}) {
+export async function stdioClient(t, options = {}, makeClient = newClient) {
   const made = scratch(t, options);
   const { work, args, env } = made;
   const transport = new StdioClientTransport({
@@ -153,7 +153,7 @@ export async function stdioClient(t, options = {}) {
   transport.stderr.on('data', (chunk) => {
     stderr += chunk;
   });
-  const client = newClient();
+  const client = makeClient();
   onCleanup(t, () => client.close());
   client.stderr = () => `--- dsh serve stderr ---\n${stderr.slice(-4000)}`;
   try {
