@@ -241,7 +241,7 @@ const DIRECTORY_PLUGINS_WAIT: Duration = Duration::from_secs(5);
 impl McpConnection {
     pub fn new(server: Arc<McpServer>, owner: impl Into<Arc<str>>) -> Self {
         let owner = owner.into();
-        tracing::info!(owner = %owner, "MCP connection opened");
+        tracing::debug!(owner = %owner, "MCP connection opened");
         McpConnection {
             _live: server.host.metrics().owner(),
             server,

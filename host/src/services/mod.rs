@@ -237,13 +237,25 @@ impl Foundation {
     }
 }
 
-/// The owners whose grace period runs, each with its end and the number of its timer;
-/// and the owners held by requests in flight (no grace period runs for those).
+/// The owners whose grace period runs, each with its end, and the timer sleeping for
+/// each (one per owner however often its grace period starts again: a principal of MCP
+/// 2026-07-28 starts one at the end of each request); and the owners held by requests in
+/// flight (no grace period runs for those).
 #[derive(Debug, Default)]
 struct Releases {
-    pending: std::sync::Mutex<HashMap<Arc<str>, (std::time::Instant, u64)>>,
-    next: std::sync::atomic::AtomicU64,
+    pending: std::sync::Mutex<PendingReleases>,
+    next_timer: std::sync::atomic::AtomicU64,
     held: std::sync::Mutex<HashMap<Arc<str>, usize>>,
+}
+
+/// Kept under one lock: a timer that finds its owner no longer pending stops, and the
+/// next grace period then starts a timer of its own.
+#[derive(Debug, Default)]
+struct PendingReleases {
+    ends: HashMap<Arc<str>, std::time::Instant>,
+    /// The owner's timer: when it wakes next, and its number (a timer replaced by one
+    /// waking sooner finds another number here and stops).
+    timers: HashMap<Arc<str>, (std::time::Instant, u64)>,
 }
 
 /// An owner held while a request of it is served ([`Services::hold_owner`]): its grace
@@ -306,8 +318,8 @@ impl Services {
             .unwrap()
             .entry(owner.clone())
             .or_default() += 1;
-        // A timer running finds itself no longer the owner's and does nothing.
-        self.releases.pending.lock().unwrap().remove(&owner);
+        // A timer sleeping for the owner finds it no longer pending and stops.
+        self.releases.pending.lock().unwrap().ends.remove(&owner);
         OwnerHold {
             services: self.clone(),
             owner,
@@ -315,33 +327,61 @@ impl Services {
         }
     }
 
-    /// Releases everything `owner` holds after `grace` (from a tokio context).
+    /// Releases everything `owner` holds after `grace` (from a tokio context). A grace
+    /// period that starts again moves the end of the one running, and the timer already
+    /// sleeping for the owner serves it unless it would wake too late.
     pub fn release_owner_after(&self, owner: Arc<str>, grace: Duration) {
-        let timer = self
-            .releases
-            .next
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.releases
-            .pending
-            .lock()
-            .unwrap()
-            .insert(owner.clone(), (std::time::Instant::now() + grace, timer));
+        use std::sync::atomic::Ordering;
+        let end = std::time::Instant::now() + grace;
+        let number = {
+            let mut pending = self.releases.pending.lock().unwrap();
+            pending.ends.insert(owner.clone(), end);
+            if pending
+                .timers
+                .get(&owner)
+                .is_some_and(|(wakes, _)| *wakes <= end)
+            {
+                return;
+            }
+            let number = self.releases.next_timer.fetch_add(1, Ordering::Relaxed);
+            pending.timers.insert(owner.clone(), (end, number));
+            number
+        };
         let services = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(grace).await;
-            let mine = {
-                let mut pending = services.releases.pending.lock().unwrap();
-                let held = services.releases.held.lock().unwrap().contains_key(&owner);
-                let mine = !held && pending.get(&owner).is_some_and(|(_, t)| *t == timer);
-                if mine {
-                    pending.remove(&owner);
-                }
-                mine
-            };
-            if mine {
-                services.release_owner(&owner);
+            loop {
+                let wake = {
+                    let mut pending = services.releases.pending.lock().unwrap();
+                    if pending.timers.get(&owner).map(|(_, n)| *n) != Some(number) {
+                        return;
+                    }
+                    let held = services.releases.held.lock().unwrap().contains_key(&owner);
+                    match pending.ends.get(&owner).copied() {
+                        Some(end) if !held && end > std::time::Instant::now() => {
+                            pending.timers.insert(owner.clone(), (end, number));
+                            end
+                        }
+                        Some(_) if !held => {
+                            pending.ends.remove(&owner);
+                            pending.timers.remove(&owner);
+                            break;
+                        }
+                        _ => {
+                            pending.timers.remove(&owner);
+                            return;
+                        }
+                    }
+                };
+                tokio::time::sleep_until(wake.into()).await;
             }
+            services.release_owner(&owner);
         });
+    }
+
+    /// How many release timers sleep.
+    #[cfg(test)]
+    fn release_timers(&self) -> usize {
+        self.releases.pending.lock().unwrap().timers.len()
     }
 
     /// The owners whose grace period runs, with how long it has left (an upgrade hands
@@ -352,13 +392,62 @@ impl Services {
             .pending
             .lock()
             .unwrap()
+            .ends
             .iter()
-            .map(|(owner, (at, _))| {
+            .map(|(owner, at)| {
                 (
                     owner.to_string(),
                     at.saturating_duration_since(now).as_millis() as u64,
                 )
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn services() -> (Services, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let services = Services::new(&Default::default(), dir.path().join("spill")).unwrap();
+        (services, dir)
+    }
+
+    /// A principal of MCP 2026-07-28 starts a grace period at the end of every request:
+    /// thousands of requests leave one timer sleeping, not thousands.
+    #[tokio::test]
+    async fn thousands_of_requests_of_one_owner_leave_one_release_timer() {
+        let (services, _dir) = services();
+        let owner: Arc<str> = Arc::from("@principal");
+        for _ in 0..5_000 {
+            drop(services.hold_owner(owner.clone(), Duration::from_secs(300)));
+        }
+        tokio::task::yield_now().await;
+        assert_eq!(services.release_timers(), 1);
+        assert_eq!(services.pending_releases().len(), 1);
+        // A request in flight stops the grace period; its timer finds that and stops.
+        let hold = services.hold_owner(owner.clone(), Duration::from_secs(300));
+        assert!(services.pending_releases().is_empty());
+        drop(hold);
+        assert_eq!(services.release_timers(), 1);
+    }
+
+    /// A grace period shorter than the one running ends when it says, though a timer
+    /// already sleeps for the owner until later.
+    #[tokio::test]
+    async fn a_shorter_grace_period_ends_on_time() {
+        let (services, _dir) = services();
+        let owner: Arc<str> = Arc::from("@principal");
+        services.release_owner_after(owner.clone(), Duration::from_secs(3600));
+        services.release_owner_after(owner.clone(), Duration::from_millis(20));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !services.pending_releases().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "not released");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // The hour-long timer finds itself replaced and stops.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(services.release_timers(), 0);
     }
 }
