@@ -2,7 +2,7 @@
 //! what they asked for ([`CallRequest`]), who can approve it when a guard asks
 //! ([`Approver`]), what the plugins tell the caller while it runs ([`Notices`]: progress
 //! and log lines), who can be asked for a model's answer ([`Sampler`]: the MCP client's
-//! sampling, which subagents use; [`SubagentStep`] marks a call a subagent made) and what
+//! sampling, which subagents use; [`JobStep`] marks a call a job's loop made, a subagent's step) and what
 //! came back ([`CallResult`]: content items and structured output).
 
 use std::path::PathBuf;
@@ -34,8 +34,9 @@ pub struct CallContext {
     pub notices: Notices,
     /// The caller's client, when it can be asked for a model's answer during the call.
     pub sampler: Option<Arc<dyn Sampler>>,
-    /// Set when a subagent made this call: which one, and its depth.
-    pub subagent: Option<SubagentStep>,
+    /// Set when a job's own loop made this call (a subagent's step): which job, and how
+    /// deep.
+    pub step: Option<JobStep>,
 }
 
 impl CallContext {
@@ -58,9 +59,9 @@ pub struct CallRequest {
     pub notices: Notices,
     /// The caller's client, when it can be asked for a model's answer (none by default).
     pub sampler: Option<Arc<dyn Sampler>>,
-    /// Set when a subagent makes the call: it then runs under the admission slot of the
-    /// call the subagent runs inside, and its events name the subagent.
-    pub subagent: Option<SubagentStep>,
+    /// Set when a job's own loop makes the call (a subagent's step): it then runs under
+    /// the admission slot of the call the job runs inside, and its events name the job.
+    pub step: Option<JobStep>,
     /// What the call's span descends from when traces are on: the client's trace
     /// context, or the call a subagent runs inside (none by default).
     pub trace_parent: crate::traces::CallParent,
@@ -82,20 +83,20 @@ impl CallRequest {
             approver: None,
             notices: Notices::default(),
             sampler: None,
-            subagent: None,
+            step: None,
             trace_parent: crate::traces::CallParent::None,
         }
     }
 }
 
-/// What marks a call a subagent made.
+/// What marks a call a job's own loop made (a subagent's step), not a client.
 #[derive(Debug, Clone)]
-pub struct SubagentStep {
-    /// The subagent's job id (`subagent-N`).
+pub struct JobStep {
+    /// The job's id (`subagent-N`).
     pub job: Arc<str>,
-    /// The id of the call that started the subagent.
+    /// The id of the call that started the job.
     pub started_by: Arc<str>,
-    /// How many subagents deep the call is (1: a subagent started by a model's call).
+    /// How many such jobs deep the call is (1: a job a client's call started).
     pub depth: u32,
 }
 
@@ -146,6 +147,9 @@ pub struct SampleRequest {
     pub messages: Vec<SampleMessage>,
     pub tools: Vec<SampleTool>,
     pub max_tokens: u32,
+    /// How long the model's answer may take: the asking capability's setting (`[sampling]
+    /// timeout_ms` for a plugin, `[subagent] sampling_timeout_ms` for a subagent).
+    pub wait: std::time::Duration,
 }
 
 /// The model's answer to one sampling request.
@@ -173,6 +177,23 @@ pub enum SampleError {
     /// not allow).
     #[error("the request is not valid: {0}")]
     Invalid(String),
+}
+
+impl SampleError {
+    /// The error as a plugin sees it: `unavailable` is the asking capability's own code
+    /// (sampling's or elicitation's).
+    pub fn to_tool_error(self, unavailable: crate::error::ErrorCode) -> crate::error::ToolError {
+        use crate::error::{ErrorCode, ToolError};
+        match self {
+            SampleError::Unavailable(why) => ToolError::new(unavailable, why),
+            SampleError::Failed(why) => ToolError::new(
+                ErrorCode::Denied,
+                format!("the client refused or failed the request: {why}"),
+            ),
+            SampleError::TimedOut(why) => ToolError::new(ErrorCode::Timeout, why),
+            SampleError::Invalid(why) => ToolError::new(ErrorCode::InvalidArguments, why),
+        }
+    }
 }
 
 /// What the client's user did with an elicitation form.

@@ -14,11 +14,11 @@ use crate::registry::{Refusal, Registry};
 use crate::services::Services;
 use crate::session::{prepare_state_dir, Session, StateDirError};
 
-/// The pipeline as the subagents see it ([`crate::services::subagent::ToolRunner`]):
-/// weak, since the pipeline holds the services that hold the subagents.
+/// The pipeline as the capabilities see it ([`crate::services::ToolRunner`]): weak, since
+/// the pipeline holds the services that hold it.
 struct PipelineRunner(std::sync::Weak<Pipeline>);
 
-impl crate::services::subagent::ToolRunner for PipelineRunner {
+impl crate::services::ToolRunner for PipelineRunner {
     fn tools(&self, scope: &str) -> Vec<crate::call::SampleTool> {
         let Some(pipeline) = self.0.upgrade() else {
             return Vec::new();
@@ -42,7 +42,7 @@ impl crate::services::subagent::ToolRunner for PipelineRunner {
         &'a self,
         request: crate::call::CallRequest,
         cancel: &'a tokio_util::sync::CancellationToken,
-    ) -> crate::services::subagent::CallFuture<'a> {
+    ) -> crate::services::CallFuture<'a> {
         Box::pin(async move {
             match self.0.upgrade() {
                 Some(pipeline) => pipeline.call(request, cancel).await,
@@ -170,9 +170,9 @@ impl Host {
             Arc::new(session),
             config.clone(),
         ));
-        services
-            .subagent
-            .set_runner(Arc::new(PipelineRunner(Arc::downgrade(&pipeline))));
+        let runner: Arc<dyn crate::services::ToolRunner> =
+            Arc::new(PipelineRunner(Arc::downgrade(&pipeline)));
+        services.attach(&runner);
         Ok(Host {
             config,
             pipeline,
@@ -218,31 +218,9 @@ impl Host {
 
 /// The gauges read from the services when `/metrics` is scraped: what they hold now.
 fn register_live_gauges(metrics: &crate::metrics::Metrics, services: &Services) {
-    let terminal = services.terminal.clone();
-    metrics.gauge_fn(
-        "dsh_terminals",
-        "Live terminal sessions, of every owner",
-        move || terminal.live() as i64,
-    );
-    let jobs = services.jobs.clone();
-    metrics.gauge_fn(
-        "dsh_jobs_running",
-        "Background jobs running, of every owner",
-        move || jobs.running() as i64,
-    );
-    let lsp = services.lsp.clone();
-    metrics.gauge_fn(
-        "dsh_language_servers",
-        "Language servers running",
-        move || lsp.server_pids().len() as i64,
-    );
-    let process = services.process.clone();
-    metrics.gauge_fn(
-        "dsh_containment_runs",
-        "Containment runs live (a foreground command, a job, a terminal or a language \
-         server each has one)",
-        move || process.live_runs() as i64,
-    );
+    for gauge in services.gauges() {
+        metrics.gauge_fn(gauge.name, gauge.help, gauge.read);
+    }
 }
 
 /// Says so when a guard or filter that `[pipeline]` names is not serving: until it is,

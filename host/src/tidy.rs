@@ -806,3 +806,91 @@ fn the_untagged_promise_rule_catches_what_it_is_for() {
         untagged_promises(&tagged)
     );
 }
+
+/// The capabilities that plug in whole: no code outside their folder (`services/NAME/`)
+/// names them but the capability list (`services/mod.rs`) and the frozen contracts'
+/// adapters (`bindings/`, which name every interface). What the host must know of one
+/// it learns through the [`crate::services::Capability`] trait (its grant, its gauges,
+/// the pipeline it is given). The capabilities not listed are still named elsewhere
+/// (the upgrade's handover, the MCP resources, the file roots of a grant); one that
+/// stops being goes on this list, and the rule keeps it so.
+const WHOLE_CAPABILITIES: &[&str] = &["log", "progress", "subagent", "sampling", "elicitation"];
+
+/// How code outside capability `name`'s folder names it (its module, its field of the
+/// services or of the configuration), in `source`'s code before its tests.
+fn capability_named(source: &str, name: &str) -> Option<String> {
+    let code = code_only(source);
+    let code = code.split("#[cfg(test)]").next().unwrap_or_default();
+    let ways = [
+        format!("services::{name}"),
+        format!("super::{name}::"),
+        format!("services.{name}"),
+        format!("config.{name}"),
+    ];
+    ways.into_iter().find(|way| {
+        code.match_indices(way.as_str()).any(|(at, _)| {
+            let after = code[at + way.len()..].chars().next();
+            !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+        })
+    })
+}
+
+#[test]
+fn whole_capabilities_are_named_only_in_their_folder() {
+    let src = repository().join("host/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut broken = Vec::new();
+    for path in &files {
+        let relative = path
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        let file_name = path.file_name().unwrap().to_string_lossy();
+        let exempt = relative == "services/mod.rs"
+            || relative == "tidy.rs"
+            || relative.starts_with("bindings/")
+            || file_name == "tests.rs"
+            || file_name.ends_with("_tests.rs");
+        if exempt {
+            continue;
+        }
+        let source = std::fs::read_to_string(path).unwrap();
+        for name in WHOLE_CAPABILITIES {
+            if relative.starts_with(&format!("services/{name}/")) {
+                continue;
+            }
+            if let Some(way) = capability_named(&source, name) {
+                broken.push(format!("{relative} names `{name}` ({way})"));
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "a whole capability is named only in its folder: give the host what it needs \
+         through the `Capability` trait (services/mod.rs) instead: {broken:#?}"
+    );
+}
+
+#[test]
+fn the_whole_capability_rule_catches_what_it_is_for() {
+    let named = |source: &str| capability_named(source, "subagent");
+    assert_eq!(
+        named("use crate::services::subagent::SubagentService;\n").as_deref(),
+        Some("services::subagent")
+    );
+    assert_eq!(
+        named("let t = self.host.config.subagent.timeout_ms;\n").as_deref(),
+        Some("config.subagent")
+    );
+    assert_eq!(
+        named("services.subagent.set_runner(r);\n").as_deref(),
+        Some("services.subagent")
+    );
+    assert!(named("// services::subagent in a comment\n").is_none());
+    assert!(named("use crate::services::subagents_of_another_kind;\n").is_none());
+    assert!(
+        named("fn f() {}\n#[cfg(test)]\nmod tests { use crate::services::subagent; }\n").is_none()
+    );
+}

@@ -8,7 +8,7 @@ as those scenarios do.
 
 Covered: both over stdio and over HTTP (on the call's own stream); what the client is sent
 (the prompt, `maxTokens`, no tools; the form's schema); a decline; a client's error answer
-(`DENIED`); clients that declared neither (`SAMPLING_UNAVAILABLE`,
+(`DENIED`); a model silent past `[sampling] timeout_ms` (`TIMEOUT`); clients that declared neither (`SAMPLING_UNAVAILABLE`,
 `ELICITATION_UNAVAILABLE`); a load refused without each grant, and a guard refused a
 grant of either, and so a result filter."""
 
@@ -125,6 +125,28 @@ async def test_a_plugins_max_tokens_are_capped_by_the_sampling_section(dsh_bin, 
         assert not sampled.is_error, show(SAMPLING, sampled)
     [request] = client.samplings
     assert request.max_tokens == 40 and not request.tools, request
+
+
+async def test_a_model_that_does_not_answer_in_sampling_timeout_ms_is_a_timeout(dsh_bin, dsh_env, dsh_dirs, tmp_path):
+    # The client's model never answers: `[sampling] timeout_ms` ends the wait, the plugin
+    # gets TIMEOUT (its tool says so), and the client is told to stop (a cancellation).
+    asked = anyio.Event()
+
+    async def silent(context: Any, params: types.CreateMessageRequestParams) -> Any:
+        asked.set()
+        await anyio.sleep(60)
+
+    async with stdio_session(
+        dsh_bin, dsh_env, dsh_dirs, tmp_path, {"sampling_callback": silent}, "[sampling]\ntimeout_ms = 300\n"
+    ) as session:
+        started = anyio.current_time()
+        with anyio.fail_after(30):
+            sampled = await session.call_tool(*SAMPLING)
+        waited = anyio.current_time() - started
+    assert asked.is_set()
+    assert sampled.is_error, show(SAMPLING, sampled)
+    assert "TIMEOUT" in text(sampled), show(SAMPLING, sampled)
+    assert waited < 30, waited
 
 
 async def test_a_decline_and_a_refused_sampling_reach_the_plugin(dsh_bin, dsh_env, dsh_dirs, tmp_path):

@@ -99,7 +99,7 @@ pub fn bench_context(scratch: &std::path::Path, tool: &str) -> dsh::call::CallCo
         spill_cap: dsh::output::DEFAULT_SPILL_CAP,
         notices: Default::default(),
         sampler: None,
-        subagent: None,
+        step: None,
     }
 }
 

@@ -78,9 +78,6 @@ pub enum LoadError {
     Grant(#[from] GrantError),
 }
 
-/// The interfaces that ask the caller's client (its model, its user): a tool's only.
-const CLIENT_ASKS: &[&str] = &["sampling", "elicitation"];
-
 /// Refuses a guard or a result filter granted an interface that asks the caller's client:
 /// it runs on every call before (or after) the tool, so it would put a question to the
 /// client's model or user each time, and a guard's decision must not be the client's
@@ -91,7 +88,7 @@ fn refuse_client_asks(name: &str, kind: PluginKind, granted: &[String]) -> Resul
     }
     let asks: Vec<String> = granted
         .iter()
-        .filter(|interface| CLIENT_ASKS.contains(&interface.as_str()))
+        .filter(|interface| crate::services::capabilities::asks_client(interface))
         .map(|interface| format!("`{interface}`"))
         .collect();
     if asks.is_empty() {
@@ -536,7 +533,7 @@ impl Plugin {
             spill_cap: 0,
             notices: Default::default(),
             sampler: None,
-            subagent: None,
+            step: None,
         };
         let mut store = self.store(runtime, context);
         let guest_cpu = store.data().guest_cpu.clone();

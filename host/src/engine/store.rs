@@ -242,7 +242,7 @@ impl CallState {
             spill_cap: 0,
             notices: Default::default(),
             sampler: None,
-            subagent: None,
+            step: None,
         };
         CallState {
             warming: true,

@@ -903,10 +903,9 @@ impl ServerHandler for McpConnection {
             sampler: Some(Arc::new(sampling::McpSampler::new(
                 context.peer.clone(),
                 context.id.clone(),
-                Duration::from_millis(self.server.host.config.subagent.sampling_timeout_ms),
                 approval_timeout,
             ))),
-            subagent: None,
+            step: None,
             trace_parent: trace_parent(&context),
         };
         // Cancelled by `notifications/cancelled` for this request, when the connection's
@@ -1173,7 +1172,6 @@ impl McpConnection {
         let sampler = round_trip::RoundTripSampler {
             events: events.clone(),
             declared,
-            sample_wait: Duration::from_millis(config.subagent.sampling_timeout_ms),
             ask_wait: Duration::from_millis(config.serve.approval_timeout_ms),
             asked: Arc::new(round_trip::Asked {
                 preset: std::sync::Mutex::new(answers),
@@ -1188,7 +1186,7 @@ impl McpConnection {
             approver: crate::call::Sampler::approver(&sampler),
             notices,
             sampler: Some(Arc::new(sampler)),
-            subagent: None,
+            step: None,
             trace_parent: trace_parent(context),
         };
         // Cancelled by the client (its request's cancellation), when the connection ends,

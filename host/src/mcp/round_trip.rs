@@ -520,8 +520,6 @@ impl Declared {
 pub struct RoundTripSampler {
     pub events: mpsc::UnboundedSender<CallEvent>,
     pub declared: Declared,
-    /// How long a model's answer may take (`[subagent] sampling_timeout_ms`).
-    pub sample_wait: Duration,
     /// How long a user's answer may take (`[serve] approval_timeout_ms`).
     pub ask_wait: Duration,
     pub asked: Arc<Asked>,
@@ -551,7 +549,7 @@ impl RoundTripSampler {
             rmcp::model::CreateMessageRequest::new(params),
         );
         self.asked.client.store(true, Ordering::Relaxed);
-        let answer = ask(&self.events, question, self.sample_wait, None)
+        let answer = ask(&self.events, question, request.wait, None)
             .await
             .map_err(SampleError::TimedOut)?;
         let result: rmcp::model::CreateMessageResult = serde_json::from_value(answer.clone())

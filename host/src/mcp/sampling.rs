@@ -1,5 +1,5 @@
 //! Asking the MCP client of a call: its model (`sampling/createMessage`, with `tools`
-//! (protocol 2025-11-25) for the subagents ([`crate::services::subagent`]), without for a
+//! (protocol 2025-11-25) for the subagents, without for a
 //! plugin's `dsh:plugin/sampling`) and its user (`elicitation/create` in form mode, for a
 //! plugin's `dsh:plugin/elicitation`).
 //!
@@ -36,7 +36,6 @@ pub(super) struct McpSampler {
     peer: rmcp::Peer<RoleServer>,
     /// The client request the sampling requests are sent for.
     request: RequestId,
-    timeout: Duration,
     approval_timeout: Duration,
 }
 
@@ -44,13 +43,11 @@ impl McpSampler {
     pub(super) fn new(
         peer: rmcp::Peer<RoleServer>,
         request: RequestId,
-        timeout: Duration,
         approval_timeout: Duration,
     ) -> Self {
         McpSampler {
             peer,
             request,
-            timeout,
             approval_timeout,
         }
     }
@@ -73,7 +70,7 @@ impl McpSampler {
             .extensions
             .insert(OriginatingRequestId(self.request.clone()));
         match self
-            .send(ServerRequest::CreateMessageRequest(message), self.timeout)
+            .send(ServerRequest::CreateMessageRequest(message), request.wait)
             .await?
         {
             ClientResult::CreateMessageResult(result) => Ok(from_wire(
@@ -349,6 +346,7 @@ mod tests {
                 input_schema: json!({"type": "object"}),
             }],
             max_tokens: 100,
+            wait: Duration::from_secs(1),
         };
         let params: CreateMessageRequestParams =
             serde_json::from_value(to_wire(&request)).expect("rmcp reads it");

@@ -16,7 +16,7 @@
 //! the caller's scope, the arguments are validated against its schema and its path
 //! arguments normalized ([`paths`]: `src/../x` is `x` from the gate on). The call holds
 //! its admission slot through stage 4 (a subagent's call runs under the slot of the
-//! call it runs inside, see [`crate::call::SubagentStep`]). A guard's rewrite (stage 2) replaces the
+//! call it runs inside, see [`crate::call::JobStep`]). A guard's rewrite (stage 2) replaces the
 //! arguments for the rest of the call, after the gate has checked them again. After the
 //! filters, a tool's structured output is checked against its output schema
 //! ([`crate::registry::RegisteredTool::check_output`]).
@@ -192,8 +192,8 @@ impl Pipeline {
                 scope: &request.scope,
                 tool: &request.tool,
                 args: &args,
-                subagent: request.subagent.as_ref().map(|step| &*step.job),
-                started_by: request.subagent.as_ref().map(|step| &*step.started_by),
+                subagent: request.step.as_ref().map(|step| &*step.job),
+                started_by: request.step.as_ref().map(|step| &*step.started_by),
             },
         ) {
             tracing::error!(%error, call_id = %call_id, tool = %request.tool, "refusing a call: its tool/call event cannot be written");
@@ -225,7 +225,7 @@ impl Pipeline {
             // (the `subagent` call, or the `job_output` that waits on it), which waits
             // for it: queueing it behind that slot could wait for ever when every slot
             // holds such a parent. A subagent makes one call at a time.
-            let _slot = match &request.subagent {
+            let _slot = match &request.step {
                 Some(_) => None,
                 None => match self
                     .admission
@@ -328,7 +328,7 @@ impl Pipeline {
             spill_cap: config.limits.max_spill_bytes,
             notices: request.notices.clone(),
             sampler: request.sampler.clone(),
-            subagent: request.subagent.clone(),
+            step: request.step.clone(),
         };
         let metrics = &self.runtime.metrics;
         let gated = stage(metrics, Stage::Gate, async {

@@ -105,7 +105,7 @@ mod tests {
             spill_cap: crate::output::DEFAULT_SPILL_CAP,
             notices: Notices::default(),
             sampler: None,
-            subagent: None,
+            step: None,
         }
     }
 

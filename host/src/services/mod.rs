@@ -57,6 +57,50 @@ macro_rules! for_each_capability {
     };
 }
 
+/// A boxed future of a tool call's result.
+pub type CallFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = crate::call::CallResult> + Send + 'a>>;
+
+/// The pipeline as the capabilities see it (a layer above them, given to each once the
+/// host has one: [`Capability::attach`]): the tools a scope sees, one call through the
+/// whole pipeline, and the session's event log.
+pub trait ToolRunner: Send + Sync {
+    /// The manuals of the tools `scope` sees.
+    fn tools(&self, scope: &str) -> Vec<crate::call::SampleTool>;
+    /// Runs `request` through the whole pipeline; `cancel` cancels it (its processes
+    /// killed).
+    fn call<'a>(
+        &'a self,
+        request: crate::call::CallRequest,
+        cancel: &'a tokio_util::sync::CancellationToken,
+    ) -> CallFuture<'a>;
+    /// Writes an event to the session's log.
+    fn event(&self, event: &str, fields: serde_json::Value);
+}
+
+/// A figure a capability shows on `/metrics`, read at each scrape.
+pub struct Gauge {
+    /// The metric's name (`dsh_…`).
+    pub name: &'static str,
+    /// Its help line.
+    pub help: &'static str,
+    pub read: Box<dyn Fn() -> i64 + Send + Sync>,
+}
+
+impl Gauge {
+    pub fn new(
+        name: &'static str,
+        help: &'static str,
+        read: impl Fn() -> i64 + Send + Sync + 'static,
+    ) -> Self {
+        Gauge {
+            name,
+            help,
+            read: Box::new(read),
+        }
+    }
+}
+
 /// What a capability says of itself, for grants, `dsh plugins --grants` and the docs.
 #[derive(Debug, Clone, Copy)]
 pub struct CapabilityInfo {
@@ -67,6 +111,11 @@ pub struct CapabilityInfo {
     /// Whether a plugin needs `interfaces = ["NAME"]` to import it. An interface that
     /// reaches only the call's own caller (progress) needs none.
     pub needs_grant: bool,
+    /// Whether it asks the caller's client (its model, its user): then only a tool may be
+    /// granted it. A guard or a result filter runs on every call, so it would put a
+    /// question to the client each time, and a guard's decision must not be the client's
+    /// model's.
+    pub asks_client: bool,
     /// The error codes its calls may give besides `INTERNAL`.
     pub errors: &'static [ErrorCode],
 }
@@ -101,6 +150,15 @@ pub trait Capability: Sized + Clone + std::fmt::Debug + Send + Sync + 'static {
 
     /// Stops everything it owns (host shutdown).
     fn shutdown(&self);
+
+    /// The figures it shows on `/metrics` (none by default).
+    fn gauges(&self) -> Vec<Gauge> {
+        Vec::new()
+    }
+
+    /// Takes the pipeline, once the host has one: a capability that makes calls of its
+    /// own (the subagents) keeps it; the rest ignore it.
+    fn attach(&self, _pipeline: &Arc<dyn ToolRunner>) {}
 }
 
 /// What a capability's binding gets for one host call: the call's context (owner,
@@ -176,6 +234,11 @@ macro_rules! define_services {
             pub fn needs_grant(name: &str) -> bool {
                 ALL.iter().find(|c| c.name == name).is_none_or(|c| c.needs_grant)
             }
+
+            /// Whether `name` asks the caller's client (only a tool may be granted it).
+            pub fn asks_client(name: &str) -> bool {
+                ALL.iter().any(|c| c.name == name && c.asks_client)
+            }
         }
 
         impl Services {
@@ -203,6 +266,18 @@ macro_rules! define_services {
             /// left behind.
             pub fn shutdown(&self) {
                 $(self.$name.shutdown();)*
+            }
+
+            /// Every capability's figures for `/metrics`, in list order.
+            pub fn gauges(&self) -> Vec<Gauge> {
+                let mut gauges = Vec::new();
+                $(gauges.extend(self.$name.gauges());)*
+                gauges
+            }
+
+            /// Gives every capability the pipeline (the host has one now).
+            pub fn attach(&self, pipeline: &Arc<dyn ToolRunner>) {
+                $(self.$name.attach(pipeline);)*
             }
 
             /// Releases everything `owner` holds (its connection ended).

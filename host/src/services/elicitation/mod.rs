@@ -26,6 +26,7 @@ impl Capability for ElicitationCapability {
         name: "elicitation",
         summary: "ask the caller's client's user to fill in a form during a call (MCP elicitation); never a guard's",
         needs_grant: true,
+        asks_client: true,
         errors: &[
             ErrorCode::ElicitationUnavailable,
             ErrorCode::Denied,

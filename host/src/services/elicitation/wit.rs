@@ -8,7 +8,6 @@ use crate::bindings::dsh::plugin::elicitation::{self as interface, Action, Elici
 use crate::bindings::dsh::plugin::types::ToolError as WitToolError;
 use crate::call::ElicitReply;
 use crate::error::{ErrorCode, ToolError};
-use crate::services::sampling::wit::client_error;
 use crate::services::wit::HasCall;
 use crate::services::{CallCtx, CallView};
 
@@ -77,7 +76,7 @@ impl Host for CallCtx<'_> {
             .host_call("elicitation.elicit", client.elicit(&message, &schema))
             .await;
         let reply =
-            reply.map_err(|error| client_error(error, ErrorCode::ElicitationUnavailable))?;
+            reply.map_err(|error| error.to_tool_error(ErrorCode::ElicitationUnavailable))?;
         Ok(match reply {
             ElicitReply::Accept(content) => ElicitResult {
                 action: Action::Accept,

@@ -18,6 +18,7 @@ impl Capability for Arc<FileService> {
                   plugin) and change their files atomically (a read-only extra root's never), \
                   never over a change the caller has not read",
         needs_grant: true,
+        asks_client: false,
         errors: &[
             ErrorCode::InvalidArguments,
             ErrorCode::Denied,

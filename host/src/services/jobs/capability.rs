@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::error::ErrorCode;
-use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation};
+use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation, Gauge};
 
 use super::{JobRegistry, JobsConfig};
 
@@ -15,6 +15,7 @@ impl Capability for Arc<JobRegistry> {
         name: "jobs",
         summary: "list, read and kill the caller's background jobs",
         needs_grant: true,
+        asks_client: false,
         errors: &[ErrorCode::NotFound, ErrorCode::InvalidArguments],
     };
 
@@ -28,4 +29,13 @@ impl Capability for Arc<JobRegistry> {
 
     /// Job processes belong to the process and terminal capabilities, which stop them.
     fn shutdown(&self) {}
+
+    fn gauges(&self) -> Vec<Gauge> {
+        let jobs = self.clone();
+        vec![Gauge::new(
+            "dsh_jobs_running",
+            "Background jobs running, of every owner",
+            move || jobs.running() as i64,
+        )]
+    }
 }

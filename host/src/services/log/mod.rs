@@ -22,6 +22,7 @@ impl Capability for LogCapability {
         name: "log",
         summary: "write log lines into the host's log, attributed to the plugin and call",
         needs_grant: true,
+        asks_client: false,
         errors: &[],
     };
 

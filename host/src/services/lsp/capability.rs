@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::error::ErrorCode;
-use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation};
+use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation, Gauge};
 
 use super::{LspConfig, LspService};
 
@@ -17,6 +17,7 @@ impl Capability for Arc<LspService> {
         summary: "ask language servers the host owns for definitions, references, hovers \
                   and document symbols",
         needs_grant: true,
+        asks_client: false,
         errors: &[
             ErrorCode::InvalidArguments,
             ErrorCode::LspUnavailable,
@@ -37,5 +38,14 @@ impl Capability for Arc<LspService> {
 
     fn shutdown(&self) {
         self.shutdown_all();
+    }
+
+    fn gauges(&self) -> Vec<Gauge> {
+        let lsp = self.clone();
+        vec![Gauge::new(
+            "dsh_language_servers",
+            "Language servers running",
+            move || lsp.server_pids().len() as i64,
+        )]
     }
 }

@@ -2,7 +2,7 @@
 //! releases.
 
 use crate::error::ErrorCode;
-use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation};
+use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation, Gauge};
 
 use super::{ProcessConfig, ProcessService};
 
@@ -13,6 +13,7 @@ impl Capability for ProcessService {
         summary:
             "run shell commands as contained process trees, in the foreground or as background jobs",
         needs_grant: true,
+        asks_client: false,
         errors: &[ErrorCode::InvalidArguments, ErrorCode::LimitExceeded],
     };
 
@@ -29,5 +30,15 @@ impl Capability for ProcessService {
 
     fn shutdown(&self) {
         self.kill_all();
+    }
+
+    fn gauges(&self) -> Vec<Gauge> {
+        let process = self.clone();
+        vec![Gauge::new(
+            "dsh_containment_runs",
+            "Containment runs live (a foreground command, a job, a terminal or a language \
+             server each has one)",
+            move || process.live_runs() as i64,
+        )]
     }
 }

@@ -23,6 +23,7 @@ impl Capability for ProgressCapability {
         name: "progress",
         summary: "report a call's progress (a fraction and a message) to its caller",
         needs_grant: false,
+        asks_client: false,
         errors: &[],
     };
 

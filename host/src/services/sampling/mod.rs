@@ -18,11 +18,17 @@ pub struct SamplingConfig {
     /// The most `maxTokens` a plugin's request carries; a plugin asking for more gets
     /// this many.
     pub max_tokens: u32,
+    /// How long one request may wait for the client's model to answer; past it the
+    /// plugin gets `TIMEOUT`.
+    pub timeout_ms: u64,
 }
 
 impl Default for SamplingConfig {
     fn default() -> Self {
-        SamplingConfig { max_tokens: 4096 }
+        SamplingConfig {
+            max_tokens: 4096,
+            timeout_ms: 300_000,
+        }
     }
 }
 
@@ -38,6 +44,7 @@ impl Capability for SamplingCapability {
         name: "sampling",
         summary: "ask the caller's client's model for a message during a call (MCP sampling); never a guard's",
         needs_grant: true,
+        asks_client: true,
         errors: &[
             ErrorCode::SamplingUnavailable,
             ErrorCode::Denied,

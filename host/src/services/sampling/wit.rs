@@ -7,7 +7,7 @@ use crate::bindings::dsh::plugin::sampling::{
     self as interface, CreateMessageRequest, CreateMessageResult, Host, Role,
 };
 use crate::bindings::dsh::plugin::types::ToolError as WitToolError;
-use crate::call::{SampleContent, SampleError, SampleMessage, SampleRequest, SampleRole};
+use crate::call::{SampleContent, SampleMessage, SampleRequest, SampleRole};
 use crate::error::{ErrorCode, ToolError};
 use crate::services::wit::HasCall;
 use crate::services::{CallCtx, CallView};
@@ -15,20 +15,6 @@ use crate::services::{CallCtx, CallView};
 /// Adds `dsh:plugin/sampling` to `linker`.
 pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     interface::add_to_linker::<T, HasCall>(linker, T::call_ctx)
-}
-
-/// A failed request to the client as the plugin sees it. `Unavailable` is the
-/// capability's own code (sampling or elicitation).
-pub(crate) fn client_error(error: SampleError, unavailable: ErrorCode) -> ToolError {
-    match error {
-        SampleError::Unavailable(why) => ToolError::new(unavailable, why),
-        SampleError::Failed(why) => ToolError::new(
-            ErrorCode::Denied,
-            format!("the client refused or failed the request: {why}"),
-        ),
-        SampleError::TimedOut(why) => ToolError::new(ErrorCode::Timeout, why),
-        SampleError::Invalid(why) => ToolError::new(ErrorCode::InvalidArguments, why),
-    }
 }
 
 impl Host for CallCtx<'_> {
@@ -77,6 +63,7 @@ impl Host for CallCtx<'_> {
             max_tokens: request
                 .max_tokens
                 .min(self.services.sampling.config.max_tokens),
+            wait: std::time::Duration::from_millis(self.services.sampling.config.timeout_ms),
         };
         tracing::info!(
             plugin = self.plugin,
@@ -88,7 +75,7 @@ impl Host for CallCtx<'_> {
         let reply = self
             .host_call("sampling.sample", sampler.sample(&request))
             .await;
-        let reply = reply.map_err(|error| client_error(error, ErrorCode::SamplingUnavailable))?;
+        let reply = reply.map_err(|error| error.to_tool_error(ErrorCode::SamplingUnavailable))?;
         let text: Vec<String> = reply
             .content
             .into_iter()

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::error::ErrorCode;
-use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation};
+use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation, ToolRunner};
 
 use super::{SubagentConfig, SubagentService};
 
@@ -14,6 +14,7 @@ impl Capability for Arc<SubagentService> {
         name: "subagent",
         summary: "run subagents: the caller's client's model, through MCP sampling, with the caller's tools",
         needs_grant: true,
+        asks_client: false,
         errors: &[
             ErrorCode::SamplingUnavailable,
             ErrorCode::LimitExceeded,
@@ -36,5 +37,9 @@ impl Capability for Arc<SubagentService> {
 
     fn shutdown(&self) {
         self.end_all();
+    }
+
+    fn attach(&self, pipeline: &Arc<dyn ToolRunner>) {
+        self.set_runner(pipeline.clone());
     }
 }

@@ -17,7 +17,7 @@
 //! ([`crate::services::jobs::Job::borrow_client`]): a server request reaches a client
 //! reliably only inside a request in flight. Between them it waits, its note saying so.
 //!
-//! A subagent's tool calls carry a [`SubagentStep`]: the pipeline runs them under the
+//! A subagent's tool calls carry a [`JobStep`]: the pipeline runs them under the
 //! admission slot of the call they run inside (never queued behind it), and logs them
 //! with the subagent's id and the id of the call that started it. Each step is also a
 //! `subagent/step` event.
@@ -34,11 +34,12 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::call::{
-    Approver, CallContext, CallRequest, CallResult, SampleContent, SampleError, SampleMessage,
-    SampleRequest, SampleRole, SampleTool, Sampler, SubagentStep,
+    Approver, CallContext, CallRequest, CallResult, JobStep, SampleContent, SampleError,
+    SampleMessage, SampleRequest, SampleRole, SampleTool, Sampler,
 };
 use crate::error::{ErrorCode, ToolError};
 use crate::services::jobs::{Job, JobRegistry, JobState};
+use crate::services::ToolRunner;
 pub use config::SubagentConfig;
 
 /// The job kind, and the tool name a subagent is not offered by default.
@@ -49,22 +50,6 @@ const SYSTEM_PROMPT: &str =
     "You are a subagent of dsh, working alone on one task with the tools offered. \
 Call them as you need; each result comes back to you. When you are done, answer with your final \
 answer as plain text and no tool call.";
-
-/// A boxed future of a tool call's result.
-pub type CallFuture<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = CallResult> + Send + 'a>>;
-
-/// What the host gives the subagents: the tools a scope sees, one call through the
-/// pipeline, and the session's event log.
-pub trait ToolRunner: Send + Sync {
-    /// The manuals of the tools `scope` sees.
-    fn tools(&self, scope: &str) -> Vec<SampleTool>;
-    /// Runs `request` through the whole pipeline; `cancel` cancels it (its processes
-    /// killed).
-    fn call<'a>(&'a self, request: CallRequest, cancel: &'a CancellationToken) -> CallFuture<'a>;
-    /// Writes an event to the session's log.
-    fn event(&self, event: &str, fields: serde_json::Value);
-}
 
 /// What a subagent is asked to do.
 #[derive(Debug, Clone)]
@@ -113,7 +98,7 @@ struct Run {
     job: Arc<Job>,
     owner: Arc<str>,
     scope: Arc<str>,
-    step: SubagentStep,
+    step: JobStep,
     prompt: String,
     tools: Vec<SampleTool>,
     allowed: BTreeSet<String>,
@@ -183,7 +168,7 @@ impl SubagentService {
     /// Checks a task against the caller and the limits, and makes its job.
     fn prepare(&self, caller: &CallContext, task: Task, client: Client) -> Result<Run, ToolError> {
         let runner = self.runner()?;
-        let depth = caller.subagent.as_ref().map_or(0, |s| s.depth) + 1;
+        let depth = caller.step.as_ref().map_or(0, |s| s.depth) + 1;
         if depth > self.config.max_depth {
             return Err(ToolError::new(
                 ErrorCode::LimitExceeded,
@@ -257,7 +242,7 @@ impl SubagentService {
             .entry(caller.owner.clone())
             .or_default()
             .push(job.clone());
-        let step = SubagentStep {
+        let step = JobStep {
             job: job.id.as_str().into(),
             started_by: caller.call_id.as_str().into(),
             depth,
@@ -407,6 +392,7 @@ impl SubagentService {
                 messages: messages.clone(),
                 tools: run.tools.clone(),
                 max_tokens: self.config.max_tokens,
+                wait: Duration::from_millis(self.config.sampling_timeout_ms),
             };
             let reply = match &run.client {
                 Client::Fixed(sampler) => {
@@ -488,7 +474,7 @@ impl SubagentService {
                     job.set_note(Some(format!("turn {turn}: running {name}")));
                     let request = CallRequest {
                         approver: approver.clone(),
-                        subagent: Some(run.step.clone()),
+                        step: Some(run.step.clone()),
                         trace_parent: crate::traces::CallParent::Local(run.span.clone()),
                         sampler: match &run.client {
                             Client::Fixed(sampler) => Some(sampler.clone()),

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::error::ErrorCode;
-use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation};
+use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation, Gauge};
 
 use super::{TerminalConfig, TerminalService};
 
@@ -14,6 +14,7 @@ impl Capability for Arc<TerminalService> {
         name: "terminal",
         summary: "open, drive, read and close interactive PTY sessions",
         needs_grant: true,
+        asks_client: false,
         errors: &[
             ErrorCode::NotFound,
             ErrorCode::InvalidArguments,
@@ -38,5 +39,14 @@ impl Capability for Arc<TerminalService> {
 
     fn shutdown(&self) {
         self.close_all();
+    }
+
+    fn gauges(&self) -> Vec<Gauge> {
+        let terminal = self.clone();
+        vec![Gauge::new(
+            "dsh_terminals",
+            "Live terminal sessions, of every owner",
+            move || terminal.live() as i64,
+        )]
     }
 }
