@@ -301,8 +301,8 @@ impl McpConnection {
 
     /// A receiver of the owner's resource changes from now on.
     fn watch_resources(&self) -> ResourceWatch {
-        let jobs = &self.server.host.services.jobs;
-        jobs.changes().watch(&self.owner())
+        let services = &self.server.host.services;
+        services.resource_changes().watch(&self.owner())
     }
 
     /// The connection's owner.
@@ -726,7 +726,7 @@ impl ServerHandler for McpConnection {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(resources::templates())
+        Ok(resources::templates(&self.server.host))
     }
 
     /// `resources/read`: one of this connection's resources as it is now.

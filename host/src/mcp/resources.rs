@@ -1,27 +1,26 @@
-//! MCP resources: each terminal session's screen (`terminal://ID/screen`) and each
-//! background job's output (`job://ID/output`), owner-scoped like the tools.
+//! MCP resources: what the capabilities show their owners ([`ResourceSource`]: each
+//! terminal session's screen, `terminal://ID/screen`, and each background job's output,
+//! `job://ID/output`), owner-scoped like the tools. This module names no capability: it
+//! serves whatever kinds [`Services::resources`] gives, in list order.
 //!
-//! `resources/list` names the calling connection's sessions and jobs only (the host's
-//! own owner-scoped listings, [`TerminalService::list`] and [`JobRegistry::list`]);
-//! `resources/read` returns the terminal's rendered screen as it is now, or the job's
-//! output so far (its newest [`JOB_OUTPUT_MAX_BYTES`], with a note first when older
-//! bytes were cut), read through the same service calls as `terminal_read` and
-//! `job_output`. An id of another owner, one that never existed, a retired one and a
-//! URI of no known shape are the same JSON-RPC error (resource not found), so ids
-//! cannot be probed. `resources/templates/list` names the two URI templates.
+//! `resources/list` names the calling connection's own resources only; `resources/read`
+//! returns one as it is now, read through the same service calls as the tools
+//! (`terminal_read`, `job_output`). An id of another owner, one that never existed, a
+//! retired one and a URI of no known shape are the same JSON-RPC error (resource not
+//! found), so ids cannot be probed. `resources/templates/list` names each kind's URI
+//! template.
 //!
 //! `resources/subscribe` takes one of the owner's URIs (any other is the same
 //! not-found error); from then on [`forward_changes`] sends
-//! `notifications/resources/updated` when that screen or output changes, and every
-//! connection hears `notifications/resources/list_changed` as its owner's sessions and
-//! jobs come, end and go. Both are sent at most once per
-//! `[serve] resource_update_interval_ms`, what changed in between together. Only the
-//! owner's own changes reach a connection ([`ResourceChanges`] has a channel per
-//! owner). `completion/complete` completes the templates' `id` from the owner's ids.
+//! `notifications/resources/updated` when that resource changes, and every connection
+//! hears `notifications/resources/list_changed` as its owner's resources come, end and
+//! go. Both are sent at most once per `[serve] resource_update_interval_ms`, what changed
+//! in between together. Only the owner's own changes reach a connection
+//! ([`ResourceChanges`] has a channel per owner). `completion/complete` completes the
+//! templates' `id` from the owner's ids.
 //!
 //! [`ResourceChanges`]: crate::services::resource_changes::ResourceChanges
-//! [`TerminalService::list`]: crate::services::terminal::TerminalService::list
-//! [`JobRegistry::list`]: crate::services::jobs::JobRegistry::list
+//! [`Services::resources`]: crate::services::Services::resources
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -38,45 +37,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{ErrorCode, ToolError};
 use crate::host::Host;
-use crate::services::jobs::JobInfo;
 use crate::services::resource_changes::ResourceChange;
-use crate::services::terminal::{SessionInfo, View};
-
-/// The most of a job's output one read returns (its newest bytes).
-pub const JOB_OUTPUT_MAX_BYTES: u64 = 1024 * 1024;
+use crate::services::resources::ResourceSource;
 
 const MIME: &str = "text/plain";
 
-/// What a resource URI names.
-#[derive(Debug, PartialEq, Eq)]
-enum Target<'a> {
-    Screen(&'a str),
-    JobOutput(&'a str),
-}
-
-/// Parses `terminal://ID/screen` and `job://ID/output`; anything else is `None`.
-fn parse(uri: &str) -> Option<Target<'_>> {
-    if let Some(id) = uri
-        .strip_prefix("terminal://")
-        .and_then(|rest| rest.strip_suffix("/screen"))
-    {
-        return valid_id(id).then_some(Target::Screen(id));
-    }
-    if let Some(id) = uri
-        .strip_prefix("job://")
-        .and_then(|rest| rest.strip_suffix("/output"))
-    {
-        return valid_id(id).then_some(Target::JobOutput(id));
-    }
-    None
-}
-
-/// An id as the host makes them (`term-1`, `bash-3`): nothing that could be a path.
-fn valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+/// The source `uri` is of and the id it names; `None` for a URI of no known shape.
+fn parse<'a>(host: &Host, uri: &'a str) -> Option<(Arc<dyn ResourceSource>, &'a str)> {
+    host.services
+        .resources()
+        .iter()
+        .find_map(|source| Some((source.clone(), source.kind().id_of(uri)?)))
 }
 
 /// A service's refusal as the answer to a read: `NOT_FOUND` (another owner's id, one
@@ -101,133 +72,50 @@ fn not_found(uri: &str) -> ErrorData {
     )
 }
 
-/// The URI of terminal session `id`'s screen (what [`parse`] reads back).
-fn screen_uri(id: &str) -> String {
-    format!("terminal://{id}/screen")
-}
-
-/// The URI of job `id`'s output.
-fn job_output_uri(id: &str) -> String {
-    format!("job://{id}/output")
-}
-
-fn terminal_resource(session: &SessionInfo) -> Resource {
-    let state = if session.alive {
-        "running".to_string()
-    } else {
-        match session.exit_code {
-            Some(code) => format!("exited (code {code})"),
-            None => "exited".to_string(),
-        }
-    };
-    Resource::new(screen_uri(&session.id), format!("{} screen", session.id))
-        .with_title(format!("Terminal {} ({})", session.id, session.shell))
-        .with_description(format!(
-            "The screen of terminal session {} as it is now ({} in {}, {}x{}, {state}).",
-            session.id,
-            session.shell,
-            session.cwd.display(),
-            session.cols,
-            session.rows
-        ))
-        .with_mime_type(MIME)
-}
-
-fn job_resource(job: &JobInfo) -> Resource {
-    Resource::new(job_output_uri(&job.id), format!("{} output", job.id))
-        .with_title(format!("Job {}: {}", job.id, job.description))
-        .with_description(format!(
-            "The output so far of background job {} ({}, {}): {}",
-            job.id,
-            job.kind,
-            job.state.name(),
-            job.command
-        ))
-        .with_mime_type(MIME)
-}
-
-/// `resources/list`: the owner's terminal sessions, then its jobs, oldest first.
+/// `resources/list`: the owner's resources, kind by kind in list order (terminal
+/// sessions, then jobs), oldest first.
 pub fn list(host: &Host, owner: &str) -> ListResourcesResult {
-    let services = &host.services;
-    let mut resources: Vec<Resource> = services
-        .terminal
-        .list(owner)
-        .iter()
-        .map(terminal_resource)
-        .collect();
-    resources.extend(services.jobs.list(owner).iter().map(job_resource));
+    let mut resources = Vec::new();
+    for source in host.services.resources() {
+        let kind = source.kind();
+        resources.extend(source.list(owner).into_iter().map(|owned| {
+            Resource::new(kind.uri(&owned.id), owned.name)
+                .with_title(owned.title)
+                .with_description(owned.description)
+                .with_mime_type(MIME)
+        }));
+    }
     ListResourcesResult::with_all_items(resources)
 }
 
-const SCREEN_TEMPLATE: &str = "terminal://{id}/screen";
-const JOB_OUTPUT_TEMPLATE: &str = "job://{id}/output";
-
-/// `resources/templates/list`: the two URI shapes.
-pub fn templates() -> ListResourceTemplatesResult {
-    ListResourceTemplatesResult::with_all_items(vec![
-        ResourceTemplate::new(SCREEN_TEMPLATE, "terminal screen")
-            .with_title("Terminal screen")
-            .with_description(
-                "The screen of a terminal session (terminal_open) as it is now; id: term-N.",
-            )
-            .with_mime_type(MIME),
-        ResourceTemplate::new(JOB_OUTPUT_TEMPLATE, "job output")
-            .with_title("Job output")
-            .with_description(format!(
-                "The output so far of a background job (job_list); id: bash-N, terminal-N. \
-                 At most the newest {} MiB.",
-                JOB_OUTPUT_MAX_BYTES / (1024 * 1024)
-            ))
-            .with_mime_type(MIME),
-    ])
+/// `resources/templates/list`: each kind's URI shape.
+pub fn templates(host: &Host) -> ListResourceTemplatesResult {
+    let templates = host
+        .services
+        .resources()
+        .iter()
+        .map(|source| {
+            let kind = source.kind();
+            ResourceTemplate::new(kind.template(), kind.name)
+                .with_title(kind.title)
+                .with_description(kind.description.clone())
+                .with_mime_type(MIME)
+        })
+        .collect();
+    ListResourceTemplatesResult::with_all_items(templates)
 }
 
 /// `resources/read`: the current text of one of the owner's resources.
 pub async fn read(host: &Host, owner: &str, uri: &str) -> Result<ReadResourceResult, ErrorData> {
-    let services = &host.services;
-    let text = match parse(uri).ok_or_else(|| not_found(uri))? {
-        Target::Screen(id) => {
-            services
-                .terminal
-                // The screen is the grid as it is now: no cursor, no byte budget.
-                .read(owner, id, View::Screen, 0, usize::MAX)
-                .map_err(|e| read_error(uri, e))?
-                .text
-        }
-        Target::JobOutput(id) => {
-            let read = services
-                .jobs
-                .output(owner, id, 0, JOB_OUTPUT_MAX_BYTES, Duration::ZERO)
-                .await
-                .map_err(|e| read_error(uri, e))?;
-            if read.omitted_bytes > 0 {
-                format!(
-                    "[{} earlier bytes omitted; the whole output is in {}]\n{}",
-                    read.omitted_bytes,
-                    read.full_output_path.display(),
-                    read.output
-                )
-            } else {
-                read.output
-            }
-        }
-    };
+    let (source, id) = parse(host, uri).ok_or_else(|| not_found(uri))?;
+    let text = source
+        .read(owner, id)
+        .await
+        .map_err(|e| read_error(uri, e))?;
     Ok(ReadResourceResult::new(vec![ResourceContents::text(
         text, uri,
     )
     .with_mime_type(MIME)]))
-}
-
-/// The owner's terminal session ids, oldest first.
-fn terminal_ids(host: &Host, owner: &str) -> Vec<String> {
-    let sessions = host.services.terminal.list(owner);
-    sessions.into_iter().map(|session| session.id).collect()
-}
-
-/// The owner's job ids, oldest first.
-fn job_ids(host: &Host, owner: &str) -> Vec<String> {
-    let jobs = host.services.jobs.list(owner);
-    jobs.into_iter().map(|job| job.id).collect()
 }
 
 /// The URIs one connection subscribed to.
@@ -240,11 +128,8 @@ pub fn subscribe(
     subscriptions: &Subscriptions,
     uri: &str,
 ) -> Result<(), ErrorData> {
-    let exists = match parse(uri).ok_or_else(|| not_found(uri))? {
-        Target::Screen(id) => terminal_ids(host, owner).iter().any(|known| known == id),
-        Target::JobOutput(id) => job_ids(host, owner).iter().any(|known| known == id),
-    };
-    if !exists {
+    let (source, id) = parse(host, uri).ok_or_else(|| not_found(uri))?;
+    if !source.list(owner).iter().any(|owned| owned.id == id) {
         return Err(not_found(uri));
     }
     subscriptions.lock().unwrap().insert(uri.to_string());
@@ -272,17 +157,22 @@ pub fn complete(
             ))
         }
     };
-    let ids = match template {
-        SCREEN_TEMPLATE => terminal_ids(host, owner),
-        JOB_OUTPUT_TEMPLATE => job_ids(host, owner),
-        other => {
-            return Err(ErrorData::invalid_params(
-                format!(
-                    "no resource template {other:?}; dsh's are {SCREEN_TEMPLATE:?} and {JOB_OUTPUT_TEMPLATE:?}"
-                ),
-                None,
-            ))
-        }
+    let sources = host.services.resources();
+    let Some(source) = sources
+        .iter()
+        .find(|source| source.kind().template() == template)
+    else {
+        let known: Vec<String> = sources
+            .iter()
+            .map(|source| format!("{:?}", source.kind().template()))
+            .collect();
+        return Err(ErrorData::invalid_params(
+            format!(
+                "no resource template {template:?}; dsh's are {}",
+                known.join(" and ")
+            ),
+            None,
+        ));
     };
     if request.argument.name != "id" {
         return Err(ErrorData::invalid_params(
@@ -293,8 +183,10 @@ pub fn complete(
             None,
         ));
     }
-    let matching: Vec<String> = ids
+    let matching: Vec<String> = source
+        .list(owner)
         .into_iter()
+        .map(|owned| owned.id)
         .filter(|id| id.starts_with(&request.argument.value))
         .collect();
     let total = matching.len();
@@ -308,11 +200,15 @@ pub fn complete(
     Ok(CompleteResult::new(completion))
 }
 
-/// The URI a change of one session or job is about.
-fn changed_uri(change: &ResourceChange) -> Option<String> {
+/// The URI a change of one resource is about (none: the list changed).
+fn changed_uri(host: &Host, change: &ResourceChange) -> Option<String> {
     match change {
-        ResourceChange::Screen(id) => Some(screen_uri(id)),
-        ResourceChange::JobOutput(id) => Some(job_output_uri(id)),
+        ResourceChange::Updated { scheme, id } => host
+            .services
+            .resources()
+            .iter()
+            .find(|source| source.kind().scheme == *scheme)
+            .map(|source| source.kind().uri(id)),
         ResourceChange::Listed => None,
     }
 }
@@ -371,7 +267,7 @@ pub async fn forward_changes(
         tokio::select! {
             _ = closed.cancelled() => return,
             change = changes.recv() => match change {
-                Ok(change) => match changed_uri(&change) {
+                Ok(change) => match changed_uri(&host, &change) {
                     Some(uri) => {
                         if subscriptions.lock().unwrap().contains(&uri) {
                             updated.insert(uri);
@@ -424,29 +320,6 @@ pub fn accepted_filter(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn uris_parse_to_their_targets_and_nothing_else_does() {
-        assert_eq!(
-            parse("terminal://term-1/screen"),
-            Some(Target::Screen("term-1"))
-        );
-        assert_eq!(
-            parse("job://bash-3/output"),
-            Some(Target::JobOutput("bash-3"))
-        );
-        for uri in [
-            "terminal://term-1/plain",
-            "terminal:///screen",
-            "terminal://../x/screen",
-            "terminal://a/b/screen",
-            "job://bash-3/output/",
-            "file:///etc/passwd",
-            "",
-        ] {
-            assert_eq!(parse(uri), None, "{uri}");
-        }
-    }
 
     #[test]
     fn not_found_is_the_resource_not_found_code() {

@@ -20,6 +20,7 @@ pub mod lsp;
 pub mod process;
 pub mod progress;
 pub mod resource_changes;
+pub mod resources;
 pub mod sampling;
 pub mod subagent;
 pub mod terminal;
@@ -156,6 +157,12 @@ pub trait Capability: Sized + Clone + std::fmt::Debug + Send + Sync + 'static {
         Vec::new()
     }
 
+    /// The kinds of resource it shows its owners (none by default); their changes it
+    /// reports through [`resource_changes`] under each kind's scheme.
+    fn resources(&self) -> Vec<Arc<dyn resources::ResourceSource>> {
+        Vec::new()
+    }
+
     /// Takes the pipeline, once the host has one: a capability that makes calls of its
     /// own (the subagents) keeps it; the rest ignore it.
     fn attach(&self, _pipeline: &Arc<dyn ToolRunner>) {}
@@ -213,6 +220,10 @@ macro_rules! define_services {
             $(pub $name: $ty,)*
             /// Owners gone whose resources are released at the end of their grace period.
             releases: Arc<Releases>,
+            /// Every owner's resource changes (what its terminal sessions and jobs report).
+            changes: resource_changes::ResourceChanges,
+            /// Every capability's kinds of resource, in list order.
+            resources: Arc<[Arc<dyn resources::ResourceSource>]>,
         }
 
         /// Every capability's `dsh.toml` section.
@@ -256,9 +267,14 @@ macro_rules! define_services {
                 places: process::HostPlaces,
             ) -> Result<Self, CapabilityError> {
                 let foundation = Foundation::new(config, spill_dir, places)?;
+                $(let $name = <$ty as Capability>::start(&config.$name, &foundation)?;)*
+                let mut resources = Vec::new();
+                $(resources.extend($name.resources());)*
                 Ok(Services {
-                    $($name: <$ty as Capability>::start(&config.$name, &foundation)?,)*
+                    $($name,)*
                     releases: Arc::default(),
+                    changes: foundation.jobs.changes().clone(),
+                    resources: resources.into(),
                 })
             }
 
@@ -266,6 +282,11 @@ macro_rules! define_services {
             /// left behind.
             pub fn shutdown(&self) {
                 $(self.$name.shutdown();)*
+            }
+
+            /// Every capability's kinds of resource, in list order.
+            pub fn resources(&self) -> &[Arc<dyn resources::ResourceSource>] {
+                &self.resources
             }
 
             /// Every capability's figures for `/metrics`, in list order.
@@ -381,6 +402,12 @@ impl Drop for OwnerHold {
 }
 
 impl Services {
+    /// Every owner's resource changes: a watcher of an owner's hears what its resources
+    /// report ([`Capability::resources`]).
+    pub fn resource_changes(&self) -> &resource_changes::ResourceChanges {
+        &self.changes
+    }
+
     /// Holds `owner` while a request of it is served: a grace period running for it
     /// stops, and none starts until the last hold is dropped, when `grace` starts (an
     /// owner without a connection, a principal of MCP 2026-07-28, lives from its last

@@ -17,12 +17,11 @@ use tokio::sync::broadcast;
 /// What changed for one owner.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ResourceChange {
-    /// Terminal session `id`'s output or state changed (its screen may look different).
-    Screen(Arc<str>),
-    /// Background job `id` has more output, or ended.
-    JobOutput(Arc<str>),
-    /// The owner's set of sessions and jobs, or what one says of itself (running,
-    /// exited), changed.
+    /// The resource `id` of the kind whose URIs have `scheme` changed (a terminal
+    /// session's output or state, a job's output or its end).
+    Updated { scheme: &'static str, id: Arc<str> },
+    /// The owner's set of resources, or what one says of itself (running, exited),
+    /// changed.
     Listed,
 }
 
@@ -86,12 +85,16 @@ mod tests {
         let mut mine = changes.watch("a");
         let theirs = changes.for_owner("b");
         theirs.report(ResourceChange::Listed);
-        changes
-            .for_owner("a")
-            .report(ResourceChange::Screen("term-1".into()));
+        changes.for_owner("a").report(ResourceChange::Updated {
+            scheme: "terminal",
+            id: "term-1".into(),
+        });
         assert_eq!(
             mine.try_recv().unwrap(),
-            ResourceChange::Screen("term-1".into())
+            ResourceChange::Updated {
+                scheme: "terminal",
+                id: "term-1".into()
+            }
         );
         assert!(mine.try_recv().is_err(), "b's change reached a's watcher");
     }

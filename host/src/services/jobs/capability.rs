@@ -5,9 +5,16 @@
 use std::sync::Arc;
 
 use crate::error::ErrorCode;
+use crate::services::resources::{OwnedResource, ReadFuture, ResourceKind, ResourceSource};
 use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation, Gauge};
 
-use super::{JobRegistry, JobsConfig};
+use super::{JobInfo, JobRegistry, JobsConfig};
+
+/// The scheme of a job's output URI (what a job's changes are reported under).
+pub const OUTPUT_SCHEME: &str = "job";
+
+/// The most of a job's output one read of its resource returns (its newest bytes).
+pub const OUTPUT_RESOURCE_MAX_BYTES: u64 = 1024 * 1024;
 
 impl Capability for Arc<JobRegistry> {
     type Config = JobsConfig;
@@ -30,6 +37,23 @@ impl Capability for Arc<JobRegistry> {
     /// Job processes belong to the process and terminal capabilities, which stop them.
     fn shutdown(&self) {}
 
+    fn resources(&self) -> Vec<Arc<dyn ResourceSource>> {
+        vec![Arc::new(Outputs {
+            jobs: self.clone(),
+            kind: ResourceKind {
+                scheme: OUTPUT_SCHEME,
+                part: "output",
+                name: "job output",
+                title: "Job output",
+                description: format!(
+                    "The output so far of a background job (job_list); id: bash-N, terminal-N. \
+                     At most the newest {} MiB.",
+                    OUTPUT_RESOURCE_MAX_BYTES / (1024 * 1024)
+                ),
+            },
+        })]
+    }
+
     fn gauges(&self) -> Vec<Gauge> {
         let jobs = self.clone();
         vec![Gauge::new(
@@ -37,5 +61,63 @@ impl Capability for Arc<JobRegistry> {
             "Background jobs running, of every owner",
             move || jobs.running() as i64,
         )]
+    }
+}
+
+/// The jobs' output so far: its newest [`OUTPUT_RESOURCE_MAX_BYTES`], with a note first
+/// when older bytes were cut.
+#[derive(Debug)]
+struct Outputs {
+    jobs: Arc<JobRegistry>,
+    kind: ResourceKind,
+}
+
+impl ResourceSource for Outputs {
+    fn kind(&self) -> &ResourceKind {
+        &self.kind
+    }
+
+    fn list(&self, owner: &str) -> Vec<OwnedResource> {
+        self.jobs.list(owner).iter().map(listed).collect()
+    }
+
+    fn read<'a>(&'a self, owner: &'a str, id: &'a str) -> ReadFuture<'a> {
+        Box::pin(async move {
+            let read = self
+                .jobs
+                .output(
+                    owner,
+                    id,
+                    0,
+                    OUTPUT_RESOURCE_MAX_BYTES,
+                    std::time::Duration::ZERO,
+                )
+                .await?;
+            Ok(if read.omitted_bytes > 0 {
+                format!(
+                    "[{} earlier bytes omitted; the whole output is in {}]\n{}",
+                    read.omitted_bytes,
+                    read.full_output_path.display(),
+                    read.output
+                )
+            } else {
+                read.output
+            })
+        })
+    }
+}
+
+fn listed(job: &JobInfo) -> OwnedResource {
+    OwnedResource {
+        id: job.id.clone(),
+        name: format!("{} output", job.id),
+        title: format!("Job {}: {}", job.id, job.description),
+        description: format!(
+            "The output so far of background job {} ({}, {}): {}",
+            job.id,
+            job.kind,
+            job.state.name(),
+            job.command
+        ),
     }
 }

@@ -328,8 +328,10 @@ impl Job {
         let over = kept.len() < chunk.len();
         drop(output);
         self.changed.notify_waiters();
-        self.changes
-            .report(ResourceChange::JobOutput(self.change_id.clone()));
+        self.changes.report(ResourceChange::Updated {
+            scheme: capability::OUTPUT_SCHEME,
+            id: self.change_id.clone(),
+        });
         if over {
             return Err(format!(
                 "its output passed the cap of {} bytes ([jobs] max_output_bytes)",
@@ -365,8 +367,10 @@ impl Job {
         }
         drop(output);
         self.changed.notify_waiters();
-        self.changes
-            .report(ResourceChange::JobOutput(self.change_id.clone()));
+        self.changes.report(ResourceChange::Updated {
+            scheme: capability::OUTPUT_SCHEME,
+            id: self.change_id.clone(),
+        });
         self.changes.report(ResourceChange::Listed);
     }
 

@@ -1,12 +1,16 @@
-//! What the host sees of the terminal capability: its grant, how it starts, and what it
-//! releases.
+//! What the host sees of the terminal capability: its grant, how it starts, what it
+//! releases, its gauge, and its sessions' screens as resources (`terminal://ID/screen`).
 
 use std::sync::Arc;
 
 use crate::error::ErrorCode;
+use crate::services::resources::{OwnedResource, ReadFuture, ResourceKind, ResourceSource};
 use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation, Gauge};
 
-use super::{TerminalConfig, TerminalService};
+use super::{SessionInfo, TerminalConfig, TerminalService, View};
+
+/// The scheme of a session's screen URI (what a session's changes are reported under).
+pub const SCREEN_SCHEME: &str = "terminal";
 
 impl Capability for Arc<TerminalService> {
     type Config = TerminalConfig;
@@ -41,6 +45,21 @@ impl Capability for Arc<TerminalService> {
         self.close_all();
     }
 
+    fn resources(&self) -> Vec<Arc<dyn ResourceSource>> {
+        vec![Arc::new(Screens {
+            terminal: self.clone(),
+            kind: ResourceKind {
+                scheme: SCREEN_SCHEME,
+                part: "screen",
+                name: "terminal screen",
+                title: "Terminal screen",
+                description:
+                    "The screen of a terminal session (terminal_open) as it is now; id: term-N."
+                        .into(),
+            },
+        })]
+    }
+
     fn gauges(&self) -> Vec<Gauge> {
         let terminal = self.clone();
         vec![Gauge::new(
@@ -48,5 +67,53 @@ impl Capability for Arc<TerminalService> {
             "Live terminal sessions, of every owner",
             move || terminal.live() as i64,
         )]
+    }
+}
+
+/// The sessions' screens: the grid as it is now (no cursor, no byte budget).
+#[derive(Debug)]
+struct Screens {
+    terminal: Arc<TerminalService>,
+    kind: ResourceKind,
+}
+
+impl ResourceSource for Screens {
+    fn kind(&self) -> &ResourceKind {
+        &self.kind
+    }
+
+    fn list(&self, owner: &str) -> Vec<OwnedResource> {
+        self.terminal.list(owner).iter().map(listed).collect()
+    }
+
+    fn read<'a>(&'a self, owner: &'a str, id: &'a str) -> ReadFuture<'a> {
+        Box::pin(async move {
+            let read = self.terminal.read(owner, id, View::Screen, 0, usize::MAX)?;
+            Ok(read.text)
+        })
+    }
+}
+
+fn listed(session: &SessionInfo) -> OwnedResource {
+    let state = if session.alive {
+        "running".to_string()
+    } else {
+        match session.exit_code {
+            Some(code) => format!("exited (code {code})"),
+            None => "exited".to_string(),
+        }
+    };
+    OwnedResource {
+        id: session.id.clone(),
+        name: format!("{} screen", session.id),
+        title: format!("Terminal {} ({})", session.id, session.shell),
+        description: format!(
+            "The screen of terminal session {} as it is now ({} in {}, {}x{}, {state}).",
+            session.id,
+            session.shell,
+            session.cwd.display(),
+            session.cols,
+            session.rows
+        ),
     }
 }

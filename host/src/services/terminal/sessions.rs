@@ -174,8 +174,10 @@ impl Session {
         if wake {
             self.changed.notify_waiters();
         }
-        self.changes
-            .report(ResourceChange::Screen(self.change_id.clone()));
+        self.changes.report(ResourceChange::Updated {
+            scheme: super::capability::SCREEN_SCHEME,
+            id: self.change_id.clone(),
+        });
     }
 
     /// Puts the wait of the send about to write its input in place; returns the length
@@ -196,8 +198,10 @@ impl Session {
         drop(output);
         self.changed.notify_waiters();
         if newly {
-            self.changes
-                .report(ResourceChange::Screen(self.change_id.clone()));
+            self.changes.report(ResourceChange::Updated {
+                scheme: super::capability::SCREEN_SCHEME,
+                id: self.change_id.clone(),
+            });
             self.changes.report(ResourceChange::Listed);
         }
     }
