@@ -31,12 +31,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::host::Host;
-use crate::services::jobs::handover::JobsHandover;
-use crate::services::lsp::handover::SlotHandover;
+use crate::services::handover::{Handed, HandoverError};
 use crate::services::process::containment::{self, ContainmentHandover};
-use crate::services::process::handover::JobProcessHandover;
 use crate::services::process::spawn::Child;
-use crate::services::terminal::handover::TerminalsHandover;
+use crate::services::Services;
 pub use crate::session::SessionHandover;
 
 /// The version of the snapshot this binary writes, and the only one it reads.
@@ -65,12 +63,10 @@ pub struct Snapshot {
     /// The session (its event log goes on) and its next call number.
     pub session: SessionHandover,
     pub containment: ContainmentHandover,
-    pub terminals: TerminalsHandover,
-    /// Every job (running and finished), and the running background commands' processes.
-    pub jobs: JobsHandover,
-    pub job_processes: Vec<JobProcessHandover>,
-    /// The running language servers.
-    pub language_servers: Vec<SlotHandover>,
+    /// What the capabilities hand over, each under keys of its own (`terminals`, `jobs`,
+    /// `job_processes`, `language_servers`: see `services::handover`).
+    #[serde(flatten)]
+    pub capabilities: Handed,
     /// The stdio connection, when serving stdio.
     pub stdio: Option<StdioHandover>,
     /// The HTTP server, when serving HTTP.
@@ -171,27 +167,18 @@ pub enum UpgradeError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Terminals(#[from] crate::services::terminal::handover::HandoverError),
+    Capability(#[from] HandoverError),
 }
 
 /// What keeps this host from being upgraded now: the live state that is not handed over
 /// yet (empty when nothing does).
 pub fn blockers(host: &Host) -> Vec<String> {
-    let mut blockers = Vec::new();
-    let jobs = host.services.jobs.running_not_handed_over();
-    if !jobs.is_empty() {
-        blockers.push(format!(
-            "running {} (background terminal sends and subagents are not handed over yet: wait for them or job_kill them)",
-            jobs.join(", ")
-        ));
-    }
-    blockers
+    host.services.upgrade_blockers()
 }
 
 impl Snapshot {
-    /// The host's state, its jobs and terminals paused (see
-    /// [`crate::services::terminal::TerminalService::pause_reading`]), and the stdio
-    /// connection's. The descriptors it names are made to stay open across `exec`.
+    /// The host's state, its capabilities paused (see
+    /// [`crate::services::Capability::pause`]), and the stdio connection's. The descriptors it names are made to stay open across `exec`.
     /// On `Err`, call [`Snapshot::take_back`].
     pub async fn take(
         host: &Host,
@@ -200,26 +187,8 @@ impl Snapshot {
         paused_at: std::time::SystemTime,
         drain: std::time::Duration,
     ) -> Result<Snapshot, UpgradeError> {
-        host.services
-            .process
-            .pause_jobs(std::time::Duration::from_secs(5))
-            .await
-            .map_err(UpgradeError::Blocked)?;
-        host.services.terminal.pause_reading();
-        host.services.lsp.pause_all().await;
-        let language_servers = host
-            .services
-            .lsp
-            .hand_over()
-            .await
-            .map_err(UpgradeError::Write)?;
-        let terminals = host.services.terminal.hand_over()?;
-        let job_processes = host
-            .services
-            .process
-            .hand_over_jobs()
-            .map_err(UpgradeError::Write)?;
-        let jobs = host.services.jobs.hand_over();
+        host.services.pause().await?;
+        let capabilities = host.services.hand_over().await?;
         let containment = host.services.process.containment().hand_over();
         let session = &host.pipeline.session;
         Ok(Snapshot {
@@ -236,10 +205,7 @@ impl Snapshot {
                 next_call: session.next_call(),
             },
             containment,
-            terminals,
-            jobs,
-            job_processes,
-            language_servers,
+            capabilities,
             stdio,
             http,
             pending_releases: host.services.pending_releases(),
@@ -250,10 +216,7 @@ impl Snapshot {
     /// Undoes what [`Snapshot::take`] did to the host (an upgrade that did not happen):
     /// the descriptors close on `exec` again and the terminals are read again.
     pub async fn take_back(host: &Host) {
-        host.services.terminal.take_back();
-        host.services.terminal.resume_reading();
-        host.services.process.resume_jobs();
-        host.services.lsp.resume_all().await;
+        host.services.take_back().await;
         host.services.process.containment().take_back();
     }
 
@@ -302,7 +265,10 @@ impl Snapshot {
             }
             None => return Err(failed("it has no version".into())),
         }
-        serde_json::from_value(value).map_err(|e| failed(e.to_string()))
+        let snapshot: Snapshot =
+            serde_json::from_value(value).map_err(|e| failed(e.to_string()))?;
+        Services::check_handed(&snapshot.capabilities).map_err(failed)?;
+        Ok(snapshot)
     }
 
     /// The snapshot handed to this process by the binary it ran before, if any (the
@@ -351,20 +317,10 @@ impl Snapshot {
         )
     }
 
-    /// Rebuilds the jobs and the terminal sessions in `host` (from a tokio context).
+    /// Rebuilds the capabilities (jobs, terminal sessions, language servers) in `host`
+    /// (from a tokio context).
     pub fn restore(&self, host: &Host, mut children: AdoptedChildren) {
-        host.services.jobs.restore(self.jobs.clone());
-        host.services.process.restore_jobs(
-            self.job_processes.clone(),
-            &host.services.jobs,
-            &mut children.0,
-        );
-        host.services
-            .terminal
-            .restore(self.terminals.clone(), &mut children.0);
-        host.services
-            .lsp
-            .restore(self.language_servers.clone(), &mut children.0);
+        host.services.restore(&self.capabilities, &mut children.0);
         for (owner, left_ms) in &self.pending_releases {
             host.services.release_owner_after(
                 Arc::from(owner.as_str()),
@@ -378,25 +334,14 @@ impl Snapshot {
     /// HTTP listener.
     pub fn descriptors(&self) -> Vec<i32> {
         let mut fds: Vec<i32> = self.containment.keeper.iter().map(|(fd, _)| *fd).collect();
-        fds.extend(self.terminals.sessions.iter().map(|s| s.master));
-        fds.extend(self.job_processes.iter().map(|p| p.pipe));
-        for slot in &self.language_servers {
-            fds.extend([slot.server.writer, slot.server.reader]);
-        }
+        fds.extend(Services::handed_descriptors(&self.capabilities));
         fds.extend(self.http.iter().map(|h| h.listener));
         fds
     }
 
     /// The pids of the shells to adopt (before the orphan reaper starts).
     pub fn children(&self) -> Vec<i32> {
-        self.terminals
-            .sessions
-            .iter()
-            .filter(|s| !s.reaped && !s.exited)
-            .map(|s| s.leader)
-            .chain(self.job_processes.iter().map(|p| p.leader))
-            .chain(self.language_servers.iter().map(|s| s.server.pid))
-            .collect()
+        Services::handed_children(&self.capabilities)
     }
 }
 
@@ -797,10 +742,16 @@ mod tests {
     fn a_snapshot_of_this_version_is_read_and_another_version_is_refused() {
         let snapshot = Snapshot::read(VERSION_1.as_bytes(), "test").unwrap();
         assert_eq!(snapshot.version, 1);
-        assert_eq!(snapshot.terminals.sessions.len(), 1);
-        assert_eq!(snapshot.terminals.sessions[0].id, "term-1");
+        let sessions = &snapshot.capabilities["terminals"]["sessions"];
+        assert_eq!(sessions.as_array().map(Vec::len), Some(1));
+        assert_eq!(sessions[0]["id"], "term-1");
         assert_eq!(snapshot.children(), vec![4242, 4250, 4260]);
-        assert_eq!(snapshot.jobs.jobs.len(), 2);
+        assert_eq!(
+            snapshot.capabilities["jobs"]["jobs"]
+                .as_array()
+                .map(Vec::len),
+            Some(2)
+        );
         assert!(snapshot.stdio.is_some());
         let newer = VERSION_1.replacen("\"version\": 1", "\"version\": 2", 1);
         let error = Snapshot::read(newer.as_bytes(), "test")
@@ -822,9 +773,10 @@ mod tests {
         let fd = snapshot.write().unwrap();
         let again = Snapshot::read(std::fs::File::from(fd), "memfd").unwrap();
         assert_eq!(again.session.id, snapshot.session.id);
+        assert_eq!(again.capabilities, snapshot.capabilities);
         assert_eq!(
-            again.terminals.sessions[0].scrollback,
-            snapshot.terminals.sessions[0].scrollback
+            again.capabilities["terminals"]["sessions"][0]["scrollback"],
+            snapshot.capabilities["terminals"]["sessions"][0]["scrollback"]
         );
     }
 

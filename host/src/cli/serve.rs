@@ -56,7 +56,7 @@ pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
         tracing::info!(
             generation = snapshot.generation,
             from = %snapshot.written_by,
-            terminals = snapshot.terminals.sessions.len(),
+            handed = ?snapshot.capabilities.keys().collect::<Vec<_>>(),
             "took over from the binary before"
         );
     }
@@ -135,11 +135,16 @@ async fn check_takeover(
         CheckMode::Snapshot => {
             let snapshot = snapshot.context("no snapshot to check (DSH_UPGRADE_FD is unset)")?;
             println!(
-                "dsh {} reads the snapshot: version {} from dsh {}, {} terminal session(s)",
+                "dsh {} reads the snapshot: version {} from dsh {}, handing over {}",
                 env!("CARGO_PKG_VERSION"),
                 snapshot.version,
                 snapshot.written_by,
-                snapshot.terminals.sessions.len()
+                snapshot
+                    .capabilities
+                    .keys()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
         }
         CheckMode::Plugins => {

@@ -14,6 +14,7 @@
 
 pub mod elicitation;
 pub mod files;
+pub mod handover;
 pub mod jobs;
 pub mod log;
 pub mod lsp;
@@ -166,6 +167,65 @@ pub trait Capability: Sized + Clone + std::fmt::Debug + Send + Sync + 'static {
     /// Takes the pipeline, once the host has one: a capability that makes calls of its
     /// own (the subagents) keeps it; the rest ignore it.
     fn attach(&self, _pipeline: &Arc<dyn ToolRunner>) {}
+
+    // At an upgrade ([`handover`]); a capability with nothing to hand over has none.
+
+    /// What it holds that cannot be handed over yet, each saying what and what to do
+    /// (an upgrade is refused while there is any).
+    fn upgrade_blockers(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// First: stops what would change what it hands over (reading its PTYs, its jobs'
+    /// pipes), or says why it cannot now.
+    fn pause(&self) -> handover::HandoverFuture<'_, Result<(), handover::HandoverError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Then: its entries of the snapshot (keys of its own); the descriptors they name are
+    /// made to stay open across the `exec`.
+    #[allow(clippy::type_complexity)]
+    fn hand_over(
+        &self,
+    ) -> handover::HandoverFuture<
+        '_,
+        Result<Vec<(&'static str, serde_json::Value)>, handover::HandoverError>,
+    > {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// The upgrade did not happen: undoes `pause` and `hand_over`.
+    fn take_back(&self) -> handover::HandoverFuture<'_, ()> {
+        Box::pin(async {})
+    }
+
+    /// In the next binary, in the check it runs before the `exec`: why its entries
+    /// cannot be read, if they cannot.
+    fn check_handed(_handed: &handover::Handed) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// In the next binary, before anything starts: the descriptors its entries hold
+    /// (kept open across the `exec`) and the processes (adopted as children at once).
+    fn handed_descriptors(_handed: &handover::Handed) -> Vec<i32> {
+        Vec::new()
+    }
+    fn handed_children(_handed: &handover::Handed) -> Vec<i32> {
+        Vec::new()
+    }
+
+    /// In the next binary: rebuilds its records from its entries, before any capability
+    /// takes its processes back (the jobs the processes report into).
+    fn restore_records(&self, _handed: &handover::Handed) {}
+
+    /// Then takes its processes back from `adopted` (from a tokio context).
+    fn restore(
+        &self,
+        _handed: &handover::Handed,
+        _adopted: &mut handover::Adopted,
+        _foundation: &Foundation,
+    ) {
+    }
 }
 
 /// What a capability's binding gets for one host call: the call's context (owner,
@@ -222,6 +282,8 @@ macro_rules! define_services {
             releases: Arc<Releases>,
             /// Every owner's resource changes (what its terminal sessions and jobs report).
             changes: resource_changes::ResourceChanges,
+            /// What the capabilities were started on.
+            foundation: Foundation,
             /// Every capability's kinds of resource, in list order.
             resources: Arc<[Arc<dyn resources::ResourceSource>]>,
         }
@@ -269,12 +331,13 @@ macro_rules! define_services {
                 let foundation = Foundation::new(config, spill_dir, places)?;
                 $(let $name = <$ty as Capability>::start(&config.$name, &foundation)?;)*
                 let mut resources = Vec::new();
-                $(resources.extend($name.resources());)*
+                $(resources.extend(<$ty as Capability>::resources(&$name));)*
                 Ok(Services {
                     $($name,)*
                     releases: Arc::default(),
                     changes: foundation.jobs.changes().clone(),
                     resources: resources.into(),
+                    foundation,
                 })
             }
 
@@ -289,16 +352,72 @@ macro_rules! define_services {
                 &self.resources
             }
 
+            /// What keeps the host from being upgraded now (empty when nothing does).
+            pub fn upgrade_blockers(&self) -> Vec<String> {
+                let mut blockers = Vec::new();
+                $(blockers.extend(<$ty as Capability>::upgrade_blockers(&self.$name));)*
+                blockers
+            }
+
+            /// At an upgrade: pauses every capability, in list order.
+            pub async fn pause(&self) -> Result<(), handover::HandoverError> {
+                $(<$ty as Capability>::pause(&self.$name).await?;)*
+                Ok(())
+            }
+
+            /// Then every capability's entries of the snapshot.
+            pub async fn hand_over(&self) -> Result<handover::Handed, handover::HandoverError> {
+                let mut handed = handover::Handed::new();
+                $(
+                    for (key, value) in <$ty as Capability>::hand_over(&self.$name).await? {
+                        handed.insert(key.to_string(), value);
+                    }
+                )*
+                Ok(handed)
+            }
+
+            /// The upgrade did not happen: every capability takes back what it paused.
+            pub async fn take_back(&self) {
+                $(<$ty as Capability>::take_back(&self.$name).await;)*
+            }
+
+            /// Why the entries `handed` cannot be read, if one cannot (the first found).
+            pub fn check_handed(handed: &handover::Handed) -> Result<(), String> {
+                $(<$ty as Capability>::check_handed(handed)?;)*
+                Ok(())
+            }
+
+            /// The descriptors the entries `handed` hold.
+            pub fn handed_descriptors(handed: &handover::Handed) -> Vec<i32> {
+                let mut fds = Vec::new();
+                $(fds.extend(<$ty as Capability>::handed_descriptors(handed));)*
+                fds
+            }
+
+            /// The processes the entries `handed` name.
+            pub fn handed_children(handed: &handover::Handed) -> Vec<i32> {
+                let mut pids = Vec::new();
+                $(pids.extend(<$ty as Capability>::handed_children(handed));)*
+                pids
+            }
+
+            /// Rebuilds every capability from `handed`: the records, then the processes
+            /// (from a tokio context).
+            pub fn restore(&self, handed: &handover::Handed, adopted: &mut handover::Adopted) {
+                $(<$ty as Capability>::restore_records(&self.$name, handed);)*
+                $(<$ty as Capability>::restore(&self.$name, handed, adopted, &self.foundation);)*
+            }
+
             /// Every capability's figures for `/metrics`, in list order.
             pub fn gauges(&self) -> Vec<Gauge> {
                 let mut gauges = Vec::new();
-                $(gauges.extend(self.$name.gauges());)*
+                $(gauges.extend(<$ty as Capability>::gauges(&self.$name));)*
                 gauges
             }
 
             /// Gives every capability the pipeline (the host has one now).
             pub fn attach(&self, pipeline: &Arc<dyn ToolRunner>) {
-                $(self.$name.attach(pipeline);)*
+                $(<$ty as Capability>::attach(&self.$name, pipeline);)*
             }
 
             /// Releases everything `owner` holds (its connection ended).

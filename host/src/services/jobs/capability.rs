@@ -5,10 +5,17 @@
 use std::sync::Arc;
 
 use crate::error::ErrorCode;
+use crate::services::handover::{
+    checked_entry, entry, to_entry, Handed, HandoverError, HandoverFuture,
+};
 use crate::services::resources::{OwnedResource, ReadFuture, ResourceKind, ResourceSource};
 use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation, Gauge};
 
+use super::handover::JobsHandover;
 use super::{JobInfo, JobRegistry, JobsConfig};
+
+/// The snapshot's entry of the jobs (running and finished).
+const HANDED: &str = "jobs";
 
 /// The scheme of a job's output URI (what a job's changes are reported under).
 pub const OUTPUT_SCHEME: &str = "job";
@@ -52,6 +59,32 @@ impl Capability for Arc<JobRegistry> {
                 ),
             },
         })]
+    }
+
+    fn upgrade_blockers(&self) -> Vec<String> {
+        let jobs = self.running_not_handed_over();
+        if jobs.is_empty() {
+            return Vec::new();
+        }
+        vec![format!(
+            "running {} (background terminal sends and subagents are not handed over yet: wait for them or job_kill them)",
+            jobs.join(", ")
+        )]
+    }
+
+    fn hand_over(
+        &self,
+    ) -> HandoverFuture<'_, Result<Vec<(&'static str, serde_json::Value)>, HandoverError>> {
+        let handed = to_entry(HANDED, &JobRegistry::hand_over(self));
+        Box::pin(async move { Ok(vec![handed?]) })
+    }
+
+    fn check_handed(handed: &Handed) -> Result<(), String> {
+        entry::<JobsHandover>(handed, HANDED).map(drop)
+    }
+
+    fn restore_records(&self, handed: &Handed) {
+        JobRegistry::restore(self, checked_entry(handed, HANDED));
     }
 
     fn gauges(&self) -> Vec<Gauge> {

@@ -1,13 +1,21 @@
 //! What the host sees of the terminal capability: its grant, how it starts, what it
-//! releases, its gauge, and its sessions' screens as resources (`terminal://ID/screen`).
+//! releases, its gauge, its sessions' screens as resources (`terminal://ID/screen`), and
+//! its sessions handed over at an upgrade (the snapshot's `terminals`).
 
 use std::sync::Arc;
 
 use crate::error::ErrorCode;
+use crate::services::handover::{
+    checked_entry, entry, to_entry, Adopted, Handed, HandoverError, HandoverFuture,
+};
 use crate::services::resources::{OwnedResource, ReadFuture, ResourceKind, ResourceSource};
 use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation, Gauge};
 
+use super::handover::TerminalsHandover;
 use super::{SessionInfo, TerminalConfig, TerminalService, View};
+
+/// The snapshot's entry of the sessions.
+const HANDED: &str = "terminals";
 
 /// The scheme of a session's screen URI (what a session's changes are reported under).
 pub const SCREEN_SCHEME: &str = "terminal";
@@ -58,6 +66,49 @@ impl Capability for Arc<TerminalService> {
                         .into(),
             },
         })]
+    }
+
+    fn pause(&self) -> HandoverFuture<'_, Result<(), HandoverError>> {
+        self.pause_reading();
+        Box::pin(async { Ok(()) })
+    }
+
+    fn hand_over(
+        &self,
+    ) -> HandoverFuture<'_, Result<Vec<(&'static str, serde_json::Value)>, HandoverError>> {
+        let handed = TerminalService::hand_over(self)
+            .map_err(|e| HandoverError::Refused(e.to_string()))
+            .and_then(|sessions| to_entry(HANDED, &sessions));
+        Box::pin(async move { Ok(vec![handed?]) })
+    }
+
+    fn take_back(&self) -> HandoverFuture<'_, ()> {
+        TerminalService::take_back(self);
+        self.resume_reading();
+        Box::pin(async {})
+    }
+
+    fn check_handed(handed: &Handed) -> Result<(), String> {
+        entry::<TerminalsHandover>(handed, HANDED).map(drop)
+    }
+
+    fn handed_descriptors(handed: &Handed) -> Vec<i32> {
+        let sessions: TerminalsHandover = checked_entry(handed, HANDED);
+        sessions.sessions.iter().map(|s| s.master).collect()
+    }
+
+    fn handed_children(handed: &Handed) -> Vec<i32> {
+        let sessions: TerminalsHandover = checked_entry(handed, HANDED);
+        sessions
+            .sessions
+            .iter()
+            .filter(|s| !s.reaped && !s.exited)
+            .map(|s| s.leader)
+            .collect()
+    }
+
+    fn restore(&self, handed: &Handed, adopted: &mut Adopted, _foundation: &Foundation) {
+        TerminalService::restore(self, checked_entry(handed, HANDED), adopted);
     }
 
     fn gauges(&self) -> Vec<Gauge> {
