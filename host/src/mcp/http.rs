@@ -58,6 +58,24 @@ pub struct ServedScope {
     pub principal: String,
 }
 
+/// What an HTTP request's connection holds of its transport (a stdio connection has
+/// none): the session it opens, if it is a 2025 one, and the principal it came as.
+#[derive(Debug)]
+pub(super) struct HttpPart {
+    /// The book of sessions, and this session's id once its `initialize` is answered.
+    pub book: Arc<book::SessionBook>,
+    pub session_id: std::sync::OnceLock<String>,
+    /// The owner a 2025 session gets (`http-N`) when its `initialize` comes; until then
+    /// (and for good under 2026-07-28, which has no sessions) the owner is the request's
+    /// principal.
+    pub session_owner: Arc<str>,
+    /// The principal whose token the request (or the session) came with.
+    pub principal: Arc<str>,
+    /// The principal held while this request is served (MCP 2026-07-28: a connection is
+    /// one request): its grace period starts after its last request.
+    pub principal_hold: std::sync::Mutex<Option<crate::services::OwnerHold>>,
+}
+
 /// The owner a principal's requests have under MCP 2026-07-28 (`@name`: no session's
 /// owner, `http-N`, can be one).
 pub fn principal_owner(principal: &str) -> Arc<str> {

@@ -140,23 +140,13 @@ pub struct McpConnection {
     /// Handed over by the binary before (an upgrade): the client hears
     /// `tools/list_changed` once the plugin set has loaded again.
     resumed: bool,
-    /// An HTTP session's: the book of sessions, and this one's id once initialized.
-    book: Option<Arc<http::book::SessionBook>>,
-    session_id: std::sync::OnceLock<String>,
+    /// Over HTTP, what the connection holds of its transport (its session, its principal).
+    http: Option<http::HttpPart>,
     /// The owner's resource changes, watched when `initialize` is answered and taken by
     /// the forwarder `on_initialized` starts: rmcp handles a notification on a task of
     /// its own, so the client's next request (a job started) may run before
     /// `on_initialized` does, and its change must not be missed.
     resource_watch: std::sync::Mutex<Option<ResourceWatch>>,
-    /// Over HTTP, the owner a 2025 session gets (`http-N`) when its `initialize` comes;
-    /// until then (and for good under 2026-07-28, which has no sessions) the owner is
-    /// the request's principal.
-    session_owner: Option<Arc<str>>,
-    /// Over HTTP, the principal whose token the request (or the session) came with.
-    principal: Option<Arc<str>>,
-    /// The principal held while this request is served (MCP 2026-07-28 over HTTP: a
-    /// connection is one request): its grace period starts after its last request.
-    principal_hold: std::sync::Mutex<Option<crate::services::OwnerHold>>,
 }
 
 /// A receiver of one owner's resource changes.
@@ -258,12 +248,8 @@ impl McpConnection {
             calls: Arc::default(),
             kept: Arc::default(),
             resumed: false,
-            book: None,
-            session_id: std::sync::OnceLock::new(),
+            http: None,
             resource_watch: std::sync::Mutex::new(None),
-            session_owner: None,
-            principal: None,
-            principal_hold: std::sync::Mutex::new(None),
         }
     }
 
@@ -285,10 +271,13 @@ impl McpConnection {
         let mut connection = McpConnection::new(server, principal.clone());
         connection.calls = calls;
         connection.kept = kept;
-        connection.book = Some(book);
-        connection.session_owner = Some(session_owner.into());
-        connection.principal = Some(principal);
-        connection.principal_hold = std::sync::Mutex::new(Some(hold));
+        connection.http = Some(http::HttpPart {
+            book,
+            session_id: std::sync::OnceLock::new(),
+            session_owner: session_owner.into(),
+            principal,
+            principal_hold: std::sync::Mutex::new(Some(hold)),
+        });
         connection
     }
 
@@ -319,14 +308,20 @@ impl McpConnection {
 impl Drop for McpConnection {
     fn drop(&mut self) {
         self.closed.cancel();
-        if let (Some(book), Some(id)) = (&self.book, self.session_id.get()) {
-            book.closed(id);
+        if let Some(http) = &self.http {
+            if let Some(id) = http.session_id.get() {
+                http.book.closed(id);
+            }
         }
         if self.kept.load(std::sync::atomic::Ordering::Acquire) {
             tracing::info!(owner = %self.owner(), "MCP connection handed over; its resources are kept");
             return;
         }
-        if self.principal_hold.lock().unwrap().is_some() {
+        if self
+            .http
+            .as_ref()
+            .is_some_and(|http| http.principal_hold.lock().unwrap().is_some())
+        {
             // One request of a principal: its hold, dropped with it, starts the grace
             // period if it was the principal's last request in flight.
             return;
@@ -574,12 +569,11 @@ impl ServerHandler for McpConnection {
         request: rmcp::model::InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::InitializeResult, ErrorData> {
-        if let Some(book) = &self.book {
+        if let Some(http) = &self.http {
+            let book = &http.book;
             // A 2025 session: an owner of its own, not its token's principal's.
-            if let Some(session_owner) = &self.session_owner {
-                *self.owner.write().unwrap_or_else(|e| e.into_inner()) = session_owner.clone();
-            }
-            drop(self.principal_hold.lock().unwrap().take());
+            *self.owner.write().unwrap_or_else(|e| e.into_inner()) = http.session_owner.clone();
+            drop(http.principal_hold.lock().unwrap().take());
             let restored = context
                 .extensions
                 .get::<rmcp::transport::streamable_http_server::SessionRestoreMarker>()
@@ -589,7 +583,7 @@ impl ServerHandler for McpConnection {
                 *self.owner.write().unwrap_or_else(|e| e.into_inner()) = owner;
             }
             if let Some(http::book::SessionIdOf(id)) = context.extensions.get() {
-                let _ = self.session_id.set(id.clone());
+                let _ = http.session_id.set(id.clone());
                 let before = book.opened(
                     crate::upgrade::HttpSessionHandover {
                         id: id.clone(),
@@ -598,7 +592,7 @@ impl ServerHandler for McpConnection {
                         initialize: serde_json::to_value(&request).unwrap_or_default(),
                         log_level: None,
                         subscriptions: Vec::new(),
-                        principal: self.principal.as_ref().map(|p| p.to_string()),
+                        principal: Some(http.principal.to_string()),
                     },
                     http::book::ConnectionState {
                         log_threshold: self.log_threshold.clone(),
@@ -1198,7 +1192,10 @@ impl McpConnection {
         // or when an upgrade's drain runs out of time. A principal's request (HTTP) is a
         // connection of its own that ends with its answer: the call goes on, holding the
         // principal, until it ends or nobody retries it.
-        let principal = self.principal_hold.lock().unwrap().clone();
+        let principal = self
+            .http
+            .as_ref()
+            .and_then(|http| http.principal_hold.lock().unwrap().clone());
         let cancel = match principal {
             Some(_) => CancellationToken::new(),
             None => self.closed.child_token(),
