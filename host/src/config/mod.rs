@@ -242,6 +242,13 @@ macro_rules! define_config {
                     $($name: self.$name.clone(),)*
                 }
             }
+
+            /// What the capabilities refuse in their sections (the first found).
+            fn check_capabilities(&self) -> Result<(), String> {
+                use crate::services::Capability;
+                $(<$ty as Capability>::check_config(&self.$name)?;)*
+                Ok(())
+            }
         }
     };
 }
@@ -598,11 +605,10 @@ impl Config {
                     .map_err(|e| format!("gate.rules[{index}].pattern: {e}"))?;
             }
         }
-        config.process.env.check()?;
+        config.check_capabilities()?;
         config.serve.check()?;
         config.limits.check()?;
         config.traces.check()?;
-        config.files.check().map_err(|e| e.to_string())?;
         for (name, plugin) in &config.plugins {
             plugin
                 .check()

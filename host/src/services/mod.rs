@@ -147,6 +147,12 @@ pub trait Capability: Sized + Clone + std::fmt::Debug + Send + Sync + 'static {
 
     fn start(config: &Self::Config, foundation: &Foundation) -> Result<Self, CapabilityError>;
 
+    /// What it refuses in its section of `dsh.toml`, said as the error to show (a
+    /// configuration is checked whole before anything starts).
+    fn check_config(_config: &Self::Config) -> Result<(), String> {
+        Ok(())
+    }
+
     /// Releases what `owner` holds (its connection ended); returns how many things.
     fn release_owner(&self, owner: &str) -> usize;
 

@@ -38,6 +38,10 @@ impl Capability for Arc<FileService> {
         )))
     }
 
+    fn check_config(config: &Self::Config) -> Result<(), String> {
+        config.check().map_err(|e| e.to_string())
+    }
+
     fn release_owner(&self, owner: &str) -> usize {
         self.forget_owner(owner)
     }

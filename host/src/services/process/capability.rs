@@ -34,6 +34,10 @@ impl Capability for ProcessService {
         ))
     }
 
+    fn check_config(config: &Self::Config) -> Result<(), String> {
+        config.env.check()
+    }
+
     fn release_owner(&self, owner: &str) -> usize {
         self.kill_owner(owner)
     }
