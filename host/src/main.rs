@@ -2,7 +2,7 @@
 //! codes. This file is the clap definition and the dispatch; each command lives in its
 //! own file under [`cli`].
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 mod cli;
 

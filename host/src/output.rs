@@ -67,7 +67,7 @@ pub fn omitted_marker_spill_failed(omitted: u64, spill: &Path, error: &std::io::
 
 /// Why a spill failed, in words: a full disk is named as such.
 pub fn spill_error_text(error: &std::io::Error) -> String {
-    if error.raw_os_error() == Some(libc::ENOSPC) {
+    if error.raw_os_error() == Some(dsh_launch::os::ENOSPC) {
         format!("no space left on the device: {error}")
     } else {
         error.to_string()
@@ -430,7 +430,7 @@ mod tests {
             "the newest bytes are kept: {}",
             bounded.text
         );
-        let enospc = std::io::Error::from_raw_os_error(libc::ENOSPC);
+        let enospc = std::io::Error::from_raw_os_error(dsh_launch::os::ENOSPC);
         assert!(omitted_marker_spill_failed(1, &spill, &enospc)
             .contains("no space left on the device: No space left on device"));
     }

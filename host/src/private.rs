@@ -161,7 +161,7 @@ mod tests {
 
     /// Runs `f` with the umask set to `mask` (restored after). Tests in this module
     /// only create files under their own temp dirs, so a brief umask change is safe.
-    fn with_umask<T>(mask: libc::mode_t, f: impl FnOnce() -> T) -> T {
+    fn with_umask<T>(mask: rustix::fs::RawMode, f: impl FnOnce() -> T) -> T {
         use rustix::fs::Mode;
         let old = rustix::process::umask(Mode::from_raw_mode(mask));
         let result = f();

@@ -139,7 +139,7 @@ fn repository() -> PathBuf {
 fn every_rust_file_starts_with_a_module_doc() {
     let root = repository();
     let mut files = Vec::new();
-    for dir in ["host", "tests", "plugins", "examples"] {
+    for dir in ["host", "launch", "tests", "plugins", "examples"] {
         rust_files(&root.join(dir), &mut files);
     }
     assert!(files.len() > 50, "found only {} files", files.len());
@@ -249,49 +249,55 @@ fn the_rules_catch_what_they_are_for() {
     );
 }
 
-/// Where `unsafe` may be (the crate denies it; these modules allow it): the process
-/// layer (spawning between `clone` and `exec`, namespaces, cgroups, signals), the PTY,
-/// and the compile cache (deserializing native code). Everything else uses safe
-/// wrappers (`rustix`, std).
-const UNSAFE_ALLOWED: &[&str] = &[
-    "services/process/",
-    "services/terminal/pty.rs",
-    "engine/cache.rs",
-];
+/// The one crate with `unsafe` code and `libc`: the launch platform (spawning between
+/// `clone` and `exec`, namespaces, cgroups, signals, the PTY, loading compiled code).
+/// Every other crate of the workspace forbids `unsafe` at its roots, so the compiler
+/// holds the rule, and depends on `libc` in its tests at most.
+const UNSAFE_CRATE: &str = "launch";
 
 #[test]
-fn unsafe_code_is_only_where_it_is_allowed() {
-    let src = repository().join("host/src");
-    for root in ["lib.rs", "main.rs"] {
-        let source = std::fs::read_to_string(src.join(root)).unwrap();
-        assert!(
-            code_only(&source).contains("#![deny(unsafe_code)]"),
-            "{root} must deny unsafe code (modules allowed it say so themselves)"
-        );
-    }
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let broken: Vec<String> = files
+fn unsafe_code_is_only_in_the_launch_crate() {
+    let root = repository();
+    let workspace: toml::Table =
+        toml::from_str(&std::fs::read_to_string(root.join("Cargo.toml")).unwrap()).unwrap();
+    let members: Vec<&str> = workspace["workspace"]["members"]
+        .as_array()
+        .unwrap()
         .iter()
-        .filter_map(|path| {
-            let relative = path.strip_prefix(&src).ok()?.to_string_lossy().to_string();
-            let source = std::fs::read_to_string(path).ok()?;
-            let allows = code_only(&source).contains("allow(unsafe_code)");
-            // The rules' own text names what they look for.
-            let allowed =
-                UNSAFE_ALLOWED.iter().any(|at| relative.starts_with(at)) || relative == "tidy.rs";
-            (allows && !allowed).then_some(relative)
-        })
+        .filter_map(|member| member.as_str())
         .collect();
+    assert!(members.contains(&UNSAFE_CRATE) && members.contains(&"host"));
+    let mut broken = Vec::new();
+    for member in members.iter().filter(|member| **member != UNSAFE_CRATE) {
+        for crate_root in ["src/lib.rs", "src/main.rs"] {
+            let Ok(source) = std::fs::read_to_string(root.join(member).join(crate_root)) else {
+                continue;
+            };
+            if !code_only(&source).contains("#![forbid(unsafe_code)]") {
+                broken.push(format!("{member}/{crate_root} does not forbid unsafe code"));
+            }
+        }
+        let manifest: toml::Table =
+            toml::from_str(&std::fs::read_to_string(root.join(member).join("Cargo.toml")).unwrap())
+                .unwrap();
+        if manifest
+            .get("dependencies")
+            .and_then(|deps| deps.as_table())
+            .is_some_and(|deps| deps.contains_key("libc"))
+        {
+            broken.push(format!("{member}/Cargo.toml depends on libc"));
+        }
+    }
     assert!(
         broken.is_empty(),
-        "`unsafe` is allowed only in {UNSAFE_ALLOWED:?}: use a safe wrapper (rustix, std) \
-         or move the code there: {broken:?}"
+        "`unsafe` and `libc` are only in the launch platform ({UNSAFE_CRATE}/): use a safe \
+         wrapper (its own, rustix, std) or move the code there: {broken:?}"
     );
 }
 
-/// The files that may start a process: the launcher and the spawner below it.
-const SPAWNERS: &[&str] = &["services/process/launcher.rs", "services/process/spawn.rs"];
+/// The files that may start a process: the launcher and the spawner below it, in the
+/// launch platform.
+const SPAWNERS: &[&str] = &["launch/src/launcher.rs", "launch/src/spawn.rs"];
 
 /// What starts a process, named in code.
 const SPAWNING: &[&str] = &[
@@ -307,7 +313,7 @@ const SPAWNING: &[&str] = &[
     "libc::execv",
 ];
 
-/// What `source` (a host file but a spawner) names that starts a process, in its code
+/// What `source` (a file of dsh but a spawner) names that starts a process, in its code
 /// before its tests (`#[cfg(test)]`: tests start what they like).
 fn spawn_violations(source: &str) -> Vec<&'static str> {
     let code = code_only(source);
@@ -340,13 +346,25 @@ fn host_files_breaking(exempt: &[&str], breaks: impl Fn(&str) -> Option<String>)
 
 #[test]
 fn only_the_launcher_starts_processes() {
-    let broken = host_files_breaking(SPAWNERS, |source| {
-        let named = spawn_violations(source);
-        (!named.is_empty()).then(|| format!("names {named:?}"))
-    });
+    let root = repository();
+    let mut files = Vec::new();
+    for dir in ["host/src", "launch/src"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let broken: Vec<String> = files
+        .iter()
+        .filter_map(|path| {
+            let relative = path.strip_prefix(&root).ok()?.to_string_lossy().to_string();
+            if SPAWNERS.contains(&relative.as_str()) || relative == "host/src/tidy.rs" {
+                return None;
+            }
+            let named = spawn_violations(&std::fs::read_to_string(path).ok()?);
+            (!named.is_empty()).then(|| format!("{relative}: names {named:?}"))
+        })
+        .collect();
     assert!(
         broken.is_empty(),
-        "only the launcher (services/process/launcher.rs) starts processes: go through \
+        "only the launcher (launch/src/launcher.rs) starts processes: go through \
          `Launch::start` (or `launcher::start_uncontained` for what must outlive dsh): {broken:#?}"
     );
 }

@@ -33,9 +33,9 @@ use serde::{Deserialize, Serialize};
 use crate::host::Host;
 use crate::services::handover::{Handed, HandoverError};
 use crate::services::process::containment::{self, ContainmentHandover};
-use crate::services::process::spawn::Child;
 use crate::services::Services;
 pub use crate::session::SessionHandover;
+use dsh_launch::Child;
 
 /// The version of the snapshot this binary writes, and the only one it reads.
 pub const SNAPSHOT_VERSION: u32 = 1;

@@ -15,14 +15,16 @@
 //! each instance still its own. Measured (`cargo bench --bench pipeline`, five guards
 //! that are one component under five names): the chain cost 9.5-11.1 µs more than five
 //! calls of one guard when each name had its own copy, 0.1-3.0 µs with one copy.
-// Unsafe allowed: deserializing compiled code wasmtime cannot check (see `tidy.rs`).
-#![allow(unsafe_code)]
+//!
+//! Loading compiled code is `unsafe` (wasmtime cannot check it): this module decides
+//! what it vouches for, and the launch platform loads it ([`dsh_launch::compiled`]).
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
+use dsh_launch::compiled;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use wasmtime::component::Component;
@@ -196,8 +198,8 @@ impl ComponentCache {
                 tracing::warn!(%error, dir = %dir.display(), "cannot write the compile cache");
             }
         }
-        // SAFETY: `code` was just produced by this engine.
-        let compiled = unsafe { Component::deserialize(engine, &code)? };
+        // Vouched for: `code` was just produced by this engine.
+        let compiled = compiled::load(engine, &code)?;
         Ok((compiled, outcome))
     }
 }
@@ -206,10 +208,10 @@ impl ComponentCache {
 /// fits `engine`, else compiled.
 fn without_cache(engine: &Engine, component: &ComponentBytes) -> wasmtime::Result<Component> {
     if let Some(code) = component.precompiled() {
-        // SAFETY: the code is part of this binary: wasmtime of this very version made it
+        // Vouched for: the code is part of this binary: wasmtime of this very version made it
         // when the binary was built, from these component bytes, and checks here that it
         // was made for an engine like this one (target, CPU features, settings).
-        match unsafe { Component::deserialize(engine, code) } {
+        match compiled::load(engine, code) {
             Ok(compiled) => return Ok(compiled),
             Err(error) => {
                 tracing::info!(error = %format!("{error:#}"), "the code precompiled when dsh was built does not fit this machine: compiling");
@@ -279,10 +281,10 @@ impl<'a> Entry<'a> {
         use std::os::fd::AsRawFd;
         let file = std::fs::File::open(&self.code_path).map_err(EntryError::Read)?;
         let same_file = format!("/proc/self/fd/{}", file.as_raw_fd());
-        // SAFETY: this process wrote these bytes a moment ago (code this engine compiled,
+        // Vouched for: this process wrote these bytes a moment ago (code this engine compiled,
         // or the binary's own precompiled code, which wasmtime checks against the engine
         // as it maps it); see `load_open` for who else could change the file.
-        match unsafe { Component::deserialize_file(engine, &same_file) } {
+        match compiled::map(engine, Path::new(&same_file)) {
             Ok(component) => Ok(component),
             Err(_) => self.load_open(engine, &file),
         }
@@ -311,7 +313,7 @@ impl<'a> Entry<'a> {
         }
         // The descriptor's own file (a path could name another by now).
         let same_file = format!("/proc/self/fd/{}", file.as_raw_fd());
-        // SAFETY: the file's bytes carry a valid tag under this user's secret key over
+        // Vouched for: the file's bytes carry a valid tag under this user's secret key over
         // this entry's identity and content: this process's engine configuration (the
         // key includes its compatibility hash) wrote them for this component, or they
         // are the code this binary carries for it (precompiled when it was built, and
@@ -319,7 +321,7 @@ impl<'a> Entry<'a> {
         // are replaced by rename, never written in place; a writer with this user's
         // rights could still change the file under the mapping, but such a writer can
         // read the key as well, which the tag never defended against.
-        let map_error = match unsafe { Component::deserialize_file(engine, &same_file) } {
+        let map_error = match compiled::map(engine, Path::new(&same_file)) {
             Ok(component) => return Ok(component),
             Err(error) => error,
         };
@@ -328,8 +330,8 @@ impl<'a> Entry<'a> {
         if !authentic(&mut code.as_slice())? {
             return Err(EntryError::Unauthentic);
         }
-        // SAFETY: as above, for these very bytes (checked after they were read).
-        unsafe { Component::deserialize(engine, &code) }.map_err(EntryError::Deserialize)
+        // Vouched for: as above, for these very bytes (checked after they were read).
+        compiled::load(engine, &code).map_err(EntryError::Deserialize)
     }
 }
 

@@ -101,7 +101,7 @@ pub fn adopt(
         let _ = job.push_output(result.text().as_bytes());
         job.finish(match &result.error {
             Some(error) if error.code == ErrorCode::Cancelled => JobState::Killed {
-                signal: libc::SIGTERM,
+                signal: dsh_launch::os::SIGTERM,
                 reason: None,
             },
             Some(_) => JobState::Exited { code: 1 },

@@ -12,7 +12,7 @@ use std::pin::Pin;
 
 use serde::de::DeserializeOwned;
 
-use crate::services::process::spawn::Child;
+use dsh_launch::Child;
 
 /// The capabilities' entries of a snapshot, by key.
 pub type Handed = serde_json::Map<String, serde_json::Value>;

@@ -261,7 +261,7 @@ async fn refuse(mut stream: TcpStream, max: usize) {
 fn out_of_descriptors(error: &std::io::Error) -> bool {
     matches!(
         error.raw_os_error(),
-        Some(libc::EMFILE) | Some(libc::ENFILE)
+        Some(dsh_launch::os::EMFILE) | Some(dsh_launch::os::ENFILE)
     )
 }
 

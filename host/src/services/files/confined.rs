@@ -146,7 +146,7 @@ impl Root {
         let mut options = OpenOptions::new();
         options
             .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+            .custom_flags(dsh_launch::os::O_NONBLOCK | dsh_launch::os::O_NOCTTY);
         cap_primitives::fs::open(&self.dir, &rel.path(), &options)
     }
 

@@ -332,41 +332,41 @@ fn fs_error(error: std::io::Error, shown: &str, within: &str, doing: Doing) -> T
     }
     let io = |message: String| ToolError::new(ErrorCode::IoError, message);
     match error.raw_os_error() {
-        Some(libc::ENOENT) => ToolError::new(
+        Some(dsh_launch::os::ENOENT) => ToolError::new(
             ErrorCode::NotFound,
             format!("no such file: {shown}{unchanged}"),
         ),
-        Some(libc::ENOTDIR) => invalid(format!(
+        Some(dsh_launch::os::ENOTDIR) => invalid(format!(
             "{shown}: a name on its way is a file, not a directory{unchanged}"
         )),
-        Some(libc::ELOOP) => invalid(format!(
+        Some(dsh_launch::os::ELOOP) => invalid(format!(
             "{shown}: a symbolic link where a directory or file must be (or too many \
              links on the way){unchanged}"
         )),
-        Some(libc::ENAMETOOLONG) => {
+        Some(dsh_launch::os::ENAMETOOLONG) => {
             invalid(format!("{shown}: a name on its way is too long{unchanged}"))
         }
-        Some(libc::EISDIR) => invalid(format!("{shown} is a directory{unchanged}")),
-        Some(libc::ENXIO) => invalid(format!(
+        Some(dsh_launch::os::EISDIR) => invalid(format!("{shown} is a directory{unchanged}")),
+        Some(dsh_launch::os::ENXIO) => invalid(format!(
             "{shown} is a socket or a device with nothing behind it: the file tools read \
              only regular files"
         )),
-        Some(libc::ENOSPC) => io(format!(
+        Some(dsh_launch::os::ENOSPC) => io(format!(
             "the disk is full (writing {shown}): free some space, then commit again; \
              nothing was changed"
         )),
-        Some(libc::EDQUOT) => io(format!(
+        Some(dsh_launch::os::EDQUOT) => io(format!(
             "the disk quota is used up (writing {shown}): free some space, then commit \
              again; nothing was changed"
         )),
-        Some(libc::EROFS) => io(format!(
+        Some(dsh_launch::os::EROFS) => io(format!(
             "{shown} is on a read-only filesystem{}",
             match doing {
                 Doing::Reading => "",
                 Doing::Writing => ": it cannot be changed; nothing was changed",
             }
         )),
-        Some(libc::EACCES | libc::EPERM) => io(format!(
+        Some(dsh_launch::os::EACCES | dsh_launch::os::EPERM) => io(format!(
             "permission denied {} {shown}{unchanged}",
             match doing {
                 Doing::Reading => "reading",

@@ -210,7 +210,7 @@ fn a_commit_across_roots_is_all_or_none_and_a_read_only_one_stops_it_before_anyt
     let (code, _) = fails(f.commit(vec![write(&note, "n2\n")]));
     assert_eq!(code, ErrorCode::StaleFile);
     // A failure while writing takes back every root's temporaries and directories.
-    *f.service.stage_fault.lock().unwrap() = Some((1, libc::ENOSPC));
+    *f.service.stage_fault.lock().unwrap() = Some((1, dsh_launch::os::ENOSPC));
     f.read(&note).unwrap();
     let before = f.names();
     let (code, _) = fails(f.commit(vec![

@@ -363,7 +363,7 @@ fn a_commit_is_all_or_none() {
     // The disk fills up while the third is written: every temporary file and every
     // directory the commit made are taken back.
     f.read("a", "plain").unwrap();
-    *f.service.stage_fault.lock().unwrap() = Some((2, libc::ENOSPC));
+    *f.service.stage_fault.lock().unwrap() = Some((2, dsh_launch::os::ENOSPC));
     let (code, message) = fails(f.commit(
         "a",
         vec![
@@ -380,8 +380,8 @@ fn a_commit_is_all_or_none() {
     assert_eq!(f.names(), ["keep.txt", "plain"]);
     // A read-only filesystem and a permission denied say so.
     for (errno, says) in [
-        (libc::EROFS, "read-only filesystem"),
-        (libc::EACCES, "permission denied"),
+        (dsh_launch::os::EROFS, "read-only filesystem"),
+        (dsh_launch::os::EACCES, "permission denied"),
     ] {
         *f.service.stage_fault.lock().unwrap() = Some((0, errno));
         let (code, message) = fails(f.write("a", "keep.txt", "new"));

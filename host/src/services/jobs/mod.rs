@@ -525,13 +525,13 @@ fn internal(path: &std::path::Path, error: std::io::Error) -> ToolError {
 /// without `SIG`): its number and its name (`job_kill`, `terminal_kill`).
 pub fn signal_named(name: &str, allowed: &[&'static str]) -> Option<(i32, &'static str)> {
     const SIGNALS: &[(&str, i32)] = &[
-        ("TERM", libc::SIGTERM),
-        ("INT", libc::SIGINT),
-        ("HUP", libc::SIGHUP),
-        ("QUIT", libc::SIGQUIT),
-        ("KILL", libc::SIGKILL),
-        ("TSTP", libc::SIGTSTP),
-        ("CONT", libc::SIGCONT),
+        ("TERM", dsh_launch::os::SIGTERM),
+        ("INT", dsh_launch::os::SIGINT),
+        ("HUP", dsh_launch::os::SIGHUP),
+        ("QUIT", dsh_launch::os::SIGQUIT),
+        ("KILL", dsh_launch::os::SIGKILL),
+        ("TSTP", dsh_launch::os::SIGTSTP),
+        ("CONT", dsh_launch::os::SIGCONT),
     ];
     let wanted = name.trim_start_matches("SIG").to_ascii_uppercase();
     let name = allowed.iter().find(|allowed| **allowed == wanted)?;
@@ -894,9 +894,9 @@ impl JobRegistry {
         job.signal(number);
         job.cancel.cancel();
         let mut escalated = false;
-        if !job.wait_for_end(self.kill_grace).await && number != libc::SIGKILL {
+        if !job.wait_for_end(self.kill_grace).await && number != dsh_launch::os::SIGKILL {
             escalated = true;
-            job.signal(libc::SIGKILL);
+            job.signal(dsh_launch::os::SIGKILL);
             job.wait_for_end(Duration::from_secs(5)).await;
         }
         Ok(KillReport {

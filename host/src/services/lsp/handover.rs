@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::services::process::spawn::Child;
 use crate::services::process::ExecutorKind;
+use dsh_launch::Child;
 
 use super::server::{Server, ServerHandover};
 use super::{LspService, Slot};

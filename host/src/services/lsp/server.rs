@@ -494,7 +494,7 @@ impl Server {
     pub(super) fn restore(
         launch: &Launch,
         handed: ServerHandover,
-        child: Option<crate::services::process::spawn::Child>,
+        child: Option<dsh_launch::Child>,
     ) -> Result<Arc<Server>, String> {
         use base64::Engine as _;
         // Both taken before either is checked: neither is left open.
@@ -511,7 +511,7 @@ impl Server {
         let mut child = child.ok_or("its process was not adopted")?;
         child.watch();
         let run = launch
-            .containment
+            .containment()
             .adopt_run(&handed.run)
             .map_err(|e| e.to_string())?;
         let shared = Arc::new(Shared {

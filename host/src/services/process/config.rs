@@ -2,9 +2,9 @@
 //!
 //! `[process.executor]` picks what runs a command (foreground bash, background jobs,
 //! terminal sessions alike): `local` (as the host's user, unconfined), `sandbox`
-//! (Landlock and seccomp, see [`super::executor`]) or `container` (the sandbox's
+//! (Landlock and seccomp, see [`dsh_launch::executor`]) or `container` (the sandbox's
 //! confinement plus its own PID, network, UTS and user namespaces and a fresh `/proc`,
-//! see [`super::container`]); `[process.sandbox]` says what a sandboxed (or contained)
+//! see [`dsh_launch::executor::container`]); `[process.sandbox]` says what a sandboxed (or contained)
 //! run may do, `[process.container]` which host ids a container's root is:
 //!
 //! ```toml
@@ -32,9 +32,13 @@
 //! own, empty network namespace, and only the workspace is mapped to its ids).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use serde::Deserialize;
+
+pub use dsh_launch::config::{
+    ContainerConfig, ContainerNetwork, ContainmentMode, ExecutorKind, LaunchConfig, SandboxConfig,
+    SandboxFeature,
+};
 
 /// How the process service treats process trees.
 #[derive(Debug, Clone, Deserialize)]
@@ -114,44 +118,6 @@ impl From<ProcessToml> for ProcessConfig {
     }
 }
 
-/// `[process.container]`: the host ids a container's uid 0 and gid 0 are (see
-/// [`super::executor::container`]), not 0: a container's root must not be the host's;
-/// and the network it gets.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ContainerConfig {
-    /// The host uid of a container's root (65534, `nobody`, by default; an unused high
-    /// id keeps runs from sharing anything with the host's `nobody`).
-    pub uid: u32,
-    /// The host gid of a container's root group (65534 by default).
-    pub gid: u32,
-    /// What network a container has (`none` by default).
-    pub network: ContainerNetwork,
-}
-
-/// `[process.container] network`: what a contained run reaches.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ContainerNetwork {
-    /// Nothing: its namespace's `lo` is down, so no address is reachable.
-    #[default]
-    None,
-    /// Its own loopback, up: the run may listen on and connect to 127.0.0.1 and ::1 of
-    /// its own namespace (a test suite's local server), and reaches nothing else, the
-    /// host's loopback included.
-    Loopback,
-}
-
-impl Default for ContainerConfig {
-    fn default() -> Self {
-        ContainerConfig {
-            uid: 65534,
-            gid: 65534,
-            network: ContainerNetwork::None,
-        }
-    }
-}
-
 impl ProcessConfig {
     /// The executor for a run started by `tool` in `scope` (see the module doc).
     pub fn executor_for(&self, scope: &str, tool: &str) -> ExecutorKind {
@@ -179,22 +145,6 @@ impl ProcessConfig {
     }
 }
 
-/// What runs a command, weakest first (see [`ProcessConfig::executor_for`]).
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum ExecutorKind {
-    /// As the host's user, with its rights (contained and killed whole, not confined).
-    #[default]
-    Local,
-    /// Confined by Landlock and seccomp before exec.
-    Sandbox,
-    /// The sandbox's confinement in namespaces of its own (PID, network, UTS, user, with
-    /// a fresh `/proc`), its root an unprivileged host id ([`super::executor::container`]).
-    Container,
-}
-
 /// `[process.executor]`: the default executor and overrides per scope and per tool.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -204,80 +154,17 @@ pub struct ExecutorConfig {
     pub tools: BTreeMap<String, ExecutorKind>,
 }
 
-/// `[process.sandbox]`: what a sandboxed run may do besides reading (everything but
-/// the state directory) and writing its workspace and private temporary directory.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct SandboxConfig {
-    /// Further writable paths (directories: everything beneath them).
-    pub write: Vec<PathBuf>,
-    /// TCP ports runs may connect to, on any host (Landlock rules name ports, not hosts).
-    pub tcp_ports: Vec<u16>,
-    /// The features a sandboxed run must have; a kernel without one refuses the call.
-    /// A feature left out is used where the kernel has it, skipped where it does not.
-    pub require: Vec<SandboxFeature>,
-    /// Whether runs may make Unix sockets (`socket(AF_UNIX)`: connecting to named
-    /// sockets such as a Docker or D-Bus socket, which Landlock before ABI 9 cannot
-    /// confine). Off by default; `socketpair` works either way.
-    pub unix_sockets: bool,
-    /// Test only: act as if the kernel's Landlock ABI were at most this.
-    pub assume_abi: Option<i32>,
-    /// `[process.container]`, handed over from [`ProcessConfig`] (not a key here).
-    #[serde(skip)]
-    pub container: ContainerConfig,
-}
-
-impl Default for SandboxConfig {
-    fn default() -> Self {
-        SandboxConfig {
-            write: Vec::new(),
-            tcp_ports: Vec::new(),
-            require: vec![
-                SandboxFeature::Fs,
-                SandboxFeature::Net,
-                SandboxFeature::Signals,
-            ],
-            unix_sockets: false,
-            assume_abi: None,
-            container: ContainerConfig::default(),
-        }
-    }
-}
-
-/// A confinement the sandbox applies, with the Landlock ABI it needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SandboxFeature {
-    /// Files: Landlock filesystem rules (ABI 1; truncation from 3, device ioctls from 5).
-    Fs,
-    /// TCP bind and connect by port (ABI 4).
-    Net,
-    /// Signal and abstract Unix socket scoping (ABI 6).
-    Signals,
-}
-
-impl SandboxFeature {
-    /// Every feature, by the ABI that brings it.
-    pub const ALL: [SandboxFeature; 3] = [
-        SandboxFeature::Fs,
-        SandboxFeature::Net,
-        SandboxFeature::Signals,
-    ];
-
-    /// The Landlock ABI version that brings it.
-    pub fn abi(self) -> i32 {
-        match self {
-            SandboxFeature::Fs => 1,
-            SandboxFeature::Net => 4,
-            SandboxFeature::Signals => 6,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            SandboxFeature::Fs => "fs",
-            SandboxFeature::Net => "net",
-            SandboxFeature::Signals => "signals",
+/// What the launch platform reads of `[process]`, with the commands' environment built
+/// from the host's by the `[process.env]` policy.
+impl From<&ProcessConfig> for LaunchConfig {
+    fn from(config: &ProcessConfig) -> Self {
+        LaunchConfig {
+            containment: config.containment,
+            pids_max: config.pids_max,
+            memory_max_mb: config.memory_max_mb,
+            sandbox: config.sandbox.clone(),
+            named: config.kinds_named(),
+            environment: super::environment::command_environment(&config.env, std::env::vars_os()),
         }
     }
 }
@@ -296,20 +183,6 @@ impl Default for ProcessConfig {
             container: Default::default(),
         }
     }
-}
-
-/// How runs are contained (`[process] containment`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ContainmentMode {
-    /// A cgroup per run where dsh can create one, else the subreaper fallback.
-    #[default]
-    Auto,
-    /// A cgroup per run, or dsh does not start.
-    Cgroup,
-    /// The fallback: dsh is the subreaper of everything it starts and follows runs by a
-    /// mark in their environment.
-    Subreaper,
 }
 
 #[cfg(test)]

@@ -17,8 +17,8 @@ use tokio_util::sync::CancellationToken;
 use crate::services::jobs::{Job, JobRegistry};
 
 use super::containment::{self, RunHandover};
-use super::spawn::Child;
 use super::{GroupGuard, GroupSignal, ProcessService, ProcessTree};
+use dsh_launch::Child;
 
 /// The job tasks of a process service: how many drive a tree now, the token that pauses
 /// them, and the trees they gave back.
@@ -175,7 +175,7 @@ impl ProcessService {
                     continue;
                 }
             };
-            let run = match self.launch.containment.adopt_run(&process.run) {
+            let run = match self.launch.containment().adopt_run(&process.run) {
                 Ok(run) => run,
                 Err(error) => {
                     failed(error.to_string());

@@ -15,7 +15,11 @@
 //! spot.
 //!
 //! Every process starts through the [`launcher`] ([`Launch::start`]): the executor, the
-//! environment, the containment run, the spawn and the leader, in one place.
+//! environment, the containment run, the spawn and the leader, in one place. The
+//! launcher, containment, the executors and the spawn are the launch platform, the crate
+//! `dsh_launch` below every capability (re-exported here); this module is the `process`
+//! capability built on it: commands run to their end or in the background, their
+//! output, their timeouts and kills, and the handover of jobs at an upgrade.
 //!
 //! Each run has an executor ([`ExecutorKind`], chosen per call by `[process.executor]`):
 //! `local` runs the command as described; `sandbox` ([`executor`]) also confines it
@@ -27,24 +31,18 @@
 //! outcome carries its `[sandbox: …]` line.
 //!
 //! Native only: nothing here knows wasmtime. The WIT binding is in [`wit`].
-// Unsafe allowed: the process layer (see `tidy.rs`).
-#![allow(unsafe_code)]
 
 pub mod capability;
 pub mod config;
-pub mod containment;
 pub mod environment;
-pub mod executor;
 pub mod handover;
-pub mod launcher;
-pub mod peer;
-pub mod seccomp;
-pub(crate) mod spawn;
 pub mod wit;
 
+pub use dsh_launch::{containment, executor, launcher, peer, seccomp};
+pub use dsh_launch::{find_program, signal_group, HostPlaces, Launch, LaunchError as ProcessError};
+
 use std::collections::HashMap;
-use std::ffi::CString;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
@@ -59,32 +57,28 @@ use crate::output::BoundedCapture;
 use crate::services::jobs::{JobRegistry, JobSignal, JobState};
 pub use config::{ContainmentMode, ExecutorKind, ProcessConfig};
 
-/// Why a command could not be run at all.
-#[derive(Debug, thiserror::Error)]
-pub enum ProcessError {
-    #[error("working directory {0} does not exist or is not a directory")]
-    BadWorkdir(PathBuf),
-    #[error("cannot start bash: {0}")]
-    Spawn(std::io::Error),
-    #[error("the command, working directory or environment contains a NUL byte")]
-    NulByte,
-    #[error("cannot hand the command to bash in a memfd: {0}")]
-    Script(std::io::Error),
-    #[error(transparent)]
-    Containment(#[from] containment::ContainmentError),
-    #[error(transparent)]
-    Sandbox(#[from] executor::SandboxError),
-}
-
-impl ProcessError {
-    /// The structured error a caller gets.
-    pub fn into_tool_error(self) -> ToolError {
-        match self {
+/// The structured error a caller gets for a command that could not be run at all.
+impl From<ProcessError> for ToolError {
+    fn from(error: ProcessError) -> Self {
+        match error {
             ProcessError::BadWorkdir(_) | ProcessError::NulByte => {
-                ToolError::new(ErrorCode::InvalidArguments, self.to_string())
+                ToolError::new(ErrorCode::InvalidArguments, error.to_string())
             }
             ProcessError::Sandbox(error) => error.into(),
-            _ => ToolError::new(ErrorCode::Internal, self.to_string()),
+            _ => ToolError::new(ErrorCode::Internal, error.to_string()),
+        }
+    }
+}
+
+/// The structured error a caller gets for a run that cannot be confined: the model's
+/// mistake for a working directory outside the workspace, else the host's.
+impl From<executor::SandboxError> for ToolError {
+    fn from(error: executor::SandboxError) -> Self {
+        match error {
+            executor::SandboxError::OutsideWorkspace { .. } => {
+                ToolError::new(ErrorCode::InvalidArguments, error.to_string())
+            }
+            _ => ToolError::new(ErrorCode::Internal, format!("sandbox unavailable: {error}")),
         }
     }
 }
@@ -135,210 +129,6 @@ pub struct ProcessService {
     job_tasks: Arc<handover::JobTasks>,
 }
 
-/// `name` looked up on `PATH` (a name with a `/` is taken as a path).
-pub fn find_program(name: &str) -> Option<PathBuf> {
-    if name.contains('/') {
-        return Some(PathBuf::from(name)).filter(|p| p.is_file());
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
-}
-
-/// What every spawn reuses: the shell's path, the commands' environment, `/dev/null`,
-/// the containment runs are made in, and the sandbox. Shared by the process and
-/// terminal services.
-#[derive(Debug)]
-pub struct Launch {
-    bash: PathBuf,
-    environment: Vec<(Vec<u8>, CString)>,
-    dev_null: std::io::Result<OwnedFd>,
-    pub(crate) containment: containment::Containment,
-    sandbox_config: config::SandboxConfig,
-    places: HostPlaces,
-    /// The confined executors, each built at start when the configuration names it,
-    /// else at first use; a failure refuses every run under it, with its reason.
-    sandbox: std::sync::OnceLock<Result<executor::Sandbox, String>>,
-    container: std::sync::OnceLock<Result<executor::container::Container, String>>,
-}
-
-/// Where a host's runs are: the session workspace (a sandboxed run's writable root and
-/// where it may start) and dsh's own files (out of a sandboxed run's reach).
-#[derive(Debug, Clone, Default)]
-pub struct HostPlaces {
-    /// None: no sandboxed run can start (a launch for tests and tools).
-    pub workspace: Option<PathBuf>,
-    pub own: crate::own_files::OwnFiles,
-}
-
-impl Launch {
-    /// A launch with no workspace (sandboxed runs are refused) and no state directory.
-    pub fn new(config: &ProcessConfig) -> Result<Self, containment::ContainmentError> {
-        Self::for_host(config, HostPlaces::default())
-    }
-
-    /// A launch for a host whose workspace and own files are `places`.
-    pub fn for_host(
-        config: &ProcessConfig,
-        places: HostPlaces,
-    ) -> Result<Self, containment::ContainmentError> {
-        let bash = find_program("bash").unwrap_or_else(|| PathBuf::from("/bin/bash"));
-        let environment = environment::command_environment(&config.env, std::env::vars_os());
-        let launch = Launch {
-            bash,
-            environment,
-            dev_null: std::fs::File::open("/dev/null").map(OwnedFd::from),
-            containment: containment::Containment::start(config)?,
-            sandbox_config: config.sandbox.clone(),
-            places,
-            sandbox: std::sync::OnceLock::new(),
-            container: std::sync::OnceLock::new(),
-        };
-        let named = config.kinds_named();
-        for kind in &named {
-            launch.report(*kind);
-        }
-        if named.iter().any(|kind| *kind != ExecutorKind::Local) {
-            launch.report_places();
-        }
-        Ok(launch)
-    }
-
-    /// The session workspace and dsh's own files this launch was made for (the files
-    /// capability confines its reads and writes by them too).
-    pub fn places(&self) -> &HostPlaces {
-        &self.places
-    }
-
-    /// The executor of `kind`, built on first use (a failure refuses every run under
-    /// it, with its reason).
-    pub fn executor(
-        &self,
-        kind: ExecutorKind,
-    ) -> Result<&dyn executor::Executor, executor::SandboxError> {
-        fn built<T>(
-            slot: &std::sync::OnceLock<Result<T, String>>,
-            build: impl FnOnce() -> Result<T, executor::SandboxError>,
-        ) -> Result<&T, executor::SandboxError> {
-            slot.get_or_init(|| build().map_err(|e| e.to_string()))
-                .as_ref()
-                .map_err(|e| executor::SandboxError::Setup(e.clone()))
-        }
-        let workspace = || {
-            self.places.workspace.as_deref().ok_or_else(|| {
-                executor::SandboxError::Setup(
-                    "this host has no session workspace for confined runs".into(),
-                )
-            })
-        };
-        Ok(match kind {
-            ExecutorKind::Local => &executor::Local,
-            ExecutorKind::Sandbox => built(&self.sandbox, || {
-                executor::Sandbox::new(&self.sandbox_config, workspace()?, &self.places.own)
-            })?,
-            ExecutorKind::Container => built(&self.container, || {
-                executor::container::Container::new(
-                    &self.sandbox_config,
-                    workspace()?,
-                    &self.places.own,
-                )
-            })?,
-        })
-    }
-
-    /// Builds the executor of `kind` (named by the configuration) at start and logs what
-    /// it lacks here, so an operator learns it before the first call.
-    fn report(&self, kind: ExecutorKind) {
-        let executor = match self.executor(kind) {
-            Ok(executor) => executor,
-            Err(error) => {
-                tracing::warn!(executor = ?kind, %error, "an executor the configuration names cannot be prepared; its calls will be refused");
-                return;
-            }
-        };
-        for lack in executor.lacks() {
-            if lack.refuses {
-                tracing::warn!(executor = ?kind, lack = %lack.what, "an executor lacks a required feature on this host; its calls will be refused");
-            } else {
-                tracing::info!(executor = ?kind, lack = %lack.what, "an executor runs with less confinement on this host");
-            }
-        }
-    }
-
-    /// Logs at start where confined runs write and whether dsh's own files lie in the
-    /// workspace (then carved out of every confined run's view).
-    fn report_places(&self) {
-        let Some(workspace) = self.places.workspace.as_deref() else {
-            return;
-        };
-        let workspace =
-            std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
-        let own = &self.places.own;
-        let inside: Vec<&PathBuf> = own
-            .state_dir
-            .iter()
-            .chain(&own.read_only)
-            .filter(|path| path.starts_with(&workspace))
-            .collect();
-        if inside.is_empty() {
-            tracing::info!(
-                workspace = %workspace.display(),
-                "confined runs write only the workspace, their TMPDIR and [process.sandbox] write; \
-                 the state directory is covered in their mount namespace"
-            );
-        } else {
-            tracing::warn!(
-                workspace = %workspace.display(),
-                ?inside,
-                "dsh's own files lie in the workspace: in confined runs the state directory is covered by an empty \
-                 read-only tmpfs and the configuration and plugins are bound read-only, with the directories on their way pinned"
-            );
-        }
-    }
-
-    /// The confinement of one run under the executor `kind` (none for `local`) that
-    /// starts in `cwd` (a confined run must start inside the workspace); `terminal`: a
-    /// terminal session's own PTY.
-    pub fn prepare(
-        &self,
-        kind: ExecutorKind,
-        cwd: &std::path::Path,
-        terminal: Option<&std::path::Path>,
-    ) -> Result<Option<executor::Prepared>, executor::SandboxError> {
-        self.executor(kind)?.prepare(cwd, terminal)
-    }
-
-    /// What the child of a run confined by `prepared` applies before `exec`.
-    pub(crate) fn child_sandbox<'a>(
-        &'a self,
-        prepared: Option<&'a executor::Prepared>,
-    ) -> Option<spawn::ChildSandbox<'a>> {
-        // Everything the child needs is the run's (shared parts held by reference).
-        Some(prepared?.child())
-    }
-
-    /// The commands' environment with `extra` added (replacing variables of the same
-    /// name), and the run's mark when it has one.
-    pub(crate) fn envp(
-        &self,
-        extra: &[(String, String)],
-        placement: &containment::SpawnPlacement,
-    ) -> Result<Vec<CString>, ProcessError> {
-        let extra: Vec<&(String, String)> = extra.iter().chain(placement.mark.as_ref()).collect();
-        let mut envp: Vec<CString> = self
-            .environment
-            .iter()
-            .filter(|(key, _)| !extra.iter().any(|(k, _)| k.as_bytes() == key.as_slice()))
-            .map(|(_, entry)| entry.clone())
-            .collect();
-        for (key, value) in extra {
-            envp.push(CString::new(format!("{key}={value}")).map_err(|_| ProcessError::NulByte)?);
-        }
-        Ok(envp)
-    }
-}
-
 impl ProcessService {
     /// A service spawning through `launch` (shared with the terminal service).
     pub fn new(config: ProcessConfig, launch: Arc<Launch>) -> Self {
@@ -352,13 +142,13 @@ impl ProcessService {
 
     /// The containment every run is made in.
     pub fn containment(&self) -> &containment::Containment {
-        &self.launch.containment
+        self.launch.containment()
     }
 
     /// Containment runs live now, whoever started them (foreground commands, jobs,
     /// terminals, language servers).
     pub fn live_runs(&self) -> usize {
-        self.launch.containment.live_runs()
+        self.launch.containment().live_runs()
     }
 
     /// Kills every live run (host shutdown).
@@ -373,7 +163,7 @@ impl ProcessService {
         for run in runs {
             run.kill();
         }
-        self.launch.containment.kill_all();
+        self.launch.containment().kill_all();
     }
 
     /// Kills every live run of `owner` (the owner is gone).
@@ -449,7 +239,7 @@ impl ProcessService {
                 job.finish(JobState::Failed {
                     reason: error.to_string(),
                 });
-                return Err(error.into_tool_error());
+                return Err(error.into());
             }
         };
         let marker = tree.sandbox.as_ref().map(|s| format!("\n{}\n", s.marker()));
@@ -495,7 +285,7 @@ impl ProcessService {
                     cut_off: Some(reason),
                     ..
                 }) => JobState::Killed {
-                    signal: libc::SIGKILL,
+                    signal: dsh_launch::os::SIGKILL,
                     reason: Some(reason),
                 },
                 Ok(Ended { status, .. }) => match (status.code(), status.signal()) {
@@ -536,7 +326,7 @@ impl ProcessService {
         }
         // A long command cannot be an argument: it reaches bash in a memfd on descriptor 3.
         let script = if command.len() > SCRIPT_THRESHOLD {
-            Some(sealed_script(command.as_bytes()).map_err(ProcessError::Script)?)
+            Some(dsh_launch::sealed_script(command.as_bytes()).map_err(ProcessError::Script)?)
         } else {
             None
         };
@@ -549,7 +339,7 @@ impl ProcessService {
             run,
             sandbox,
         } = self.launch.start(&launcher::Command {
-            program: &self.launch.bash,
+            program: self.launch.bash(),
             args: &[b"bash", b"-c", argument],
             env,
             cwd,
@@ -646,13 +436,13 @@ impl ProcessService {
                     status = Some(exited.map_err(ProcessError::Spawn)?);
                     // The shell is done: whatever it left in its group goes too (TERM
                     // first; then KILL to the whole run).
-                    group.signal(libc::SIGTERM);
+                    group.signal(dsh_launch::os::SIGTERM);
                     kill_at = Some(tokio::time::Instant::now() + drain.min(grace));
                     drain_until = Some(tokio::time::Instant::now() + drain);
                 },
                 _ = sleep_until_opt(timeout_at), if timeout_at.is_some() && !timed_out && status.is_none() => {
                     timed_out = true;
-                    group.signal(libc::SIGTERM);
+                    group.signal(dsh_launch::os::SIGTERM);
                     kill_at = Some(tokio::time::Instant::now() + grace);
                 },
                 _ = sleep_until_opt(kill_at), if kill_at.is_some() => {
@@ -702,44 +492,6 @@ pub const SCRIPT_THRESHOLD: usize = 64 * 1024;
 /// sandbox's Landlock domain nor its mount namespace is in the way.
 pub const LONG_COMMAND: &std::ffi::CStr = c"mapfile -d '' -u 3 BASH_EXECUTION_STRING || exit 126; exec 3<&-; eval \"$BASH_EXECUTION_STRING\"";
 
-/// A sealed memfd (no write, grow, shrink or further seals) holding `text`, at offset 0
-/// and close-on-exec, above descriptor 2.
-fn sealed_script(text: &[u8]) -> std::io::Result<OwnedFd> {
-    use std::io::{Seek, Write};
-    use std::os::fd::FromRawFd;
-    // SAFETY: memfd_create takes a valid C string and flags; it returns a new descriptor.
-    let fd = unsafe {
-        libc::memfd_create(
-            c"dsh-command".as_ptr(),
-            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh descriptor nobody else owns.
-    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    if fd < 3 {
-        // The child replaces descriptors 0 to 2 before it takes 3 (dsh started with one
-        // of them closed): move it above them.
-        // SAFETY: fcntl on a descriptor this function owns; it returns a new one.
-        let moved = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
-        if moved < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `moved` is a fresh descriptor nobody else owns.
-        file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(moved) });
-    }
-    file.write_all(text)?;
-    file.rewind()?;
-    let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
-    // SAFETY: fcntl on a descriptor this function owns.
-    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(OwnedFd::from(file))
-}
-
 /// Reads what `pipe` holds now, without waiting, into `sink`: at most
 /// [`FINAL_DRAIN_READS`] reads, so a writer that never stops cannot hold the call. A sink
 /// that has passed a limit takes no more (the run is being killed already).
@@ -764,7 +516,7 @@ const FINAL_DRAIN_READS: usize = 64;
 
 /// A running process tree: its leader, the read end of its output, its group.
 struct ProcessTree {
-    child: spawn::Child,
+    child: dsh_launch::Child,
     output: tokio::net::unix::pipe::Receiver,
     group: GroupGuard,
     /// A sandboxed run's confinement (its temporary directory lives as long).
@@ -801,16 +553,6 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-/// Sends `signal` to process group `pgid` (nothing for a pgid of 0).
-pub fn signal_group(pgid: i32, signal: i32) {
-    if pgid > 0 {
-        // SAFETY: killpg has no memory-safety preconditions.
-        unsafe {
-            libc::killpg(pgid, signal);
-        }
     }
 }
 
@@ -1010,6 +752,47 @@ mod tests {
         assert_eq!(out.exit_code, Some(5));
     }
 
+    /// The launch platform's errors reach a caller with the codes and messages they had
+    /// when the platform was part of this module: a working directory outside the
+    /// workspace, a missing one or a NUL byte are the model's mistakes, the rest the host's.
+    #[test]
+    fn launch_errors_keep_their_codes_and_messages() {
+        let outside = || executor::SandboxError::OutsideWorkspace {
+            path: "/elsewhere".into(),
+            workspace: "/work".into(),
+        };
+        let error = ToolError::from(outside());
+        assert_eq!(error.code, ErrorCode::InvalidArguments);
+        assert_eq!(error.message, outside().to_string());
+        let error = ToolError::from(ProcessError::Sandbox(outside()));
+        assert_eq!(error.code, ErrorCode::InvalidArguments);
+        let error = ToolError::from(executor::SandboxError::Setup("no workspace".into()));
+        assert_eq!(error.code, ErrorCode::Internal);
+        assert_eq!(error.message, "sandbox unavailable: no workspace");
+        let error = ToolError::from(ProcessError::Sandbox(executor::SandboxError::NoRuleset));
+        assert_eq!(error.code, ErrorCode::Internal);
+        assert!(
+            error.message.starts_with("sandbox unavailable: "),
+            "{}",
+            error.message
+        );
+        for (error, code) in [
+            (ProcessError::NulByte, ErrorCode::InvalidArguments),
+            (
+                ProcessError::BadWorkdir("/nope".into()),
+                ErrorCode::InvalidArguments,
+            ),
+            (
+                ProcessError::Spawn(std::io::Error::other("gone")),
+                ErrorCode::Internal,
+            ),
+        ] {
+            let message = error.to_string();
+            let error = ToolError::from(error);
+            assert_eq!((error.code, error.message), (code, message));
+        }
+    }
+
     #[tokio::test]
     async fn a_missing_workdir_is_an_error_not_a_spawn() {
         let dir = tempfile::tempdir().unwrap();
@@ -1051,6 +834,6 @@ mod tests {
         assert_eq!(service.kill_owner("someone-else"), 0);
         assert_eq!(service.kill_owner("test"), 1);
         let outcome = running.await.unwrap().unwrap();
-        assert_eq!(outcome.signal, Some(libc::SIGKILL));
+        assert_eq!(outcome.signal, Some(dsh_launch::os::SIGKILL));
     }
 }

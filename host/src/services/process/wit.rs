@@ -69,7 +69,7 @@ impl CallCtx<'_> {
         let outcome = self
             .host_call("process.run", services.process.run(spec))
             .await
-            .map_err(super::ProcessError::into_tool_error)?;
+            .map_err(ToolError::from)?;
         let mut output = outcome.output.text;
         if let Some(marker) = &outcome.sandbox {
             if !output.is_empty() && !output.ends_with('\n') {

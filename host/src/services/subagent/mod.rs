@@ -312,7 +312,7 @@ impl SubagentService {
             Err(Stop::Killed) => {
                 transcript.push(turns, "killed", "");
                 job.finish(JobState::Killed {
-                    signal: libc::SIGTERM,
+                    signal: dsh_launch::os::SIGTERM,
                     reason: None,
                 });
                 Err(ToolError::new(

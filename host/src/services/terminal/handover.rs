@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use crate::services::process::containment::{self, RunHandover};
-use crate::services::process::spawn::Child;
+use dsh_launch::Child;
 
 use super::pty::{adopt_master, read_loop, watch_shell};
 use super::sessions::{Output, Session};
@@ -171,7 +171,7 @@ impl TerminalService {
             } else {
                 children.remove(&handed.leader)
             };
-            let run = match self.launch.containment.adopt_run(&handed.run) {
+            let run = match self.launch.containment().adopt_run(&handed.run) {
                 Ok(run) => run,
                 Err(error) => {
                     tracing::warn!(id = %handed.id, %error, "cannot adopt a terminal session's container; its shell is killed");

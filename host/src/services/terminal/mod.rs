@@ -231,10 +231,10 @@ impl TerminalService {
                             .foreground_group()
                             .filter(|pgid| Some(*pgid) != session.leader())
                         {
-                            signal_group(pgid, libc::SIGINT);
+                            signal_group(pgid, dsh_launch::os::SIGINT);
                         }
                         JobState::Killed {
-                            signal: libc::SIGINT,
+                            signal: dsh_launch::os::SIGINT,
                             reason: Some(
                                 capped.unwrap_or_else(|| "send cancelled by job_kill".into()),
                             ),

@@ -1,17 +1,16 @@
-//! The PTY and the shell on it: the pair opened with `openpty`, the shell started on it
-//! by the process service's spawner (clone with CLONE_VFORK, a parent-death signal, the
-//! PTY as controlling terminal) in its own container, the read loop that feeds the
-//! session everything the shell side writes, the watcher that reaps the shell through
-//! its pidfd, and the terminal-level questions asked of the master (foreground group,
-//! echo mode), writes to it and kills of the terminal's session.
+//! The PTY and the shell on it: the pair opened with `openpty`
+//! ([`dsh_launch::pty::open`]), the shell started on it by the launcher (clone with
+//! CLONE_VFORK, a parent-death signal, the PTY as controlling terminal) in its own
+//! container, the read loop that feeds the session everything the shell side writes, the
+//! watcher that reaps the shell through its pidfd, and the terminal-level questions asked
+//! of the master (foreground group, echo mode), writes to it and kills of the terminal's
+//! session. The system calls themselves are the launch platform's ([`dsh_launch::pty`]).
 //!
 //! `openpty` and our spawner rather than `portable-pty`, whose fork-based spawn costs
 //! milliseconds in a host this size, sets no parent-death signal, and reads with a
 //! blocking thread per session.
-// Unsafe allowed: openpty, ioctls and raw writes on the PTY master (see `tidy.rs`).
-#![allow(unsafe_code)]
 
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -19,7 +18,8 @@ use std::sync::Arc;
 use tokio::io::unix::AsyncFd;
 
 use crate::error::{ErrorCode, ToolError};
-use crate::services::process::{containment, launcher, spawn, Launch, ProcessError};
+use crate::services::process::{containment, launcher, Launch, ProcessError};
+use dsh_launch::pty;
 
 use super::sessions::Session;
 use super::{OpenSpec, DRAIN_TIMEOUT};
@@ -28,7 +28,7 @@ use super::{OpenSpec, DRAIN_TIMEOUT};
 /// shell's process and its container.
 pub(super) struct Shell {
     pub master: AsyncFd<OwnedFd>,
-    pub child: spawn::Child,
+    pub child: dsh_launch::Child,
     pub run: containment::Run,
     /// A sandboxed session's confinement; its TMPDIR goes when this is dropped (when the
     /// shell exits).
@@ -48,7 +48,7 @@ pub(super) fn start_shell(
         ToolError::new(ErrorCode::Internal, format!("{what}: {error}"))
     };
     let (master, slave) =
-        open_pty(spec.cols, spec.rows).map_err(|e| internal("cannot open a PTY", e))?;
+        pty::open(spec.cols, spec.rows).map_err(|e| internal("cannot open a PTY", e))?;
     let mut args: Vec<&[u8]> = vec![shell_name.as_bytes()];
     if is_bash {
         args.extend([&b"--noprofile"[..], b"--norc", b"-i"]);
@@ -81,15 +81,12 @@ pub(super) fn start_shell(
             ProcessError::Containment(e) => {
                 internal("cannot contain the session", std::io::Error::other(e))
             }
-            other => other.into_tool_error(),
+            other => other.into(),
         })?;
     drop(slave);
-    // SAFETY: registering our own descriptor, owned by the AsyncFd from here on.
-    let master = unsafe {
-        // Reading only: see `Session::write_all`.
-        AsyncFd::register_with_interest(master, tokio::io::Interest::READABLE)
-    }
-    .map_err(|e| internal("cannot watch the PTY", e.into()))?;
+    // Reading only: see `Session::write_all`.
+    let master = pty::watch(master, tokio::io::Interest::READABLE)
+        .map_err(|e| internal("cannot watch the PTY", e))?;
     Ok(Shell {
         master,
         child,
@@ -102,9 +99,7 @@ impl Session {
     /// The terminal's foreground process group.
     pub(super) fn foreground_group(&self) -> Option<i32> {
         self.leader()?;
-        // SAFETY: tcgetpgrp on our own open master descriptor.
-        let pgid = unsafe { libc::tcgetpgrp(self.master.get_ref().as_raw_fd()) };
-        (pgid > 0).then_some(pgid)
+        pty::foreground_group(self.master.get_ref().as_fd())
     }
 
     /// Writes `bytes` to the terminal. The master is registered for reading only: were
@@ -116,13 +111,13 @@ impl Session {
         let fd = self.master.get_ref();
         let mut writable: Option<AsyncFd<OwnedFd>> = None;
         while !bytes.is_empty() {
-            // SAFETY: writing from a valid slice to our own descriptor.
-            let n = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
-            if n >= 0 {
-                bytes = &bytes[n as usize..];
-                continue;
-            }
-            let error = std::io::Error::last_os_error();
+            let error = match pty::write(fd.as_fd(), bytes) {
+                Ok(n) => {
+                    bytes = &bytes[n..];
+                    continue;
+                }
+                Err(error) => error,
+            };
             match error.kind() {
                 std::io::ErrorKind::Interrupted => continue,
                 std::io::ErrorKind::WouldBlock => {}
@@ -130,10 +125,8 @@ impl Session {
             }
             if writable.is_none() {
                 let dup = fd.try_clone().map_err(write_error)?;
-                // SAFETY: the duplicate is fresh and owned by the AsyncFd from here on.
-                let registered =
-                    unsafe { AsyncFd::register_with_interest(dup, tokio::io::Interest::WRITABLE) };
-                writable = Some(registered.map_err(|e| write_error(e.into()))?);
+                let registered = pty::watch(dup, tokio::io::Interest::WRITABLE);
+                writable = Some(registered.map_err(write_error)?);
             }
             if let Some(writable) = &writable {
                 writable
@@ -151,13 +144,7 @@ impl Session {
     /// in non-canonical mode (readline, a REPL, a full-screen program) echoes by itself,
     /// or not: [`Echo`](super::waiting::Echo) copes with both.
     pub(super) fn echoes(&self) -> bool {
-        // SAFETY: termios is plain data; tcgetattr on the master reads the terminal's
-        // (the slave's) modes.
-        let mut modes: libc::termios = unsafe { std::mem::zeroed() };
-        if unsafe { libc::tcgetattr(self.master.get_ref().as_raw_fd(), &mut modes) } != 0 {
-            return true;
-        }
-        modes.c_lflag & libc::ICANON == 0 || modes.c_lflag & libc::ECHO != 0
+        pty::echoes(self.master.get_ref().as_fd())
     }
 
     /// Kills every process of the session: its container, which holds those that
@@ -166,8 +153,7 @@ impl Session {
         let members = self.leader().map(session_members).unwrap_or_default();
         self.run.kill();
         for pid in &members {
-            // SAFETY: kill has no memory-safety preconditions.
-            unsafe { libc::kill(*pid, libc::SIGKILL) };
+            dsh_launch::kill(*pid, dsh_launch::os::SIGKILL);
         }
         members.len()
     }
@@ -203,7 +189,7 @@ pub(super) fn session_members(sid: i32) -> Vec<i32> {
 /// Waits for the session's shell (its pidfd) and reaps it the moment it exits; then
 /// kills what is left of its session, lets the reader drain the output the shell left,
 /// and marks the session exited with the shell's code.
-pub(super) async fn watch_shell(session: Arc<Session>, mut child: spawn::Child) {
+pub(super) async fn watch_shell(session: Arc<Session>, mut child: dsh_launch::Child) {
     let status = child.wait().await;
     let code = status.ok().and_then(|status| {
         use std::os::unix::process::ExitStatusExt;
@@ -214,8 +200,7 @@ pub(super) async fn watch_shell(session: Arc<Session>, mut child: spawn::Child) 
     let members = session_members(session.leader);
     session.run.kill();
     for pid in &members {
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe { libc::kill(*pid, libc::SIGKILL) };
+        dsh_launch::kill(*pid, dsh_launch::os::SIGKILL);
     }
     session.run.set_leader(0);
     session.reaped.store(true, Ordering::Release);
@@ -242,16 +227,7 @@ pub(super) async fn read_loop(session: Arc<Session>) {
             Ok(ready) => ready,
             Err(_) => break,
         };
-        // SAFETY: reading into a valid buffer from our own descriptor.
-        let read = ready.try_io(|fd| {
-            let n =
-                unsafe { libc::read(fd.get_ref().as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-            if n < 0 {
-                Err(std::io::Error::last_os_error())
-            } else {
-                Ok(n as usize)
-            }
-        });
+        let read = ready.try_io(|fd| pty::read(fd.get_ref().as_fd(), &mut buf));
         match read {
             Ok(Ok(0)) => break,
             Ok(Ok(n)) => session.push(&buf[..n]),
@@ -265,51 +241,11 @@ pub(super) async fn read_loop(session: Arc<Session>) {
 /// The PTY master a session handed over at an upgrade kept open across the `exec`, by
 /// its number: closed on `exec` again and registered with the event loop.
 pub(super) fn adopt_master(fd: i32) -> std::io::Result<AsyncFd<OwnedFd>> {
-    // SAFETY: the descriptor was kept open across the exec for one session alone; its
-    // number comes from the binary that held it, and nothing else here owns it.
-    let master = unsafe { OwnedFd::from_raw_fd(fd) };
-    containment::close_on_exec(&master);
-    // SAFETY: registering our own descriptor, owned by the AsyncFd from here on.
-    unsafe { AsyncFd::register_with_interest(master, tokio::io::Interest::READABLE) }
-        .map_err(|e| e.into())
+    pty::watch(pty::adopt(fd), tokio::io::Interest::READABLE)
 }
 
-/// A new PTY pair sized `cols` x `rows`; the master is non-blocking, both close on exec.
 /// The path of a PTY's slave (`/dev/pts/N`), which a sandboxed session may open again.
 fn pty_path(slave: &OwnedFd) -> PathBuf {
     std::fs::read_link(format!("/proc/self/fd/{}", slave.as_raw_fd()))
         .unwrap_or_else(|_| PathBuf::from("/dev/null"))
-}
-
-fn open_pty(cols: u16, rows: u16) -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let (mut master, mut slave) = (-1, -1);
-    let size = libc::winsize {
-        ws_row: rows,
-        ws_col: cols,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: openpty writes two descriptors; the name and termios pointers may be null.
-    let rc = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            &size,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors are fresh and ours.
-    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-    // SAFETY: fcntl on our own descriptors.
-    unsafe {
-        libc::fcntl(master.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC);
-        libc::fcntl(slave.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC);
-        let flags = libc::fcntl(master.as_raw_fd(), libc::F_GETFL);
-        libc::fcntl(master.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
-    }
-    Ok((master, slave))
 }

@@ -7,7 +7,7 @@
 //! when the configuration names it) and asked once per run: [`Executor::prepare`], in
 //! the parent before the spawn, makes the run's [`Prepared`] confinement (its ruleset,
 //! mount steps, namespaces, private `TMPDIR`). The child applies it between fork and
-//! `exec` as data: [`Prepared::child`] hands [`crate::services::process::spawn`] a
+//! `exec` as data: [`Prepared::child`] hands [`crate::spawn`] a
 //! `ChildSandbox` of descriptors and steps, which the child carries out with raw system
 //! calls only. No executor code runs in the child: after a `vfork`-style clone it shares
 //! dsh's memory and may neither allocate nor take a lock, so what an executor does there
@@ -16,10 +16,9 @@
 //! `[sandbox: …]` line its results carry, and [`Executor::lacks`] what this kernel (or
 //! dsh's rights) does not give it, logged when the host starts.
 //!
-//! Which executor runs a call is decided in one place,
-//! [`crate::services::CallCtx::executor`], from the call's scope and tool
-//! ([`crate::services::process::ProcessConfig::executor_for`]), for every kind of process
-//! a call starts: commands, background jobs, terminals and language servers.
+//! Which executor runs a call is decided by the host, in one place (its `CallCtx::executor`),
+//! from the call's scope and tool (`[process.executor]`), for every kind of process a
+//! call starts: commands, background jobs, terminals and language servers.
 
 pub mod container;
 pub mod sandbox;
@@ -161,8 +160,8 @@ fn landlock_lacks(sandbox: &Sandbox) -> Vec<Lack> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::SandboxConfig;
     use crate::own_files::OwnFiles;
-    use crate::services::process::config::SandboxConfig;
 
     #[test]
     fn each_executor_says_what_it_is_and_what_this_host_lacks_for_it() {

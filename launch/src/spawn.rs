@@ -39,8 +39,6 @@
 //! namespace and becomes uid and gid 0 there (an unprivileged id on the host), re-arms
 //! the parent-death signal (a uid change clears it), and only then confines itself as
 //! a sandboxed run does.
-// Unsafe allowed: the process layer (see `tidy.rs`).
-#![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString};
 use std::io;

@@ -7,7 +7,7 @@
 //! by dsh unconfined; one that could write `dsh.toml` or a plugin would lift its own
 //! confinement at the next reload or start. The rule holds wherever these lie, the
 //! workspace included: the sandbox executor applies it with a mount namespace (see
-//! `services::process::executor`), and other confined reaches ask [`OwnFiles::reach`].
+//! [`crate::executor`]), and other confined reaches ask [`OwnFiles::reach`].
 
 use std::path::{Path, PathBuf};
 

@@ -8,8 +8,6 @@
 //! turn as they are adopted. The keeper does the same over all of `/proc` when dsh is
 //! gone. A process that clears its environment before it escapes is not found: that is
 //! the limit of this mode, stated in the README.
-// Unsafe allowed: the process layer (see `tidy.rs`).
-#![allow(unsafe_code)]
 
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
@@ -104,7 +102,7 @@ pub fn start_orphan_reaper() {
                     _ = children.recv() => {}
                     _ = wake => {}
                 }
-                crate::services::process::spawn::reap_orphans();
+                crate::spawn::reap_orphans();
             }
         });
     });

@@ -2,8 +2,6 @@
 //! as a pidfd (`SO_PEERPIDFD`, Linux 6.5), so that a check made by pid (its ancestry, its
 //! cgroup) can be confirmed to have been about that process and not about another that
 //! took its pid after it exited.
-// Unsafe allowed: the process layer (see `tidy.rs`).
-#![allow(unsafe_code)]
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 

@@ -10,15 +10,13 @@
 //!
 //! What it hands back, a [`Contained`] child, is killed whole when dropped: its
 //! containment run kills the process group and everything the run holds.
-// Unsafe allowed: the process layer (see `tidy.rs`).
-#![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use super::{containment, executor, spawn, ExecutorKind, Launch, ProcessError};
+use crate::{containment, executor, spawn, ExecutorKind, Launch, LaunchError};
 
 /// Where a launched process's standard descriptors go.
 #[derive(Debug, Clone, Copy)]
@@ -66,8 +64,8 @@ pub struct Contained {
     pub sandbox: Option<executor::Prepared>,
 }
 
-fn c_string(bytes: &[u8]) -> Result<CString, ProcessError> {
-    CString::new(bytes).map_err(|_| ProcessError::NulByte)
+fn c_string(bytes: &[u8]) -> Result<CString, LaunchError> {
+    CString::new(bytes).map_err(|_| LaunchError::NulByte)
 }
 
 impl Launch {
@@ -82,7 +80,7 @@ impl Launch {
     /// queued behind it. Without a keeper a run's child dies with the thread that spawned
     /// it (its parent-death signal), and a thread that gave its tasks away may end: then
     /// it starts where it is.
-    pub fn start(&self, command: &Command<'_>) -> Result<Contained, ProcessError> {
+    pub fn start(&self, command: &Command<'_>) -> Result<Contained, LaunchError> {
         let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
             runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
         });
@@ -93,9 +91,9 @@ impl Launch {
         }
     }
 
-    fn start_here(&self, command: &Command<'_>) -> Result<Contained, ProcessError> {
+    fn start_here(&self, command: &Command<'_>) -> Result<Contained, LaunchError> {
         if !command.cwd.is_dir() {
-            return Err(ProcessError::BadWorkdir(command.cwd.to_path_buf()));
+            return Err(LaunchError::BadWorkdir(command.cwd.to_path_buf()));
         }
         let terminal = match command.stdio {
             Stdio::Pty { path, .. } => Some(path),
@@ -116,7 +114,7 @@ impl Launch {
         let dev_null = self
             .dev_null
             .as_ref()
-            .map_err(|e| ProcessError::Spawn(std::io::Error::new(e.kind(), e.to_string())))?;
+            .map_err(|e| LaunchError::Spawn(std::io::Error::new(e.kind(), e.to_string())))?;
         let (input, output, is_terminal) = match command.stdio {
             Stdio::Output(output) => (dev_null.as_raw_fd(), output.as_raw_fd(), false),
             Stdio::Pipes { input, output } => (input.as_raw_fd(), output.as_raw_fd(), false),
@@ -144,7 +142,7 @@ impl Launch {
             Some(fd3) => spawn::spawn_with_fd3(&spec, fd3.as_raw_fd()),
             None => spawn::spawn(&spec),
         }
-        .map_err(ProcessError::Spawn)?;
+        .map_err(LaunchError::Spawn)?;
         run.started(child.pid());
         Ok(Contained {
             child,
@@ -181,7 +179,7 @@ pub fn start_uncontained(
 
 /// Runs `binary` with `args` (after `argv[0]`) and this process's environment plus
 /// `env`, stdin from `/dev/null`, and waits at most `limit`: the check a new binary
-/// passes before an upgrade executes it (see [`crate::upgrade`]). Returns whether it
+/// passes before an upgrade executes it (the host's `upgrade.rs`). Returns whether it
 /// exited 0, and what it printed (stdout, then stderr).
 pub fn run_upgrade_check(
     binary: &Path,
@@ -250,13 +248,13 @@ pub fn exec_upgrade(
 /// user namespace) whose maps this process writes (the child is dumpable after its
 /// exec; dsh itself is not, so its runs could not write their own). On failure: the
 /// step that failed, and why.
-pub(super) fn user_namespace(
+pub(crate) fn user_namespace(
     uid_map: &str,
     gid_map: &str,
 ) -> Result<std::os::fd::OwnedFd, (&'static str, std::io::Error)> {
     use std::io::Write;
     use std::os::unix::process::CommandExt;
-    let bash = super::find_program("bash").unwrap_or_else(|| std::path::PathBuf::from("/bin/bash"));
+    let bash = crate::find_program("bash").unwrap_or_else(|| std::path::PathBuf::from("/bin/bash"));
     let mut command = std::process::Command::new(bash);
     command
         .args(["-c", "read -r _"])

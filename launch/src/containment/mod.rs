@@ -23,8 +23,6 @@
 //! those it starts are killed by the same keeper and never share a name.
 //!
 //! Native only: nothing here knows wasmtime.
-// Unsafe allowed: the process layer (see `tidy.rs`).
-#![allow(unsafe_code)]
 
 pub mod cgroup;
 pub mod keeper;
@@ -37,7 +35,7 @@ use std::sync::{mpsc, Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use crate::services::process::{ContainmentMode, ProcessConfig};
+use crate::config::{ContainmentMode, LaunchConfig};
 
 /// Why containment could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -170,7 +168,7 @@ fn supervising() -> bool {
 impl Containment {
     /// Chooses the mode by `config`, prepares it, and starts the keeper; or adopts the
     /// containment handed over by the executable this process ran before ([`inherit`]).
-    pub fn start(config: &ProcessConfig) -> Result<Containment, ContainmentError> {
+    pub fn start(config: &LaunchConfig) -> Result<Containment, ContainmentError> {
         if let Some(handover) = INHERITED.lock().unwrap().take() {
             return Containment::adopt(config, handover);
         }
@@ -224,7 +222,7 @@ impl Containment {
 
     /// Adopts a handed-over containment: its node (or marks), its numbering, its keeper.
     fn adopt(
-        config: &ProcessConfig,
+        config: &LaunchConfig,
         handover: ContainmentHandover,
     ) -> Result<Containment, ContainmentError> {
         NUMBERS.fetch_max(handover.next_number, Ordering::Relaxed);

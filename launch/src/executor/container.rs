@@ -1,6 +1,6 @@
 //! The `container` executor: the parent-side preparation of a run that gets namespaces
 //! of its own on top of the sandbox's confinement ([`super`]); the child's steps are in
-//! [`crate::services::process::spawn`].
+//! [`crate::spawn`].
 //!
 //! A contained run is started by `clone` with `CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET
 //! | CLONE_NEWIPC | CLONE_NEWUTS` (the spawn's own `clone3`/`clone`, so it still starts
@@ -68,8 +68,6 @@
 //! built per run (the child adds its `/proc` rule to it, about 0.1 ms); the other
 //! namespaces are cheap to make. All runs share the one user namespace (same host uid):
 //! they are kept apart by their PID and mount namespaces and Landlock's scoping.
-// Unsafe allowed: the process layer (see `tidy.rs`).
-#![allow(unsafe_code)]
 
 use std::ffi::CString;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -79,8 +77,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::sandbox::{Prepared, Sandbox, SandboxError};
+use crate::config::{ContainerNetwork, SandboxConfig};
 use crate::own_files::OwnFiles;
-use crate::services::process::config::{ContainerNetwork, SandboxConfig};
 
 /// Why the container executor cannot run a command.
 #[derive(Debug, thiserror::Error)]
@@ -278,10 +276,10 @@ pub const CLONE_FLAGS: libc::c_int = libc::CLONE_NEWNS
     | libc::CLONE_NEWIPC
     | libc::CLONE_NEWUTS;
 
-use crate::services::process::spawn::{MountAttr, OPEN_TREE_CLONE};
+use crate::spawn::{MountAttr, OPEN_TREE_CLONE};
 
 const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
-const AT_RECURSIVE: libc::c_uint = crate::services::process::spawn::AT_RECURSIVE as libc::c_uint;
+const AT_RECURSIVE: libc::c_uint = crate::spawn::AT_RECURSIVE as libc::c_uint;
 
 impl Container {
     /// Prepares the container of a host whose sandbox is configured by `config` (its
@@ -291,7 +289,7 @@ impl Container {
         workspace: &Path,
         own: &OwnFiles,
     ) -> Result<Self, SandboxError> {
-        let euid = crate::private::euid();
+        let euid = crate::euid();
         if euid != 0 {
             return Err(ContainerError::NotRoot(euid).into());
         }

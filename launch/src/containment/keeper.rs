@@ -8,8 +8,6 @@
 //! whatever reason, the kernel closes that end; the keeper reads end-of-file, kills
 //! the cgroup node (or, in the subreaper mode, every process carrying dsh's run mark),
 //! removes the node, and exits. It ignores the signals a terminal or a session sends.
-// Unsafe allowed: the process layer (see `tidy.rs`).
-#![allow(unsafe_code)]
 
 use std::ffi::{CString, OsString};
 use std::io::Read;
@@ -17,7 +15,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::services::process::launcher;
+use crate::launcher;
 
 /// The name the keeper runs under (its `argv[0]`), by which `main` recognises it.
 pub const KEEPER_NAME: &str = "dsh-keeper";

@@ -14,8 +14,6 @@
 //! its cgroup (`clone3` with `CLONE_INTO_CGROUP`, see `spawn.rs`); moving a process by
 //! writing `cgroup.procs` costs about a millisecond on the v2 tree and is only the
 //! fallback where `clone3` is missing.
-// Unsafe allowed: the process layer (see `tidy.rs`).
-#![allow(unsafe_code)]
 
 use std::fs::File;
 use std::io::Write;

@@ -1,7 +1,7 @@
 //! The `sandbox` executor: what a sandboxed run is confined by, prepared in the host
 //! before the spawn and applied by the child just before `exec`.
 //!
-//! A sandboxed run gets, in this order (the child does it, [`crate::services::process::spawn`]):
+//! A sandboxed run gets, in this order (the child does it, [`crate::spawn`]):
 //!
 //! 1. **Its own mount and IPC namespaces** (and a user namespace when dsh is not root,
 //!    mapping only dsh's own uid and gid). In the mount namespace every mount is
@@ -24,7 +24,7 @@
 //!    PTY: not the raw disks, not other terminals), write on the workspace, the `write`
 //!    paths and the slot, TCP connect to `tcp_ports` only, and signals and abstract Unix
 //!    sockets scoped to the run's own domain.
-//! 4. **The seccomp filter** ([`crate::services::process::seccomp`]).
+//! 4. **The seccomp filter** ([`crate::seccomp`]).
 //!
 //! Slots: building a ruleset costs a system call per rule, so rulesets are kept. Each
 //! run takes a *slot* (a directory `STATE/sandbox-tmp/slot-PID-N`, held by one run at a
@@ -39,8 +39,6 @@
 //! The `container` executor ([`super::container`]) is this confinement built a second
 //! time, for containers: no `write` paths, the workspace attached as an idmapped mount, a
 //! fresh `/proc`, a ruleset per run.
-// Unsafe allowed: the process layer (see `tidy.rs`).
-#![allow(unsafe_code)]
 
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
@@ -54,9 +52,8 @@ use landlock::{
     RulesetAttr, RulesetCreatedAttr, Scope, ABI,
 };
 
-use crate::services::process::config::{ContainerNetwork, SandboxConfig, SandboxFeature};
+use crate::config::{ContainerNetwork, SandboxConfig, SandboxFeature};
 
-use crate::error::{ErrorCode, ToolError};
 use crate::own_files::OwnFiles;
 
 /// Why a run cannot be sandboxed.
@@ -91,19 +88,8 @@ pub enum SandboxError {
     OutsideWorkspace { path: PathBuf, workspace: PathBuf },
 }
 
-impl From<SandboxError> for ToolError {
-    fn from(error: SandboxError) -> Self {
-        match error {
-            SandboxError::OutsideWorkspace { .. } => {
-                ToolError::new(ErrorCode::InvalidArguments, error.to_string())
-            }
-            _ => ToolError::new(ErrorCode::Internal, format!("sandbox unavailable: {error}")),
-        }
-    }
-}
-
 /// One step of a run's mount namespace set-up, done by the child before anything else
-/// of the sandbox (see the module doc and [`crate::services::process::spawn`]).
+/// of the sandbox (see the module doc and [`crate::spawn`]).
 #[derive(Debug, Clone)]
 pub struct MountStep {
     pub op: MountOp,
@@ -328,10 +314,10 @@ impl Prepared {
     }
 
     /// What the child applies before `exec` (borrowing this run's descriptors).
-    pub(crate) fn child(&self) -> crate::services::process::spawn::ChildSandbox<'_> {
+    pub(crate) fn child(&self) -> crate::spawn::ChildSandbox<'_> {
         use std::os::fd::AsRawFd;
         let parts = self.container.as_ref();
-        crate::services::process::spawn::ChildSandbox {
+        crate::spawn::ChildSandbox {
             ruleset: self.ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
             filter: &self.filter,
             namespaces: self.namespaces,
@@ -532,7 +518,7 @@ impl Sandbox {
             .collect();
         let tmp_root = match &state_dir {
             Some(state) => state.join("sandbox-tmp"),
-            None => std::env::temp_dir().join(format!("dsh-sandbox-{}", crate::private::euid())),
+            None => std::env::temp_dir().join(format!("dsh-sandbox-{}", crate::euid())),
         };
         {
             use std::os::unix::fs::DirBuilderExt;
@@ -578,7 +564,7 @@ impl Sandbox {
         let mut table = std::fs::File::open("/proc/self/mountinfo").ok();
         let mountinfo = read_table(table.as_mut());
         let steps = view_steps_over(&base, &mountinfo, &writable_roots, own, for_container)?;
-        let user_ns = match crate::private::euid() {
+        let user_ns = match crate::euid() {
             _ if for_container => None,
             0 => None,
             euid => {
@@ -608,10 +594,7 @@ impl Sandbox {
             tcp_ports: config.tcp_ports.clone(),
             unix_sockets: config.unix_sockets,
             own_loopback,
-            filter: Arc::new(crate::services::process::seccomp::program(
-                config.unix_sockets,
-                own_loopback,
-            )?),
+            filter: Arc::new(crate::seccomp::program(config.unix_sockets, own_loopback)?),
             namespaces,
             user_ns,
             for_container,
@@ -1356,7 +1339,7 @@ fn cover_steps(state: &Path, slot: &Path, passable: bool) -> Result<Vec<MountSte
 /// writes (the child is dumpable after its exec; dsh itself is not, so its runs could
 /// not write their own).
 pub(super) fn user_namespace(uid_map: &str, gid_map: &str) -> Result<OwnedFd, SandboxError> {
-    crate::services::process::launcher::user_namespace(uid_map, gid_map).map_err(|(what, e)| {
+    crate::launcher::user_namespace(uid_map, gid_map).map_err(|(what, e)| {
         SandboxError::Setup(format!(
             "cannot make the sandbox's user namespace ({what}: {e}); a non-root dsh needs \
              unprivileged user namespaces"
@@ -1547,7 +1530,6 @@ mod tests {
                 matches!(error, SandboxError::OutsideWorkspace { .. }),
                 "{outside:?}: {error}"
             );
-            assert_eq!(ToolError::from(error).code, ErrorCode::InvalidArguments);
         }
     }
 
