@@ -2,9 +2,9 @@
 //! that needs `unsafe` or `libc`. A command goes in ([`launcher::Command`]), a contained
 //! child comes out ([`launcher::Contained`]), through [`Launch::start`].
 //!
-//! It owns: the spawn ([`spawn`]: a `vfork`-style clone, the child's steps before
-//! `exec`, pidfds and the orphan reaper), containment ([`containment`]: a cgroup per
-//! run, or the subreaper fallback with its marks, and the keeper), the executors
+//! It owns: the spawn (`spawn.rs`, private: a `vfork`-style clone, the child's steps
+//! before `exec`, pidfds and the orphan reaper), containment ([`containment`]: a cgroup
+//! per run, or the subreaper fallback with its marks, and the keeper), the executors
 //! ([`executor`]: `local`, `sandbox` with Landlock, seccomp ([`seccomp`]) and a mount
 //! namespace, `container` with its own namespaces), the PTY ([`pty`]), peer credentials
 //! of a Unix socket ([`peer`]), the upgrade's check and `exec` ([`launcher`]), dsh's own
