@@ -142,7 +142,7 @@ impl Launch {
 
     /// The executor of `kind`, built on first use (a failure refuses every run under
     /// it, with its reason).
-    pub fn executor(
+    pub(crate) fn executor(
         &self,
         kind: ExecutorKind,
     ) -> Result<&dyn executor::Executor, executor::SandboxError> {
@@ -229,7 +229,7 @@ impl Launch {
     /// The confinement of one run under the executor `kind` (none for `local`) that
     /// starts in `cwd` (a confined run must start inside the workspace); `terminal`: a
     /// terminal session's own PTY.
-    pub fn prepare(
+    pub(crate) fn prepare(
         &self,
         kind: ExecutorKind,
         cwd: &std::path::Path,

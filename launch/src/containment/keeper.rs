@@ -22,7 +22,7 @@ pub const KEEPER_NAME: &str = "dsh-keeper";
 
 /// The running keeper, seen from dsh.
 #[derive(Debug)]
-pub struct Keeper {
+pub(crate) struct Keeper {
     /// Closing it (dsh's end) tells the keeper to clean up.
     _lifeline: OwnedFd,
     pid: i32,
@@ -30,14 +30,14 @@ pub struct Keeper {
 
 impl Keeper {
     /// A keeper that kills and removes the cgroup `node` (and the v1 `v1_nodes`).
-    pub fn start_cgroup(node: &Path, v1_nodes: &[PathBuf]) -> std::io::Result<Keeper> {
+    pub(crate) fn start_cgroup(node: &Path, v1_nodes: &[PathBuf]) -> std::io::Result<Keeper> {
         let mut args = vec![b"cgroup".to_vec(), node.as_os_str().as_bytes().to_vec()];
         args.extend(v1_nodes.iter().map(|p| p.as_os_str().as_bytes().to_vec()));
         Keeper::start(args)
     }
 
     /// A keeper that kills every process whose environment holds `prefix`.
-    pub fn start_marks(prefix: &str) -> std::io::Result<Keeper> {
+    pub(crate) fn start_marks(prefix: &str) -> std::io::Result<Keeper> {
         Keeper::start(vec![b"marks".to_vec(), prefix.as_bytes().to_vec()])
     }
 

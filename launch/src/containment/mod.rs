@@ -24,9 +24,9 @@
 //!
 //! Native only: nothing here knows wasmtime.
 
-pub mod cgroup;
+pub(crate) mod cgroup;
 pub mod keeper;
-pub mod marks;
+pub(crate) mod marks;
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -100,7 +100,7 @@ enum RunKind {
 
 /// Where a spawn puts a run's first process.
 #[derive(Debug, Default)]
-pub struct SpawnPlacement {
+pub(crate) struct SpawnPlacement {
     /// The v2 cgroup directory and its `cgroup.procs`.
     pub cgroup: Option<(i32, i32)>,
     /// v1 `cgroup.procs` files to join.
@@ -298,7 +298,7 @@ impl Containment {
     }
 
     /// A new container for one run.
-    pub fn new_run(&self) -> Result<Run, ContainmentError> {
+    pub(crate) fn new_run(&self) -> Result<Run, ContainmentError> {
         let kind = match &self.inner.mode {
             Mode::Cgroup(tree) => RunKind::Cgroup(Some(tree.take()?)),
             Mode::Marks(marks) => RunKind::Marked(marks.next_mark()),
@@ -321,7 +321,7 @@ impl Containment {
     /// Whether a keeper kills what is left when this process dies (the `dsh` binary): then
     /// runs need no parent-death signal, which would fire when the thread that spawned
     /// them ends, and at an upgrade's `exec`.
-    pub fn has_keeper(&self) -> bool {
+    pub(crate) fn has_keeper(&self) -> bool {
         self.inner._keeper.is_some()
     }
 
@@ -403,7 +403,7 @@ impl Run {
 
     /// Where the run's process goes (a run has one: once it has started, there is no
     /// placement left to give).
-    pub fn placement(&self) -> Result<SpawnPlacement, ContainmentError> {
+    pub(crate) fn placement(&self) -> Result<SpawnPlacement, ContainmentError> {
         Ok(match &self.kind {
             RunKind::Cgroup(Some(run)) => {
                 let placement = run.placement().ok_or_else(|| {
