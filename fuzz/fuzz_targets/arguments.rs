@@ -2,7 +2,7 @@
 //! (the validator [`dsh::registry::check_spec`] compiles and
 //! [`dsh::registry::violations`], what `RegisteredTool::validate` reports). The values
 //! (and schemas) are built from the fuzzer's bytes, so every input is JSON. As its
-//! property test (`host/src/registry/proptests.rs`) asserts: no panic; against a schema
+//! property test (`engine/src/registry/proptests.rs`) asserts: no panic; against a schema
 //! like the shipped tools', a value is refused exactly when it has violations, at most
 //! five, none empty, and each violation of an object's arguments names its field; a
 //! schema of any keywords with any values compiles or is refused with a reason, and what

@@ -1,6 +1,6 @@
 //! Fuzz target `config`: arbitrary text (the fuzzer's bytes, decoded lossily) into the
 //! `dsh.toml` parser ([`dsh::config::Config::parse`]). As its property test
-//! (`host/src/config/proptests.rs`) asserts: no panic, and the text is either a config
+//! (`engine/src/config/proptests.rs`) asserts: no panic, and the text is either a config
 //! or an error with something to say.
 
 #![no_main]

@@ -1,6 +1,6 @@
 //! Fuzz target `paths`: arbitrary path arguments through path normalization
 //! ([`dsh::pipeline::paths::normalize`] and [`dsh::pipeline::paths::normalized`]). As its
-//! property test (`host/src/pipeline/paths/proptests.rs`) asserts: no panic;
+//! property test (`pipeline/src/pipeline/paths/proptests.rs`) asserts: no panic;
 //! normalizing is idempotent; a normalized path has no `.` or empty component, stays
 //! absolute or relative as it was, and has no `..` after a named component (nor any in
 //! an absolute path); and only the arguments the schema marks as paths change.

@@ -1,7 +1,7 @@
 //! Fuzz target `terminal`: arbitrary terminal output through the `plain` text renderer
 //! ([`dsh::services::terminal::text`]) and a send's pattern search
 //! ([`dsh::services::terminal::waiting::PatternWait`]). Asserts what the renderer's unit
-//! tests do (`host/src/services/terminal/text.rs`): output cut into chunks at any points
+//! tests do (`capabilities/src/services/terminal/text.rs`): output cut into chunks at any points
 //! renders as the whole does, and the renderer (which copies runs of text whole) renders
 //! as the character-by-character reference kept here does. Of the search: no panic for
 //! any typed input and any pattern; and with echo off, a literal pattern (at most

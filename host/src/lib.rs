@@ -8,26 +8,16 @@
 // No `unsafe` here: what needs it is the launch platform's (the `dsh_launch` crate).
 #![forbid(unsafe_code)]
 
-pub mod bindings;
-pub mod call;
-pub mod config;
-pub mod config_watch;
+// The layers below, at the paths the code above them has always used.
+pub use dsh_capabilities::{
+    bindings, call, error, for_each_capability, for_each_error_code, glob, output, own_files,
+    private, services, traces,
+};
+pub use dsh_engine::{config, engine, metrics, registry, session};
+pub use dsh_pipeline::{config_watch, host, pipeline, reload};
+
 pub mod control;
-pub mod engine;
-pub mod error;
-pub mod glob;
-pub mod host;
 pub mod mcp;
-pub mod metrics;
-pub mod output;
-pub use dsh_launch::own_files;
-pub mod pipeline;
-pub mod private;
-pub mod registry;
-pub mod reload;
-pub mod services;
-pub mod session;
 #[cfg(test)]
 mod tidy;
-pub mod traces;
 pub mod upgrade;

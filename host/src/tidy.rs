@@ -135,11 +135,52 @@ fn repository() -> PathBuf {
         .to_path_buf()
 }
 
+/// The source folders of the crates whose modules are the layers of [`LAYERS`], lowest
+/// first (the launch platform below them has its own rules).
+const LAYERED_SOURCES: &[&str] = &["capabilities/src", "engine/src", "pipeline/src", "host/src"];
+
+/// A Rust file of a layered crate: its path, and its path inside its crate's `src`
+/// (`services/process/mod.rs`), which names its top-level module.
+struct LayeredFile {
+    path: PathBuf,
+    relative: String,
+}
+
+fn layered_files() -> Vec<LayeredFile> {
+    let root = repository();
+    let mut found = Vec::new();
+    for dir in LAYERED_SOURCES {
+        let src = root.join(dir);
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        found.extend(files.into_iter().map(|path| {
+            LayeredFile {
+                relative: path
+                    .strip_prefix(&src)
+                    .unwrap()
+                    .to_string_lossy()
+                    .to_string(),
+                path,
+            }
+        }));
+    }
+    found
+}
+
 #[test]
 fn every_rust_file_starts_with_a_module_doc() {
     let root = repository();
     let mut files = Vec::new();
-    for dir in ["host", "launch", "tests", "plugins", "examples"] {
+    for dir in [
+        "host",
+        "pipeline",
+        "engine",
+        "capabilities",
+        "launch",
+        "tests",
+        "plugins",
+        "examples",
+    ] {
         rust_files(&root.join(dir), &mut files);
     }
     assert!(files.len() > 50, "found only {} files", files.len());
@@ -182,7 +223,7 @@ fn every_rust_file_starts_with_a_module_doc() {
 
 #[test]
 fn native_capability_modules_never_name_wasmtime() {
-    let services = repository().join("host/src/services");
+    let services = repository().join("capabilities/src/services");
     let mut files = Vec::new();
     rust_files(&services, &mut files);
     let broken: Vec<String> = files
@@ -201,29 +242,29 @@ fn native_capability_modules_never_name_wasmtime() {
 
 #[test]
 fn no_module_imports_a_higher_layer() {
-    let src = repository().join("host/src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    let files = layered_files();
+    assert!(files.len() > 100, "found only {} files", files.len());
+    let module_of = |file: &LayeredFile| {
+        let first = Path::new(&file.relative).components().next().unwrap();
+        first
+            .as_os_str()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_string()
+    };
     let mut broken = Vec::new();
-    for path in &files {
-        let relative = path.strip_prefix(&src).unwrap();
-        let first = relative.components().next().unwrap().as_os_str();
-        let module = first.to_string_lossy();
-        let module = module.trim_end_matches(".rs");
-        let source = std::fs::read_to_string(path).unwrap();
-        for why in layer_violations(module, &source) {
-            broken.push(format!("{}: {why}", relative.display()));
+    for file in &files {
+        let source = std::fs::read_to_string(&file.path).unwrap();
+        for why in layer_violations(&module_of(file), &source) {
+            broken.push(format!("{}: {why}", file.path.display()));
         }
     }
     let unplaced: Vec<String> = files
         .iter()
-        .filter_map(|path| {
-            let relative = path.strip_prefix(&src).ok()?;
-            let module = relative.components().next()?.as_os_str().to_string_lossy();
-            let module = module.trim_end_matches(".rs").to_string();
+        .map(module_of)
+        .filter(|module| {
             let root_files = ["lib", "main", "tidy", "cli"];
-            (layer_of(&module).is_none() && !root_files.contains(&module.as_str()))
-                .then_some(module)
+            layer_of(module).is_none() && !root_files.contains(&module.as_str())
         })
         .collect();
     assert!(
@@ -231,6 +272,60 @@ fn no_module_imports_a_higher_layer() {
         "modules in no layer of LAYERS: {unplaced:?}"
     );
     assert!(broken.is_empty(), "imports that go up a layer: {broken:#?}");
+}
+
+/// dsh's crates, lowest first. Each depends on every crate below it, so a dependency
+/// running back up (a lower crate naming a higher one) is a cycle, which Cargo refuses:
+/// the graph holds the layering, not this test.
+const CRATE_LAYERS: &[(&str, &str)] = &[
+    ("launch", "dsh-launch"),
+    ("capabilities", "dsh-capabilities"),
+    ("engine", "dsh-engine"),
+    ("pipeline", "dsh-pipeline"),
+    ("host", "dsh"),
+];
+
+#[test]
+fn each_crate_depends_on_every_crate_below_it() {
+    let root = repository();
+    let workspace: toml::Table =
+        toml::from_str(&std::fs::read_to_string(root.join("Cargo.toml")).unwrap()).unwrap();
+    let mut members: Vec<&str> = workspace["workspace"]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|member| member.as_str())
+        .collect();
+    members.sort();
+    let mut layered: Vec<&str> = CRATE_LAYERS.iter().map(|(dir, _)| *dir).collect();
+    layered.sort();
+    assert_eq!(
+        members, layered,
+        "every workspace member has its place in CRATE_LAYERS"
+    );
+    for (at, (dir, name)) in CRATE_LAYERS.iter().enumerate() {
+        let manifest: toml::Table =
+            toml::from_str(&std::fs::read_to_string(root.join(dir).join("Cargo.toml")).unwrap())
+                .unwrap();
+        assert_eq!(manifest["package"]["name"].as_str(), Some(*name));
+        let mut ours: Vec<&str> = manifest
+            .get("dependencies")
+            .and_then(|deps| deps.as_table())
+            .map(|deps| {
+                deps.keys()
+                    .map(String::as_str)
+                    .filter(|dep| CRATE_LAYERS.iter().any(|(_, n)| n == dep))
+                    .collect()
+            })
+            .unwrap_or_default();
+        ours.sort();
+        let mut below: Vec<&str> = CRATE_LAYERS[..at].iter().map(|(_, n)| *n).collect();
+        below.sort();
+        assert_eq!(
+            ours, below,
+            "{dir}/Cargo.toml must depend on exactly the crates below it"
+        );
+    }
 }
 
 #[test]
@@ -325,21 +420,17 @@ fn spawn_violations(source: &str) -> Vec<&'static str> {
         .collect()
 }
 
-/// The files under `host/src` (but `exempt` ones and this one) whose source `breaks`
-/// a rule, each as `FILE: what breaks it`.
-fn host_files_breaking(exempt: &[&str], breaks: impl Fn(&str) -> Option<String>) -> Vec<String> {
-    let src = repository().join("host/src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    files
+/// The files of the layered crates (but `exempt` ones, named by their path inside their
+/// crate's `src`, and this one) whose source `breaks` a rule, each as `FILE: what breaks it`.
+fn layered_files_breaking(exempt: &[&str], breaks: impl Fn(&str) -> Option<String>) -> Vec<String> {
+    layered_files()
         .iter()
-        .filter_map(|path| {
-            let relative = path.strip_prefix(&src).ok()?.to_string_lossy().to_string();
-            if exempt.contains(&relative.as_str()) || relative == "tidy.rs" {
+        .filter_map(|file| {
+            if exempt.contains(&file.relative.as_str()) || file.relative == "tidy.rs" {
                 return None;
             }
-            let source = std::fs::read_to_string(path).ok()?;
-            breaks(&source).map(|what| format!("{relative}: {what}"))
+            let source = std::fs::read_to_string(&file.path).ok()?;
+            breaks(&source).map(|what| format!("{}: {what}", file.path.display()))
         })
         .collect()
 }
@@ -348,7 +439,7 @@ fn host_files_breaking(exempt: &[&str], breaks: impl Fn(&str) -> Option<String>)
 fn only_the_launcher_starts_processes() {
     let root = repository();
     let mut files = Vec::new();
-    for dir in ["host/src", "launch/src"] {
+    for dir in LAYERED_SOURCES.iter().chain(&["launch/src"]) {
         rust_files(&root.join(dir), &mut files);
     }
     let broken: Vec<String> = files
@@ -379,7 +470,7 @@ const EXECUTOR_CHOOSERS: &[&str] = &[
 
 #[test]
 fn the_executor_is_chosen_in_one_place() {
-    let broken = host_files_breaking(EXECUTOR_CHOOSERS, |source| {
+    let broken = layered_files_breaking(EXECUTOR_CHOOSERS, |source| {
         code_only(source)
             .contains("executor_for(")
             .then(|| "calls `executor_for`".to_string())
@@ -864,17 +955,10 @@ fn capability_named(source: &str, name: &str) -> Option<String> {
 
 #[test]
 fn whole_capabilities_are_named_only_in_their_folder() {
-    let src = repository().join("host/src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
     let mut broken = Vec::new();
-    for path in &files {
-        let relative = path
-            .strip_prefix(&src)
-            .unwrap()
-            .to_string_lossy()
-            .to_string();
-        let file_name = path.file_name().unwrap().to_string_lossy();
+    for file in layered_files() {
+        let relative = &file.relative;
+        let file_name = file.path.file_name().unwrap().to_string_lossy();
         let exempt = relative == "services/mod.rs"
             || relative == "tidy.rs"
             || relative.starts_with("bindings/")
@@ -883,13 +967,13 @@ fn whole_capabilities_are_named_only_in_their_folder() {
         if exempt {
             continue;
         }
-        let source = std::fs::read_to_string(path).unwrap();
+        let source = std::fs::read_to_string(&file.path).unwrap();
         for name in WHOLE_CAPABILITIES {
             if relative.starts_with(&format!("services/{name}/")) {
                 continue;
             }
             if let Some(way) = capability_named(&source, name) {
-                broken.push(format!("{relative} names `{name}` ({way})"));
+                broken.push(format!("{} names `{name}` ({way})", file.path.display()));
             }
         }
     }

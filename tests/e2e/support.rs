@@ -202,7 +202,7 @@ pub fn survivors(marker: &str, within: std::time::Duration) -> Vec<String> {
     }
 }
 
-#[path = "../../host/guest_build.rs"]
+#[path = "../../engine/guest_build.rs"]
 mod guest_build;
 
 /// The directory of every component built from `plugins/`, test-only ones included

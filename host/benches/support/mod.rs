@@ -27,7 +27,7 @@ pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-#[path = "../../guest_build.rs"]
+#[path = "../../../engine/guest_build.rs"]
 mod guest_build;
 
 /// The component built from the `plugins/` crate `name`, test-only ones included: the

@@ -302,7 +302,7 @@ pub enum LogLevel {
 }
 
 impl LogLevel {
-    pub(crate) const ALL: [LogLevel; 8] = [
+    pub const ALL: [LogLevel; 8] = [
         LogLevel::Debug,
         LogLevel::Info,
         LogLevel::Notice,

@@ -30,9 +30,7 @@ use crate::bindings::dsh::plugin::types as wit;
 use crate::bindings::guard::{Guard, GuardPre, Verdict as WitVerdict};
 use crate::bindings::result_filter::{ResultFilter, ResultFilterPre};
 use crate::bindings::{v0_1_0, ContractVersion, Tool, ToolPre, VersionError};
-use crate::call::{
-    Binary, CallContext, CallResult, ContentItem, EmbeddedResource, ResourceContents, ResourceLink,
-};
+use crate::call::{CallContext, CallResult};
 use crate::config::{
     PluginConfig, DEFAULT_CPU_MS, DEFAULT_GUARD_CPU_MS, DEFAULT_MEMORY_MB, MAX_SPARES,
 };
@@ -865,100 +863,5 @@ fn kind_of(pre: &Pre) -> PluginKind {
         Pre::Tool(_) | Pre::ToolV0_1_0(_) => PluginKind::Tool,
         Pre::Guard(_) | Pre::GuardV0_1_0(_) => PluginKind::Guard,
         Pre::ResultFilter(_) | Pre::ResultFilterV0_1_0(_) => PluginKind::ResultFilter,
-    }
-}
-
-impl From<wit::ToolResult> for CallResult {
-    /// The contract's result in the host's terms, item for item. Structured output that
-    /// is not JSON fails the call (`INVALID_OUTPUT`).
-    fn from(result: wit::ToolResult) -> Self {
-        let structured = match result.structured_json.as_deref().map(serde_json::from_str) {
-            None => None,
-            Some(Ok(value)) => Some(value),
-            Some(Err(error)) => {
-                return CallResult::failed(ToolError::new(
-                    ErrorCode::InvalidOutput,
-                    format!("the tool's structured output is not JSON: {error}"),
-                ))
-            }
-        };
-        CallResult {
-            content: result.content.into_iter().map(Into::into).collect(),
-            structured,
-            error: result
-                .error
-                .map(|e| ToolError::new(e.code.into(), e.message)),
-            full_output_path: result.full_output_path.map(PathBuf::from),
-        }
-    }
-}
-
-impl From<CallResult> for wit::ToolResult {
-    /// The host's result as a 0.2.0 filter sees it.
-    fn from(result: CallResult) -> Self {
-        wit::ToolResult {
-            content: result.content.into_iter().map(Into::into).collect(),
-            structured_json: result.structured.map(|value| value.to_string()),
-            error: result.error.map(Into::into),
-            full_output_path: result
-                .full_output_path
-                .map(|path| path.display().to_string()),
-        }
-    }
-}
-
-impl From<wit::ContentItem> for ContentItem {
-    fn from(item: wit::ContentItem) -> Self {
-        let binary = |b: wit::BinaryContent| Binary {
-            data: b.data,
-            mime_type: b.mime_type,
-        };
-        match item {
-            wit::ContentItem::Text(text) => ContentItem::Text(text),
-            wit::ContentItem::Image(image) => ContentItem::Image(binary(image)),
-            wit::ContentItem::Audio(audio) => ContentItem::Audio(binary(audio)),
-            wit::ContentItem::ResourceLink(link) => ContentItem::ResourceLink(ResourceLink {
-                uri: link.uri,
-                name: link.name,
-                description: link.description,
-                mime_type: link.mime_type,
-            }),
-            wit::ContentItem::Resource(resource) => ContentItem::Resource(EmbeddedResource {
-                uri: resource.uri,
-                mime_type: resource.mime_type,
-                contents: match resource.contents {
-                    wit::ResourceContents::Text(text) => ResourceContents::Text(text),
-                    wit::ResourceContents::Blob(blob) => ResourceContents::Blob(blob),
-                },
-            }),
-        }
-    }
-}
-
-impl From<ContentItem> for wit::ContentItem {
-    fn from(item: ContentItem) -> Self {
-        let binary = |b: Binary| wit::BinaryContent {
-            data: b.data,
-            mime_type: b.mime_type,
-        };
-        match item {
-            ContentItem::Text(text) => wit::ContentItem::Text(text),
-            ContentItem::Image(image) => wit::ContentItem::Image(binary(image)),
-            ContentItem::Audio(audio) => wit::ContentItem::Audio(binary(audio)),
-            ContentItem::ResourceLink(link) => wit::ContentItem::ResourceLink(wit::ResourceLink {
-                uri: link.uri,
-                name: link.name,
-                description: link.description,
-                mime_type: link.mime_type,
-            }),
-            ContentItem::Resource(resource) => wit::ContentItem::Resource(wit::EmbeddedResource {
-                uri: resource.uri,
-                mime_type: resource.mime_type,
-                contents: match resource.contents {
-                    ResourceContents::Text(text) => wit::ResourceContents::Text(text),
-                    ResourceContents::Blob(blob) => wit::ResourceContents::Blob(blob),
-                },
-            }),
-        }
     }
 }

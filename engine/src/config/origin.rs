@@ -51,7 +51,7 @@ impl AllowedOrigin {
             None => (entry, Ports::Exactly(None)),
         };
         let explicit_port = base
-            .parse::<axum::http::Uri>()
+            .parse::<hyper::Uri>()
             .ok()
             .and_then(|uri| uri.port_u16())
             .is_some();
@@ -93,7 +93,7 @@ fn parse_origin(value: &str) -> Result<Origin, String> {
     if value.eq_ignore_ascii_case("null") {
         return Ok(Origin::Null);
     }
-    let uri: axum::http::Uri = value
+    let uri: hyper::Uri = value
         .parse()
         .map_err(|e| format!("{value:?} is not an origin (scheme://host[:port]): {e}"))?;
     let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
