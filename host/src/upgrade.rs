@@ -63,91 +63,58 @@ pub struct Snapshot {
     /// The session (its event log goes on) and its next call number.
     pub session: SessionHandover,
     pub containment: ContainmentHandover,
-    /// What the capabilities hand over, each under keys of its own (`terminals`, `jobs`,
-    /// `job_processes`, `language_servers`: see `services::handover`).
+    /// What the capabilities and the transports hand over, each under keys of its own
+    /// (`terminals`, `jobs`, `job_processes`, `language_servers`: see
+    /// `services::handover`; `stdio` or `http`, and `round_trips`: see
+    /// [`TransportHandover`]).
     #[serde(flatten)]
-    pub capabilities: Handed,
-    /// The stdio connection, when serving stdio.
-    pub stdio: Option<StdioHandover>,
-    /// The HTTP server, when serving HTTP.
-    #[serde(default)]
-    pub http: Option<HttpHandover>,
+    pub entries: Handed,
     /// Owners gone before the upgrade, and the milliseconds left of their grace period.
     #[serde(default)]
     pub pending_releases: Vec<(String, u64)>,
-    /// Calls of MCP 2026-07-28 parked at a guard's question, nothing of them run yet:
-    /// their retries run them again here (`mcp::round_trip`).
-    #[serde(default)]
-    pub round_trips: Vec<RoundTripHandover>,
+    /// The descriptors the transports' entries name (the writer's own: never written).
+    #[serde(skip)]
+    transport_descriptors: Vec<i32>,
 }
 
-/// A call parked at a guard's question before anything of it ran, handed over: its
-/// state's call number and expiry (the state, sealed under the key in the state
-/// directory, binds it to its owner, tool and arguments), the guard that asks, and the
-/// answers its earlier guards were given.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RoundTripHandover {
-    pub id: u64,
-    pub expiry_ms: u64,
-    pub asking_guard: String,
-    pub answered: Vec<GuardAnswer>,
+/// What a transport of the MCP front end hands over at an upgrade (the stdio
+/// connection, the HTTP server, the calls parked between two requests of MCP
+/// 2026-07-28): its entry of the snapshot, under a key of its own, and the descriptors
+/// the entry names. The transports' types are their own (in `mcp`): this module names
+/// none, as it names no capability.
+pub trait TransportHandover: Serialize + serde::de::DeserializeOwned {
+    /// Its key in the snapshot.
+    const KEY: &'static str;
+
+    /// The descriptors it names, kept open across the `exec`.
+    fn descriptors(&self) -> Vec<i32> {
+        Vec::new()
+    }
 }
 
-/// A guard's question answered by the client: the guard, and the client's answer (an
-/// elicitation result).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GuardAnswer {
-    pub guard: String,
-    pub answer: serde_json::Value,
+/// One transport's part of a snapshot, as [`Snapshot::take`] takes it.
+pub struct TransportEntry {
+    key: &'static str,
+    value: serde_json::Value,
+    descriptors: Vec<i32>,
 }
 
-/// The stdio MCP connection, handed over between two of its requests.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StdioHandover {
-    /// The params of the client's `initialize`, as it sent them (`None`: a client of MCP
-    /// 2026-07-28, which never sends one).
-    pub initialize: Option<serde_json::Value>,
-    /// The level set with `logging/setLevel` (its number), if any.
-    pub log_level: Option<u8>,
-    /// Input read from stdin and not yet a whole line (base64).
-    pub pending_input: String,
-    /// The resources it subscribed to.
-    #[serde(default)]
-    pub subscriptions: Vec<String>,
-}
+impl TransportEntry {
+    /// `handed` as its transport's entry.
+    pub fn of<T: TransportHandover>(handed: &T) -> Result<TransportEntry, UpgradeError> {
+        Ok(TransportEntry {
+            key: T::KEY,
+            value: serde_json::to_value(handed)
+                .map_err(|e| UpgradeError::Write(std::io::Error::other(e)))?,
+            descriptors: handed.descriptors(),
+        })
+    }
 
-/// The HTTP server, handed over: its listener (never closed, so no connection is
-/// refused), its tokens (generated ones too: clients keep theirs), its sessions.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HttpHandover {
-    /// The listening socket, open across the `exec`.
-    pub listener: i32,
-    /// Each served scope and its token.
-    pub tokens: Vec<(String, String)>,
-    pub metrics_token: String,
-    pub sessions: Vec<HttpSessionHandover>,
-    /// The number the next owner (`http-N`) gets.
-    pub next_owner: u64,
-}
-
-/// One HTTP session, handed over.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HttpSessionHandover {
-    pub id: String,
-    pub scope: String,
-    pub owner: String,
-    /// The params of its client's `initialize`.
-    pub initialize: serde_json::Value,
-    /// The level it set with `logging/setLevel` (its number), if any.
-    #[serde(default)]
-    pub log_level: Option<u8>,
-    /// The resources it subscribed to.
-    #[serde(default)]
-    pub subscriptions: Vec<String>,
-    /// The owner of the principal whose token opened it (`@name`): only that token
-    /// takes it back. None from a binary that did not record it (any token of its scope).
-    #[serde(default)]
-    pub principal: Option<String>,
+    /// Puts the entry in `entries` under its key; gives the descriptors it names.
+    pub fn insert_into(self, entries: &mut Handed) -> Vec<i32> {
+        entries.insert(self.key.to_string(), self.value);
+        self.descriptors
+    }
 }
 
 /// Why an upgrade did not happen.
@@ -178,17 +145,21 @@ pub fn blockers(host: &Host) -> Vec<String> {
 
 impl Snapshot {
     /// The host's state, its capabilities paused (see
-    /// [`crate::services::Capability::pause`]), and the stdio connection's. The descriptors it names are made to stay open across `exec`.
-    /// On `Err`, call [`Snapshot::take_back`].
+    /// [`crate::services::Capability::pause`]), and the transports' entries. The
+    /// descriptors it names are made to stay open across `exec`. On `Err`, call
+    /// [`Snapshot::take_back`].
     pub async fn take(
         host: &Host,
-        stdio: Option<StdioHandover>,
-        http: Option<HttpHandover>,
+        transports: Vec<TransportEntry>,
         paused_at: std::time::SystemTime,
         drain: std::time::Duration,
     ) -> Result<Snapshot, UpgradeError> {
         host.services.pause().await?;
-        let capabilities = host.services.hand_over().await?;
+        let mut entries = host.services.hand_over().await?;
+        let mut transport_descriptors = Vec::new();
+        for transport in transports {
+            transport_descriptors.extend(transport.insert_into(&mut entries));
+        }
         let containment = host.services.process.containment().hand_over();
         let session = &host.pipeline.session;
         Ok(Snapshot {
@@ -205,11 +176,9 @@ impl Snapshot {
                 next_call: session.next_call(),
             },
             containment,
-            capabilities,
-            stdio,
-            http,
+            entries,
             pending_releases: host.services.pending_releases(),
-            round_trips: Vec::new(),
+            transport_descriptors,
         })
     }
 
@@ -267,7 +236,7 @@ impl Snapshot {
         }
         let snapshot: Snapshot =
             serde_json::from_value(value).map_err(|e| failed(e.to_string()))?;
-        Services::check_handed(&snapshot.capabilities).map_err(failed)?;
+        Services::check_handed(&snapshot.entries).map_err(failed)?;
         Ok(snapshot)
     }
 
@@ -320,7 +289,7 @@ impl Snapshot {
     /// Rebuilds the capabilities (jobs, terminal sessions, language servers) in `host`
     /// (from a tokio context).
     pub fn restore(&self, host: &Host, mut children: AdoptedChildren) {
-        host.services.restore(&self.capabilities, &mut children.0);
+        host.services.restore(&self.entries, &mut children.0);
         for (owner, left_ms) in &self.pending_releases {
             host.services.release_owner_after(
                 Arc::from(owner.as_str()),
@@ -331,17 +300,28 @@ impl Snapshot {
 
     /// Every descriptor the snapshot names, which the `exec` keeps open: the keeper's
     /// pipe, the PTY masters, the jobs' output pipes, the language servers' pipes, the
-    /// HTTP listener.
+    /// transports' (the HTTP listener).
     pub fn descriptors(&self) -> Vec<i32> {
         let mut fds: Vec<i32> = self.containment.keeper.iter().map(|(fd, _)| *fd).collect();
-        fds.extend(Services::handed_descriptors(&self.capabilities));
-        fds.extend(self.http.iter().map(|h| h.listener));
+        fds.extend(Services::handed_descriptors(&self.entries));
+        fds.extend(&self.transport_descriptors);
         fds
+    }
+
+    /// The entry transport `T` handed over (`None`: it had none, as when another
+    /// transport served), or why it cannot be read.
+    pub fn transport<T: TransportHandover>(&self) -> Result<Option<T>, String> {
+        match self.entries.get(T::KEY) {
+            None => Ok(None),
+            Some(value) => {
+                Option::<T>::deserialize(value).map_err(|e| format!("its `{}`: {e}", T::KEY))
+            }
+        }
     }
 
     /// The pids of the shells to adopt (before the orphan reaper starts).
     pub fn children(&self) -> Vec<i32> {
-        Services::handed_children(&self.capabilities)
+        Services::handed_children(&self.entries)
     }
 }
 
@@ -405,37 +385,6 @@ pub struct UpgradeAsk {
     /// Closed once the answer has reached the asker (the exec waits for it, a little).
     pub delivered: tokio::sync::oneshot::Receiver<()>,
 }
-
-impl StdioHandover {
-    /// What a resumed connection's framing reads before stdin: the client's `initialize`
-    /// replayed (its answer is dropped) and `notifications/initialized`, if it sent one,
-    /// then the input that was pending.
-    pub fn replay(&self) -> Vec<u8> {
-        use base64::Engine as _;
-        let mut bytes = Vec::new();
-        if let Some(params) = &self.initialize {
-            let initialize = serde_json::json!({
-                "jsonrpc": "2.0",
-                "id": REPLAYED_INITIALIZE_ID,
-                "method": "initialize",
-                "params": params,
-            });
-            bytes = initialize.to_string().into_bytes();
-            bytes.extend_from_slice(
-                b"\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
-            );
-        }
-        bytes.extend(
-            base64::engine::general_purpose::STANDARD
-                .decode(&self.pending_input)
-                .unwrap_or_default(),
-        );
-        bytes
-    }
-}
-
-/// The id of the replayed `initialize` (its answer is not the client's).
-pub const REPLAYED_INITIALIZE_ID: &str = "dsh-upgrade-replay";
 
 /// What the new binary is asked to check (the value of [`CHECK_VARIABLE`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -742,17 +691,15 @@ mod tests {
     fn a_snapshot_of_this_version_is_read_and_another_version_is_refused() {
         let snapshot = Snapshot::read(VERSION_1.as_bytes(), "test").unwrap();
         assert_eq!(snapshot.version, 1);
-        let sessions = &snapshot.capabilities["terminals"]["sessions"];
+        let sessions = &snapshot.entries["terminals"]["sessions"];
         assert_eq!(sessions.as_array().map(Vec::len), Some(1));
         assert_eq!(sessions[0]["id"], "term-1");
         assert_eq!(snapshot.children(), vec![4242, 4250, 4260]);
         assert_eq!(
-            snapshot.capabilities["jobs"]["jobs"]
-                .as_array()
-                .map(Vec::len),
+            snapshot.entries["jobs"]["jobs"].as_array().map(Vec::len),
             Some(2)
         );
-        assert!(snapshot.stdio.is_some());
+        assert!(snapshot.entries["stdio"].is_object());
         let newer = VERSION_1.replacen("\"version\": 1", "\"version\": 2", 1);
         let error = Snapshot::read(newer.as_bytes(), "test")
             .unwrap_err()
@@ -773,10 +720,10 @@ mod tests {
         let fd = snapshot.write().unwrap();
         let again = Snapshot::read(std::fs::File::from(fd), "memfd").unwrap();
         assert_eq!(again.session.id, snapshot.session.id);
-        assert_eq!(again.capabilities, snapshot.capabilities);
+        assert_eq!(again.entries, snapshot.entries);
         assert_eq!(
-            again.capabilities["terminals"]["sessions"][0]["scrollback"],
-            snapshot.capabilities["terminals"]["sessions"][0]["scrollback"]
+            again.entries["terminals"]["sessions"][0]["scrollback"],
+            snapshot.entries["terminals"]["sessions"][0]["scrollback"]
         );
     }
 

@@ -174,6 +174,7 @@ use crate::services::{
 
 pub mod origin;
 pub mod plugin;
+mod serve;
 
 /// Plugin instances that may be alive at once (the engine's instance pool).
 pub const MAX_LIVE_INSTANCES: u32 = 512;
@@ -190,6 +191,7 @@ pub const MAX_CALL_SLOTS: usize = (MAX_LIVE_INSTANCES - LOAD_RESERVE - MAX_SPARE
 pub use plugin::{
     FsGrant, FsMode, PluginConfig, DEFAULT_CPU_MS, DEFAULT_GUARD_CPU_MS, DEFAULT_MEMORY_MB,
 };
+pub use serve::{HttpConfig, HttpPrincipal, ServeConfig, StdioConfig};
 
 /// Why a configuration could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -379,166 +381,6 @@ impl Limits {
         }
         Ok(())
     }
-}
-
-/// The MCP front end (`dsh serve`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ServeConfig {
-    /// How long after a connection ends its processes, jobs and terminals are kept.
-    pub owner_grace_ms: u64,
-    /// The largest HTTP request body accepted (bigger ones get 413).
-    pub max_request_bytes: usize,
-    /// The longest line (one JSON-RPC message, its newline not counted) read on stdio;
-    /// a longer one is answered with an error naming this limit (with the request's id
-    /// when it is within the first this many bytes) and the rest of it discarded unread.
-    pub stdio_max_message_bytes: usize,
-    /// How often a call with a progress token gets a progress notification.
-    pub progress_interval_ms: u64,
-    /// The least time between two `notifications/resources/updated` (or two
-    /// `resources/list_changed`) sent to one client: the changes in between are sent
-    /// together after it, so a terminal printing fast costs a client a few
-    /// notifications a second, not one per chunk of output.
-    pub resource_update_interval_ms: u64,
-    /// An HTTP session with no request and no call in flight for this long is closed
-    /// (its owner's grace period then starts): the end of a client that vanished
-    /// without saying so. The time counts from the end of the session's last call.
-    pub http_session_idle_ms: u64,
-    /// MCP sessions open at once over HTTP; a request opening one more gets 503.
-    pub http_max_sessions: usize,
-    /// TCP connections open at once (never more than half the file descriptor limit).
-    /// At the cap, the oldest connection that has sent no request is closed to make
-    /// room; when every one has, the new connection gets 503.
-    pub http_max_connections: usize,
-    /// A connection whose request head is not complete this long after it opened (or
-    /// after its last response) is closed.
-    pub http_header_timeout_ms: u64,
-    /// A request whose body is not complete this long after its head gets 408.
-    pub http_body_timeout_ms: u64,
-    /// Browser origins (`Origin`) allowed besides loopback ones: `scheme://host` (the
-    /// scheme's default port), `scheme://host:PORT`, `scheme://host:*` or `null`.
-    /// A request with any other `Origin` gets 403; one with no `Origin` passes.
-    pub http_allowed_origins: Vec<String>,
-    /// More scopes `dsh serve --http` serves besides `--scope` (whose token is
-    /// `DSH_HTTP_TOKEN`): each scope, and the environment variable holding the token that
-    /// reaches it (generated and printed when unset). A client's token decides its scope.
-    pub http_scope_tokens: BTreeMap<String, String>,
-    /// Named principals over HTTP: several agents in one scope, each with its own token
-    /// and its own terminals, jobs and tasks. Under MCP 2026-07-28 (no sessions) a
-    /// request's owner is its token's principal (a scope's own token is the principal
-    /// named after the scope); a 2025 session keeps an owner of its own whatever token
-    /// opened it.
-    pub http_principals: BTreeMap<String, HttpPrincipal>,
-    /// A changed plugin file is reloaded once it has had no write for this long.
-    pub reload_debounce_ms: u64,
-    /// How long an approval asked of an MCP client may go unanswered (then: denied).
-    pub approval_timeout_ms: u64,
-    /// Under MCP 2026-07-28, a call of a client that declared the Tasks extension still
-    /// running this long after its request came is answered as a task (a job of kind
-    /// `call`), its result read with `tasks/get`.
-    pub task_after_ms: u64,
-    /// At an upgrade (`dsh upgrade`), how long calls in flight may take to finish before
-    /// they are cancelled (answered `CANCELLED`); new requests wait meanwhile.
-    pub upgrade_drain_ms: u64,
-    /// How long the new binary may take to check it can take over (read the snapshot
-    /// and the configuration) before the upgrade is refused.
-    pub upgrade_check_ms: u64,
-}
-
-impl Default for ServeConfig {
-    fn default() -> Self {
-        ServeConfig {
-            owner_grace_ms: 30_000,
-            max_request_bytes: 4 << 20,
-            stdio_max_message_bytes: 16 << 20,
-            progress_interval_ms: 250,
-            resource_update_interval_ms: 100,
-            http_session_idle_ms: 300_000,
-            http_max_sessions: 64,
-            http_max_connections: 256,
-            http_header_timeout_ms: 10_000,
-            http_body_timeout_ms: 30_000,
-            http_allowed_origins: Vec::new(),
-            http_scope_tokens: BTreeMap::new(),
-            http_principals: BTreeMap::new(),
-            reload_debounce_ms: 100,
-            approval_timeout_ms: 300_000,
-            task_after_ms: 10_000,
-            upgrade_drain_ms: 10_000,
-            upgrade_check_ms: 10_000,
-        }
-    }
-}
-
-impl ServeConfig {
-    /// Checks the limits and the HTTP origins.
-    fn check(&self) -> Result<(), String> {
-        for (key, value) in [
-            (
-                "stdio_max_message_bytes",
-                self.stdio_max_message_bytes as u64,
-            ),
-            ("http_max_sessions", self.http_max_sessions as u64),
-            ("http_max_connections", self.http_max_connections as u64),
-            ("http_header_timeout_ms", self.http_header_timeout_ms),
-            ("http_body_timeout_ms", self.http_body_timeout_ms),
-        ] {
-            if value == 0 {
-                return Err(format!("serve.{key} must be at least 1"));
-            }
-        }
-        for entry in &self.http_allowed_origins {
-            origin::AllowedOrigin::parse(entry)
-                .map_err(|e| format!("serve.http_allowed_origins: {e}"))?;
-        }
-        for (scope, variable) in &self.http_scope_tokens {
-            if !is_variable_name(variable) {
-                return Err(format!(
-                    "serve.http_scope_tokens.{scope}: {variable:?} is not an environment \
-                     variable name (letters, digits and _, not starting with a digit)"
-                ));
-            }
-        }
-        for (name, principal) in &self.http_principals {
-            let valid_name = !name.is_empty()
-                && name.len() <= 64
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-            if !valid_name {
-                return Err(format!(
-                    "serve.http_principals: {name:?} is not a principal name (1 to 64 \
-                     letters, digits, - and _)"
-                ));
-            }
-            if !is_variable_name(&principal.token_env) {
-                return Err(format!(
-                    "serve.http_principals.{name}.token_env: {:?} is not an environment \
-                     variable name (letters, digits and _, not starting with a digit)",
-                    principal.token_env
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Whether `name` can name an environment variable: letters, digits and `_`, not
-/// starting with a digit.
-fn is_variable_name(name: &str) -> bool {
-    name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// One named principal of `[serve] http_principals`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HttpPrincipal {
-    /// The scope its requests are served in.
-    pub scope: String,
-    /// The environment variable holding its bearer token (it must be set: a principal's
-    /// token is never generated).
-    pub token_env: String,
 }
 
 /// The pre-execute gate's rules.
@@ -886,7 +728,7 @@ mod tests {
         assert!(error.contains("serve.http_max_sessions"), "{error}");
         let config =
             Config::parse("[serve]\nhttp_allowed_origins = [\"https://app.example\"]\n").unwrap();
-        assert_eq!(config.serve.http_allowed_origins, ["https://app.example"]);
+        assert_eq!(config.serve.http.allowed_origins, ["https://app.example"]);
     }
 
     #[test]

@@ -56,7 +56,7 @@ pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
         tracing::info!(
             generation = snapshot.generation,
             from = %snapshot.written_by,
-            handed = ?snapshot.capabilities.keys().collect::<Vec<_>>(),
+            handed = ?snapshot.entries.keys().collect::<Vec<_>>(),
             "took over from the binary before"
         );
     }
@@ -101,8 +101,10 @@ pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
     let server = Arc::new(McpServer::new(host.clone(), args.scope.as_str()));
     let (stdio, http) = match inherited {
         Some(snapshot) => {
-            server.adopt_round_trips(snapshot.round_trips);
-            (snapshot.stdio, snapshot.http)
+            let handed = dsh::mcp::handed_transports(&snapshot)
+                .map_err(|why| anyhow::anyhow!("cannot take over from the binary before: {why}"))?;
+            server.adopt_round_trips(handed.round_trips);
+            (handed.stdio, handed.http)
         }
         None => (None, None),
     };
@@ -134,13 +136,15 @@ async fn check_takeover(
     match mode {
         CheckMode::Snapshot => {
             let snapshot = snapshot.context("no snapshot to check (DSH_UPGRADE_FD is unset)")?;
+            dsh::mcp::handed_transports(snapshot)
+                .map_err(|why| anyhow::anyhow!("cannot read the snapshot: {why}"))?;
             println!(
                 "dsh {} reads the snapshot: version {} from dsh {}, handing over {}",
                 env!("CARGO_PKG_VERSION"),
                 snapshot.version,
                 snapshot.written_by,
                 snapshot
-                    .capabilities
+                    .entries
                     .keys()
                     .map(String::as_str)
                     .collect::<Vec<_>>()
@@ -278,7 +282,7 @@ fn metrics_token(scopes: &[ServedScope]) -> anyhow::Result<String> {
 /// The scopes served over HTTP: `--scope` to `$DSH_HTTP_TOKEN`, then each of
 /// `[serve] http_scope_tokens` to its own; every scope known, every token different.
 fn served_scopes(server: Arc<McpServer>) -> anyhow::Result<Vec<ServedScope>> {
-    let extra = &server.host.config.serve.http_scope_tokens;
+    let extra = &server.host.config.serve.http.scope_tokens;
     let main_scope = (!extra.is_empty()).then(|| format!("scope {}", server.scope));
     let mut scopes = vec![ServedScope {
         token: token_from("DSH_HTTP_TOKEN", main_scope.as_deref())?,
@@ -321,7 +325,7 @@ fn add_named_principals(
     server: &Arc<McpServer>,
     scopes: &mut Vec<ServedScope>,
 ) -> anyhow::Result<()> {
-    for (name, principal) in &server.host.config.serve.http_principals {
+    for (name, principal) in &server.host.config.serve.http.principals {
         if scopes.iter().any(|s| s.principal == *name) {
             anyhow::bail!(
                 "[serve] http_principals.{name}: {name:?} is the principal of scope {name}'s \
@@ -366,7 +370,7 @@ async fn serve_http_until_signal(
     server: Arc<McpServer>,
     addr: SocketAddr,
     upgrades: tokio::sync::mpsc::Receiver<dsh::upgrade::UpgradeAsk>,
-    resume: Option<dsh::upgrade::HttpHandover>,
+    resume: Option<dsh::mcp::http::HttpHandover>,
 ) -> anyhow::Result<()> {
     let (scopes, metrics_token, listener, resumed) = match resume {
         Some(handed) => {
@@ -432,7 +436,7 @@ async fn serve_http_until_signal(
 /// configuration.
 fn taken_over(
     server: Arc<McpServer>,
-    handed: &dsh::upgrade::HttpHandover,
+    handed: &dsh::mcp::http::HttpHandover,
 ) -> anyhow::Result<(Vec<ServedScope>, tokio::net::TcpListener)> {
     let mut scopes = Vec::new();
     for (scope, token) in &handed.tokens {

@@ -34,11 +34,15 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use serde::{Deserialize, Serialize};
+
+use self::book::HttpSessionHandover;
 use self::connections::ConnectionLimits;
 use self::sessions::{ScopedSessions, Sessions};
 use super::{McpConnection, McpServer, ServeError};
 use crate::config::origin::OriginPolicy;
 use crate::metrics::{Metrics, CONTENT_TYPE as METRICS_CONTENT_TYPE};
+use crate::upgrade::TransportHandover;
 
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";
@@ -105,7 +109,7 @@ type ScopeServices = HashMap<Arc<str>, StreamableHttpService<McpConnection, Scop
 /// owner's number.
 #[derive(Debug, Default)]
 pub struct HttpResume {
-    pub sessions: Vec<crate::upgrade::HttpSessionHandover>,
+    pub sessions: Vec<HttpSessionHandover>,
     pub next_owner: u64,
 }
 
@@ -136,16 +140,16 @@ pub async fn serve_http(
     let serve = first.server.host.config.serve.clone();
     let metrics = first.server.host.metrics().clone();
     let sessions = Arc::new(Sessions::new(
-        serve.http_max_sessions,
-        Duration::from_millis(serve.http_session_idle_ms),
+        serve.http.max_sessions,
+        Duration::from_millis(serve.http.session_idle_ms),
     ));
     let limits = ConnectionLimits {
-        max: connections::effective_max_connections(serve.http_max_connections),
-        header_timeout: Duration::from_millis(serve.http_header_timeout_ms),
+        max: connections::effective_max_connections(serve.http.max_connections),
+        header_timeout: Duration::from_millis(serve.http.header_timeout_ms),
     };
-    if limits.max < serve.http_max_connections {
+    if limits.max < serve.http.max_connections {
         tracing::info!(
-            configured = serve.http_max_connections,
+            configured = serve.http.max_connections,
             max = limits.max,
             "http_max_connections lowered to half the file descriptor limit"
         );
@@ -168,7 +172,7 @@ pub async fn serve_http(
         // The MCP services live until shutdown or an upgrade hands their sessions over.
         let sessions_end = shutdown.child_token();
         let mut config = StreamableHttpServerConfig::default();
-        config.max_request_body_bytes = serve.max_request_bytes;
+        config.max_request_body_bytes = serve.http.max_request_bytes;
         config.cancellation_token = sessions_end.clone();
         let mut services = ScopeServices::new();
         let mut tokens = Vec::new();
@@ -213,10 +217,10 @@ pub async fn serve_http(
             tokens,
             metrics_token: metrics_token.as_str().into(),
             metrics: metrics.clone(),
-            origins: OriginPolicy::new(&serve.http_allowed_origins),
+            origins: OriginPolicy::new(&serve.http.allowed_origins),
             sessions: sessions.clone(),
-            max_body_bytes: serve.max_request_bytes,
-            body_timeout: Duration::from_millis(serve.http_body_timeout_ms),
+            max_body_bytes: serve.http.max_request_bytes,
+            body_timeout: Duration::from_millis(serve.http.body_timeout_ms),
         });
         let router = axum::Router::new()
             .route(MCP_PATH, axum::routing::any(serve_in_scope))
@@ -253,14 +257,14 @@ pub async fn serve_http(
         listener = back;
         let listener_fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
         let handover = || {
-            let handed = crate::upgrade::HttpHandover {
+            let handed = HttpHandover {
                 listener: listener_fd,
                 tokens: tokens_served.clone(),
                 metrics_token: metrics_token.clone(),
                 sessions: book.live(),
                 next_owner: opened.load(Ordering::Relaxed),
             };
-            (None, Some(handed))
+            crate::upgrade::TransportEntry::of(&handed)
         };
         let prepared = super::prepare_handover(&host_server, binary, &calls, handover).await;
         let prepared = match prepared {
@@ -298,7 +302,7 @@ pub async fn serve_http(
 fn expire_handed_sessions(
     server: &Arc<McpServer>,
     book: &Arc<book::SessionBook>,
-    sessions: Vec<crate::upgrade::HttpSessionHandover>,
+    sessions: Vec<HttpSessionHandover>,
 ) {
     if sessions.is_empty() {
         return;
@@ -306,7 +310,7 @@ fn expire_handed_sessions(
     let ids: Vec<String> = sessions.iter().map(|s| s.id.clone()).collect();
     book.hand_in(sessions);
     let (book, host) = (book.clone(), server.host.clone());
-    let idle = Duration::from_millis(host.config.serve.http_session_idle_ms);
+    let idle = Duration::from_millis(host.config.serve.http.session_idle_ms);
     let grace = Duration::from_millis(host.config.serve.owner_grace_ms);
     tokio::spawn(async move {
         tokio::time::sleep(idle).await;
@@ -542,6 +546,28 @@ pub fn generate_token() -> std::io::Result<String> {
     let mut bytes = [0u8; 32];
     std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut bytes)?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The HTTP server, handed over: its listener (never closed, so no connection is
+/// refused), its tokens (generated ones too: clients keep theirs), its sessions.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HttpHandover {
+    /// The listening socket, open across the `exec`.
+    pub listener: i32,
+    /// Each served scope and its token.
+    pub tokens: Vec<(String, String)>,
+    pub metrics_token: String,
+    pub sessions: Vec<HttpSessionHandover>,
+    /// The number the next owner (`http-N`) gets.
+    pub next_owner: u64,
+}
+
+impl TransportHandover for HttpHandover {
+    const KEY: &'static str = "http";
+
+    fn descriptors(&self) -> Vec<i32> {
+        vec![self.listener]
+    }
 }
 
 #[cfg(test)]

@@ -41,7 +41,27 @@ mod sampling;
 mod stdio;
 mod tasks;
 
-pub use stdio::serve_stdio;
+pub use round_trip::{GuardAnswer, HandedRoundTrips, RoundTripHandover};
+pub use stdio::{serve_stdio, StdioHandover};
+
+/// What the transports handed over at an upgrade, each through
+/// [`TransportHandover`](crate::upgrade::TransportHandover): the stdio connection or the
+/// HTTP server (whichever served), and the calls parked at a guard's question.
+pub struct HandedTransports {
+    pub stdio: Option<StdioHandover>,
+    pub http: Option<http::HttpHandover>,
+    pub round_trips: HandedRoundTrips,
+}
+
+/// The transports' entries of `snapshot`, or why one cannot be read (the new binary's
+/// check reads them before the `exec`, as it does the capabilities').
+pub fn handed_transports(snapshot: &crate::upgrade::Snapshot) -> Result<HandedTransports, String> {
+    Ok(HandedTransports {
+        stdio: snapshot.transport()?,
+        http: snapshot.transport()?,
+        round_trips: snapshot.transport()?.unwrap_or_default(),
+    })
+}
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -109,8 +129,8 @@ impl McpServer {
     }
 
     /// Calls handed over by the binary before (`dsh upgrade`): their retries run them again.
-    pub fn adopt_round_trips(&self, handed: Vec<crate::upgrade::RoundTripHandover>) {
-        self.round_trips.adopt(handed);
+    pub fn adopt_round_trips(&self, handed: round_trip::HandedRoundTrips) {
+        self.round_trips.adopt(handed.0);
     }
 }
 
@@ -266,7 +286,7 @@ impl McpConnection {
         book: Arc<http::book::SessionBook>,
     ) -> Self {
         let serve = &server.host.config.serve;
-        let idle = Duration::from_millis(serve.http_session_idle_ms + serve.owner_grace_ms);
+        let idle = Duration::from_millis(serve.http.session_idle_ms + serve.owner_grace_ms);
         let hold = server.host.services.hold_owner(principal.clone(), idle);
         let mut connection = McpConnection::new(server, principal.clone());
         connection.calls = calls;
@@ -585,7 +605,7 @@ impl ServerHandler for McpConnection {
             if let Some(http::book::SessionIdOf(id)) = context.extensions.get() {
                 let _ = http.session_id.set(id.clone());
                 let before = book.opened(
-                    crate::upgrade::HttpSessionHandover {
+                    http::book::HttpSessionHandover {
                         id: id.clone(),
                         scope: self.server.scope.to_string(),
                         owner: self.owner().to_string(),
@@ -1152,7 +1172,7 @@ impl McpConnection {
         args: serde_json::Value,
         declared: round_trip::Declared,
         context: &RequestContext<RoleServer>,
-        answers: Vec<crate::upgrade::GuardAnswer>,
+        answers: Vec<round_trip::GuardAnswer>,
     ) -> round_trip::Running {
         let (events, received) = tokio::sync::mpsc::unbounded_channel();
         let events_for_result = events.clone();
@@ -1267,17 +1287,14 @@ pub(crate) async fn precheck_upgrade(
 /// What every upgrade does before its `exec`, once requests wait: refuses while
 /// something not handed over is live (again: a call may have started one), drains the
 /// calls in flight (`[serve] upgrade_drain_ms`, then cancels them), writes the snapshot
-/// with the connections' part (`connections`, asked once the calls are drained), and has
-/// the new binary read it. On `Err`, the host is as it was and the reason goes to the
+/// with the transport's part (`connection`, asked once the calls are drained) and the
+/// calls parked between two requests of MCP 2026-07-28, and has the new binary read it. On `Err`, the host is as it was and the reason goes to the
 /// asker.
 pub(crate) async fn prepare_handover(
     server: &Arc<McpServer>,
     binary: std::path::PathBuf,
     calls: &CallsInFlight,
-    connections: impl FnOnce() -> (
-        Option<crate::upgrade::StdioHandover>,
-        Option<crate::upgrade::HttpHandover>,
-    ),
+    connection: impl FnOnce() -> Result<crate::upgrade::TransportEntry, crate::upgrade::UpgradeError>,
 ) -> Result<crate::upgrade::Prepared, String> {
     let host = &server.host;
     let drain = Duration::from_millis(host.config.serve.upgrade_drain_ms);
@@ -1299,13 +1316,19 @@ pub(crate) async fn prepare_handover(
             "calls still running at the upgrade's drain deadline were cancelled"
         );
     }
-    let (stdio, http) = connections();
-    let snapshot = crate::upgrade::Snapshot::take(host, stdio, http, paused_at, drained)
-        .await
-        .map(|snapshot| crate::upgrade::Snapshot {
-            round_trips: round_trips.clone(),
-            ..snapshot
-        });
+    let parked = round_trip::HandedRoundTrips(round_trips.clone());
+    let transports = connection().and_then(|connection| {
+        Ok(vec![
+            connection,
+            crate::upgrade::TransportEntry::of(&parked)?,
+        ])
+    });
+    let snapshot = match transports {
+        Ok(transports) => {
+            crate::upgrade::Snapshot::take(host, transports, paused_at, drained).await
+        }
+        Err(error) => Err(error),
+    };
     let limit = Duration::from_millis(host.config.serve.upgrade_check_ms);
     crate::upgrade::prepare(host, snapshot, binary, limit)
         .await
@@ -1316,6 +1339,36 @@ pub(crate) async fn prepare_handover(
 mod tests {
     use super::*;
     use crate::call::{Binary, EmbeddedResource, ResourceLink};
+
+    #[test]
+    fn the_transports_read_their_entries_of_a_snapshot_and_name_a_bad_one() {
+        let text = include_str!("../../../tests/fixtures/upgrade-snapshot-v1.json");
+        let snapshot = crate::upgrade::Snapshot::read(text.as_bytes(), "test").unwrap();
+        let handed = handed_transports(&snapshot).unwrap();
+        let stdio = handed.stdio.expect("the fixture served stdio");
+        assert!(stdio.initialize.is_some());
+        assert!(handed.http.is_none() && handed.round_trips.0.is_empty());
+        // Written back through the one interface, the entry says the same (and the
+        // fields this fixture predates at their defaults).
+        let written = entry_value(crate::upgrade::TransportEntry::of(&stdio).unwrap());
+        for field in ["initialize", "log_level", "pending_input"] {
+            assert_eq!(written[field], snapshot.entries["stdio"][field], "{field}");
+        }
+        assert_eq!(written["subscriptions"], json!([]));
+
+        let mut broken = snapshot.clone();
+        broken
+            .entries
+            .insert("http".into(), json!({"listener": "not a number"}));
+        let why = handed_transports(&broken).err().unwrap();
+        assert!(why.starts_with("its `http`"), "{why}");
+    }
+
+    fn entry_value(entry: crate::upgrade::TransportEntry) -> serde_json::Value {
+        let mut entries = crate::services::handover::Handed::new();
+        entry.insert_into(&mut entries);
+        entries.remove("stdio").unwrap()
+    }
 
     #[test]
     fn progress_values_always_increase_and_a_report_ends_the_hosts_guesses() {

@@ -36,12 +36,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use hmac::{Hmac, KeyInit, Mac};
+use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::call::{Approval, ApprovalFuture, ApprovalRequest, Approver, CallResult, Notice};
-use crate::upgrade::{GuardAnswer, RoundTripHandover};
+use crate::upgrade::TransportHandover;
 
 /// What a call running between requests reports to the request serving it.
 #[derive(Debug)]
@@ -643,6 +644,36 @@ pub fn answer_of(
         .and_then(|r| r.get(INPUT))
         .cloned()
         .ok_or(StateError::NoAnswer(INPUT))
+}
+
+/// A call parked at a guard's question before anything of it ran, handed over: its
+/// state's call number and expiry (the state, sealed under the key in the state
+/// directory, binds it to its owner, tool and arguments), the guard that asks, and the
+/// answers its earlier guards were given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundTripHandover {
+    pub id: u64,
+    pub expiry_ms: u64,
+    pub asking_guard: String,
+    pub answered: Vec<GuardAnswer>,
+}
+
+/// A guard's question answered by the client: the guard, and the client's answer (an
+/// elicitation result).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuardAnswer {
+    pub guard: String,
+    pub answer: serde_json::Value,
+}
+
+/// The calls parked at a guard's question, as the round trips hand them over at an
+/// upgrade (the snapshot's `round_trips`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct HandedRoundTrips(pub Vec<RoundTripHandover>);
+
+impl TransportHandover for HandedRoundTrips {
+    const KEY: &'static str = "round_trips";
 }
 
 #[cfg(test)]

@@ -3,7 +3,10 @@
 //! stopped and its connection handed over at an upgrade, and taken back by the next
 //! binary (its client's `initialize` replayed, its pending input read on).
 
+use serde::{Deserialize, Serialize};
+
 use super::*;
+use crate::upgrade::TransportHandover;
 
 /// Serves one MCP connection on stdin/stdout until the client closes stdin. dsh frames
 /// the lines itself ([`framing`]): it parses each line once and hands rmcp the messages,
@@ -19,7 +22,7 @@ use super::*;
 pub async fn serve_stdio(
     server: Arc<McpServer>,
     mut upgrades: Option<tokio::sync::mpsc::Receiver<crate::upgrade::UpgradeAsk>>,
-    mut resume: Option<crate::upgrade::StdioHandover>,
+    mut resume: Option<StdioHandover>,
 ) -> Result<(), ServeError> {
     use tokio::io::AsyncReadExt;
     let (stdin, stdout) = stdio_streams();
@@ -84,7 +87,7 @@ enum StdioServed {
     Ended,
     /// An upgrade handed the connection over and its `exec` failed: serve it again.
     Resume {
-        handed: crate::upgrade::StdioHandover,
+        handed: StdioHandover,
         input: StdioInput,
         stdout: Writer,
     },
@@ -102,7 +105,7 @@ async fn serve_stdio_once(
 ) -> Result<StdioServed, ServeError> {
     use rmcp::ServiceExt;
     use tokio::io::AsyncReadExt;
-    let max_message_bytes = server.host.config.serve.stdio_max_message_bytes;
+    let max_message_bytes = server.host.config.serve.stdio.max_message_bytes;
     let (calls, kept) = (connection.calls.clone(), connection.kept.clone());
     let (log_threshold, subscriptions) = (
         connection.log_threshold.clone(),
@@ -264,20 +267,22 @@ async fn prepare_stdio_handover(
     peer: &rmcp::Peer<RoleServer>,
     (log_threshold, subscriptions): (&LogThreshold, &resources::Subscriptions),
     pending: &[u8],
-) -> Result<(crate::upgrade::Prepared, crate::upgrade::StdioHandover), String> {
+) -> Result<(crate::upgrade::Prepared, StdioHandover), String> {
     use base64::Engine as _;
     // A client of 2026-07-28 sends no `initialize`: nothing to replay for it.
     let initialize = peer
         .peer_info()
         .map(|info| serde_json::to_value(&*info).unwrap_or_default());
-    let handed = crate::upgrade::StdioHandover {
+    let handed = StdioHandover {
         initialize,
         log_level: log_threshold.get().map(|level| level as u8),
         pending_input: base64::engine::general_purpose::STANDARD.encode(pending),
         subscriptions: subscriptions.lock().unwrap().iter().cloned().collect(),
     };
-    let stdio = handed.clone();
-    let prepared = prepare_handover(server, binary, calls, move || (Some(stdio), None)).await?;
+    let prepared = prepare_handover(server, binary, calls, || {
+        crate::upgrade::TransportEntry::of(&handed)
+    })
+    .await?;
     Ok((prepared, handed))
 }
 
@@ -352,4 +357,54 @@ impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for CancelOnEof<R> {
             _ => polled,
         }
     }
+}
+
+/// The stdio MCP connection, handed over between two of its requests.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StdioHandover {
+    /// The params of the client's `initialize`, as it sent them (`None`: a client of MCP
+    /// 2026-07-28, which never sends one).
+    pub initialize: Option<serde_json::Value>,
+    /// The level set with `logging/setLevel` (its number), if any.
+    pub log_level: Option<u8>,
+    /// Input read from stdin and not yet a whole line (base64).
+    pub pending_input: String,
+    /// The resources it subscribed to.
+    #[serde(default)]
+    pub subscriptions: Vec<String>,
+}
+
+impl StdioHandover {
+    /// What a resumed connection's framing reads before stdin: the client's `initialize`
+    /// replayed (its answer is dropped) and `notifications/initialized`, if it sent one,
+    /// then the input that was pending.
+    pub fn replay(&self) -> Vec<u8> {
+        use base64::Engine as _;
+        let mut bytes = Vec::new();
+        if let Some(params) = &self.initialize {
+            let initialize = serde_json::json!({
+                "jsonrpc": "2.0",
+                "id": REPLAYED_INITIALIZE_ID,
+                "method": "initialize",
+                "params": params,
+            });
+            bytes = initialize.to_string().into_bytes();
+            bytes.extend_from_slice(
+                b"\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
+            );
+        }
+        bytes.extend(
+            base64::engine::general_purpose::STANDARD
+                .decode(&self.pending_input)
+                .unwrap_or_default(),
+        );
+        bytes
+    }
+}
+
+/// The id of the replayed `initialize` (its answer is not the client's).
+pub const REPLAYED_INITIALIZE_ID: &str = "dsh-upgrade-replay";
+
+impl TransportHandover for StdioHandover {
+    const KEY: &'static str = "stdio";
 }

@@ -14,7 +14,7 @@ use rmcp::transport::streamable_http_server::session::{
     SessionState, SessionStore, SessionStoreError,
 };
 
-use crate::upgrade::HttpSessionHandover;
+use serde::{Deserialize, Serialize};
 
 /// Marks the `initialize` of a session (a new one, or one restored) with its id, so the
 /// connection answering it learns which session it serves.
@@ -155,4 +155,24 @@ impl SessionStore for ScopedStore {
         self.book.restorable.lock().unwrap().remove(session_id);
         Ok(())
     }
+}
+
+/// One HTTP session, handed over.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HttpSessionHandover {
+    pub id: String,
+    pub scope: String,
+    pub owner: String,
+    /// The params of its client's `initialize`.
+    pub initialize: serde_json::Value,
+    /// The level it set with `logging/setLevel` (its number), if any.
+    #[serde(default)]
+    pub log_level: Option<u8>,
+    /// The resources it subscribed to.
+    #[serde(default)]
+    pub subscriptions: Vec<String>,
+    /// The owner of the principal whose token opened it (`@name`): only that token
+    /// takes it back. None from a binary that did not record it (any token of its scope).
+    #[serde(default)]
+    pub principal: Option<String>,
 }
