@@ -1,6 +1,6 @@
 //! The configuration the launch platform reads: how runs are contained
-//! (`[process] containment`, `pids_max`, `memory_max_mb`), which executors exist
-//! ([`ExecutorKind`]), what a sandboxed or contained run may do (`[process.sandbox]`,
+//! (`[process] containment`, `pids_max`, `memory_max_mb`), which executors it names
+//! ([`ExecutorKind`], whose list is [`crate::executor`]'s), what a sandboxed or contained run may do (`[process.sandbox]`,
 //! [`SandboxConfig`]) and who a container's root is (`[process.container]`,
 //! [`ContainerConfig`]). The host parses `[process]` in `dsh.toml` (where its keys and
 //! their meaning are documented) and hands the launch a [`LaunchConfig`].
@@ -74,21 +74,9 @@ impl Default for ContainerConfig {
     }
 }
 
-/// What runs a command, weakest first (see the host's `[process.executor]`).
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum ExecutorKind {
-    /// As the host's user, with its rights (contained and killed whole, not confined).
-    #[default]
-    Local,
-    /// Confined by Landlock and seccomp before exec.
-    Sandbox,
-    /// The sandbox's confinement in namespaces of its own (PID, network, UTS, user, with
-    /// a fresh `/proc`), its root an unprivileged host id ([`crate::executor::container`]).
-    Container,
-}
+/// What runs a command (see the host's `[process.executor]`): made from the list of
+/// executors, in [`crate::executor`].
+pub use crate::executor::ExecutorKind;
 
 /// `[process.sandbox]`: what a sandboxed run may do besides reading (everything but
 /// the state directory) and writing its workspace and private temporary directory.

@@ -136,7 +136,7 @@ impl Launch {
             // With a keeper, it alone kills what is left when dsh dies: a parent-death
             // signal fires when the spawning thread ends, and at an upgrade's `exec`.
             die_with_parent: !self.containment.has_keeper(),
-            sandbox: self.child_sandbox(sandbox.as_ref()),
+            sandbox: Launch::child_sandbox(sandbox.as_ref()),
         };
         let child = match command.fd3 {
             Some(fd3) => spawn::spawn_with_fd3(&spec, fd3.as_raw_fd()),

@@ -15,7 +15,8 @@
 //!
 //! It is the only crate of dsh with `unsafe` code or `libc`: every other crate forbids
 //! `unsafe`, and this one knows nothing of them (it depends on no dsh crate). Its errors
-//! are its own ([`LaunchError`], [`executor::SandboxError`],
+//! are its own ([`LaunchError`], and below it each executor's, such as
+//! [`executor::SandboxError`] and [`executor::container::ContainerError`], and
 //! [`containment::ContainmentError`]); the host maps them to its error codes.
 
 pub mod compiled;
@@ -50,8 +51,14 @@ pub enum LaunchError {
     Script(std::io::Error),
     #[error(transparent)]
     Containment(#[from] containment::ContainmentError),
+    /// The sandbox refuses the run or cannot confine it (a container's sandbox too).
     #[error(transparent)]
     Sandbox(#[from] executor::SandboxError),
+    /// An executor cannot confine the run for a reason of the host's, not the call's: it
+    /// cannot be built here (its reason, kept from the first try), or an error of its
+    /// own preparing the run (see each executor's `From` into this).
+    #[error("{0}")]
+    Executor(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// `name` looked up on `PATH` (a name with a `/` is taken as a path).
@@ -76,10 +83,10 @@ pub struct Launch {
     containment: containment::Containment,
     sandbox_config: config::SandboxConfig,
     places: HostPlaces,
-    /// The confined executors, each built at start when the configuration names it,
-    /// else at first use; a failure refuses every run under it, with its reason.
-    sandbox: std::sync::OnceLock<Result<executor::Sandbox, String>>,
-    container: std::sync::OnceLock<Result<executor::container::Container, String>>,
+    /// The executors, one entry per [`ExecutorKind`] (by its index), each built at start
+    /// when the configuration names it, else at first use; a failure refuses every run
+    /// under it, with its reason.
+    executors: Box<[std::sync::OnceLock<executor::Built>]>,
 }
 
 /// Where a host's runs are: the session workspace (a sandboxed run's writable root and
@@ -111,8 +118,10 @@ impl Launch {
             containment: containment::Containment::start(&config)?,
             sandbox_config: config.sandbox.clone(),
             places,
-            sandbox: std::sync::OnceLock::new(),
-            container: std::sync::OnceLock::new(),
+            executors: ExecutorKind::ALL
+                .iter()
+                .map(|_| std::sync::OnceLock::new())
+                .collect(),
         };
         let named = &config.named;
         for kind in named {
@@ -145,35 +154,15 @@ impl Launch {
     pub(crate) fn executor(
         &self,
         kind: ExecutorKind,
-    ) -> Result<&dyn executor::Executor, executor::SandboxError> {
-        fn built<T>(
-            slot: &std::sync::OnceLock<Result<T, String>>,
-            build: impl FnOnce() -> Result<T, executor::SandboxError>,
-        ) -> Result<&T, executor::SandboxError> {
-            slot.get_or_init(|| build().map_err(|e| e.to_string()))
-                .as_ref()
-                .map_err(|e| executor::SandboxError::Setup(e.clone()))
-        }
-        let workspace = || {
-            self.places.workspace.as_deref().ok_or_else(|| {
-                executor::SandboxError::Setup(
-                    "this host has no session workspace for confined runs".into(),
-                )
-            })
+    ) -> Result<&dyn executor::AnyExecutor, LaunchError> {
+        let host = executor::HostSetup {
+            config: &self.sandbox_config,
+            places: &self.places,
         };
-        Ok(match kind {
-            ExecutorKind::Local => &executor::Local,
-            ExecutorKind::Sandbox => built(&self.sandbox, || {
-                executor::Sandbox::new(&self.sandbox_config, workspace()?, &self.places.own)
-            })?,
-            ExecutorKind::Container => built(&self.container, || {
-                executor::container::Container::new(
-                    &self.sandbox_config,
-                    workspace()?,
-                    &self.places.own,
-                )
-            })?,
-        })
+        self.executors[kind.index()]
+            .get_or_init(|| kind.build(&host))
+            .as_deref()
+            .map_err(|reason| LaunchError::Executor(reason.as_str().into()))
     }
 
     /// Builds the executor of `kind` (named by the configuration) at start and logs what
@@ -234,17 +223,16 @@ impl Launch {
         kind: ExecutorKind,
         cwd: &std::path::Path,
         terminal: Option<&std::path::Path>,
-    ) -> Result<Option<executor::Prepared>, executor::SandboxError> {
+    ) -> Result<Option<executor::Prepared>, LaunchError> {
         self.executor(kind)?.prepare(cwd, terminal)
     }
 
-    /// What the child of a run confined by `prepared` applies before `exec`.
-    pub(crate) fn child_sandbox<'a>(
-        &'a self,
-        prepared: Option<&'a executor::Prepared>,
-    ) -> Option<spawn::ChildSandbox<'a>> {
-        // Everything the child needs is the run's (shared parts held by reference).
-        Some(prepared?.child())
+    /// What the child of a run confined by `prepared` applies before `exec` (data only,
+    /// naming descriptors `prepared` holds open).
+    pub(crate) fn child_sandbox(
+        prepared: Option<&executor::Prepared>,
+    ) -> Option<&spawn::ChildSandbox> {
+        prepared.map(executor::Prepared::child)
     }
 
     /// The commands' environment with `extra` added (replacing variables of the same

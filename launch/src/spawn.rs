@@ -70,22 +70,27 @@ pub struct SpawnSpec<'a> {
     pub join: &'a [RawFd],
     /// The child gets SIGKILL when the host dies (every run; not the keeper).
     pub die_with_parent: bool,
-    /// A sandboxed run: what the child confines itself with before `exec`.
-    pub sandbox: Option<ChildSandbox<'a>>,
+    /// A confined run: what the child confines itself with before `exec`.
+    pub sandbox: Option<&'a ChildSandbox>,
 }
 
-/// What a sandboxed child applies, prepared by [`super::executor`].
-pub struct ChildSandbox<'a> {
-    /// The Landlock ruleset descriptor.
+/// What a confined child applies before `exec`: plain data only (descriptors by number,
+/// flags, ids, the seccomp program and the mount steps), made in the parent by an
+/// executor ([`super::executor`]) and kept, with the descriptors it names, by the run's
+/// [`super::executor::Prepared`]. Nothing here is code: a new kind of step is a change
+/// to this file.
+#[derive(Debug, Clone)]
+pub struct ChildSandbox {
+    /// The Landlock ruleset descriptor, or -1.
     pub ruleset: RawFd,
     /// The seccomp program, loaded last.
-    pub filter: &'a [libc::sock_filter],
+    pub filter: std::sync::Arc<Vec<libc::sock_filter>>,
     /// The namespaces it unshares (`CLONE_NEW*`).
     pub namespaces: libc::c_int,
     /// The user namespace it joins first (a non-root host's runs), or -1.
     pub user_ns: RawFd,
     /// Taken in order in its mount namespace.
-    pub steps: &'a [super::executor::MountStep],
+    pub steps: std::sync::Arc<Vec<super::executor::MountStep>>,
     /// A contained run's namespaces, made by `clone` itself (`CLONE_NEW*`), or 0.
     pub clone_flags: libc::c_int,
     /// A contained run's idmapped workspace tree (attached by its mount steps), or -1.
@@ -310,8 +315,7 @@ fn spawn_inner(spec: &SpawnSpec<'_>, fd3: RawFd) -> io::Result<Child> {
     let steps: Vec<RawStep> = spec
         .sandbox
         .as_ref()
-        .map(|sandbox| sandbox.steps)
-        .unwrap_or_default()
+        .map_or(&[][..], |sandbox| sandbox.steps.as_slice())
         .iter()
         .map(|step| {
             use super::executor::MountOp;

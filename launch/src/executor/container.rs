@@ -1,6 +1,8 @@
 //! The `container` executor: the parent-side preparation of a run that gets namespaces
-//! of its own on top of the sandbox's confinement ([`super`]); the child's steps are in
-//! [`crate::spawn`].
+//! of its own on top of the sandbox's confinement ([`super::sandbox`]); the child's steps
+//! are in [`crate::spawn`]. It owns [`Container`] (per host), its prepared run
+//! [`ContainerRun`] (the sandbox's run and the container's [`RunParts`]) and its error
+//! [`ContainerError`] (the sandbox's errors among it).
 //!
 //! A contained run is started by `clone` with `CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET
 //! | CLONE_NEWIPC | CLONE_NEWUTS` (the spawn's own `clone3`/`clone`, so it still starts
@@ -76,13 +78,19 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::sandbox::{Prepared, Sandbox, SandboxError};
+use super::sandbox::{Sandbox, SandboxError, SandboxRun};
+use super::{Executor, HostSetup, Lack, Prepared};
 use crate::config::{ContainerNetwork, SandboxConfig};
 use crate::own_files::OwnFiles;
+use crate::LaunchError;
 
 /// Why the container executor cannot run a command.
 #[derive(Debug, thiserror::Error)]
 pub enum ContainerError {
+    /// What its sandbox refuses or cannot do (a working directory outside the
+    /// workspace, a missing Landlock feature, a slot or `TMPDIR` not made).
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
     #[error(
         "the container executor needs dsh to run as root (it maps the container's root to an \
          unprivileged host id and idmaps the workspace); this dsh runs as uid {0}: use the \
@@ -288,14 +296,14 @@ impl Container {
         config: &SandboxConfig,
         workspace: &Path,
         own: &OwnFiles,
-    ) -> Result<Self, SandboxError> {
+    ) -> Result<Self, ContainerError> {
         let euid = crate::euid();
         if euid != 0 {
-            return Err(ContainerError::NotRoot(euid).into());
+            return Err(ContainerError::NotRoot(euid));
         }
         let (uid, gid) = (config.container.uid, config.container.gid);
         if uid == 0 || gid == 0 {
-            return Err(ContainerError::RootIds.into());
+            return Err(ContainerError::RootIds);
         }
         let sandbox = Sandbox::build(config, workspace, own, true)?;
         let meta =
@@ -340,8 +348,8 @@ impl Container {
     }
 
     /// `cwd` as a contained run may start in (as in the sandbox: inside the workspace).
-    pub fn check_cwd(&self, cwd: &Path) -> Result<PathBuf, SandboxError> {
-        self.sandbox.check_cwd(cwd)
+    pub fn check_cwd(&self, cwd: &Path) -> Result<PathBuf, ContainerError> {
+        Ok(self.sandbox.check_cwd(cwd)?)
     }
 
     /// The sandbox containers are confined by (for measuring).
@@ -351,8 +359,8 @@ impl Container {
 
     /// One run's confinement: the sandbox's (its slot, a ruleset of its own, its
     /// `TMPDIR` and `/dev/shm` owned by the container's root) and its idmapped workspace.
-    pub fn prepare_run(&self, terminal: Option<&Path>) -> Result<Prepared, SandboxError> {
-        let mut prepared = self.sandbox.prepare_run(terminal)?;
+    pub fn prepare_run(&self, terminal: Option<&Path>) -> Result<ContainerRun, ContainerError> {
+        let prepared = self.sandbox.prepare_run(terminal)?;
         let own = std::iter::once(prepared.tmp().to_path_buf()).chain(prepared.shm());
         for dir in own {
             std::os::unix::fs::chown(&dir, Some(self.uid), Some(self.gid))
@@ -372,15 +380,18 @@ impl Container {
             Some(_) => CLONE_FLAGS & !libc::CLONE_NEWNET,
             None => CLONE_FLAGS,
         };
-        prepared.container = Some(RunParts {
+        let parts = RunParts {
             clone_flags,
             workspace_tree: self.workspace_tree()?,
             user_ns: self.user_ns.clone(),
             net_ns,
             ids: (self.uid, self.gid),
             proc_access: proc_access(self.sandbox.abi()),
-        });
-        Ok(prepared)
+        };
+        Ok(ContainerRun {
+            sandbox: prepared,
+            parts,
+        })
     }
 
     /// A detached copy of the workspace's mount tree, idmapped to the container's ids.
@@ -427,10 +438,121 @@ impl Container {
     }
 }
 
+/// One contained run: the sandbox's run (its slot, ruleset, steps and `TMPDIR`, dropped
+/// first as before) and the container's own parts.
+#[derive(Debug)]
+pub struct ContainerRun {
+    sandbox: SandboxRun,
+    parts: RunParts,
+}
+
+impl ContainerRun {
+    /// The sandbox's part of the run (its ruleset, steps and `TMPDIR`).
+    pub fn sandbox(&self) -> &SandboxRun {
+        &self.sandbox
+    }
+
+    /// The container's own parts.
+    pub fn parts(&self) -> &RunParts {
+        &self.parts
+    }
+}
+
+/// What the launcher keeps of a contained run: the sandbox's data with the container's
+/// added (descriptors by number), and the run itself for the run's life.
+impl From<ContainerRun> for Option<Prepared> {
+    fn from(run: ContainerRun) -> Self {
+        use std::os::fd::AsRawFd;
+        let parts = &run.parts;
+        let child = crate::spawn::ChildSandbox {
+            clone_flags: parts.clone_flags,
+            workspace_tree: parts.workspace_tree.as_raw_fd(),
+            container_ns: parts.user_ns.as_raw_fd(),
+            net_ns: parts.net_ns.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
+            ids: parts.ids,
+            proc_access: parts.proc_access,
+            ..run.sandbox.child()
+        };
+        let marker = run.sandbox.marker().to_string();
+        let tmp = run.sandbox.tmp().to_path_buf();
+        Some(Prepared::new(child, marker, tmp, run))
+    }
+}
+
+/// The sandbox's errors reach the host as the sandbox's (a working directory outside
+/// the workspace is the caller's mistake); the container's own as an executor's.
+impl From<ContainerError> for LaunchError {
+    fn from(error: ContainerError) -> Self {
+        match error {
+            ContainerError::Sandbox(error) => LaunchError::Sandbox(error),
+            other => LaunchError::Executor(Box::new(other)),
+        }
+    }
+}
+
+impl Executor for Container {
+    /// Stronger than `sandbox`: the sandbox's confinement, in namespaces of its own, as an
+    /// unprivileged host id.
+    const STRENGTH: u8 = 20;
+    type Prepared = ContainerRun;
+    type Error = ContainerError;
+
+    fn for_host(host: &HostSetup<'_>) -> Result<Self, ContainerError> {
+        Container::new(host.config, host.workspace()?, &host.places.own)
+    }
+
+    fn prepare(&self, cwd: &Path, terminal: Option<&Path>) -> Result<ContainerRun, ContainerError> {
+        self.check_cwd(cwd)?;
+        self.prepare_run(terminal)
+    }
+
+    fn marker(&self) -> Option<&str> {
+        Some(self.sandbox.marker_line())
+    }
+
+    fn lacks(&self) -> Vec<Lack> {
+        self.sandbox.landlock_lacks()
+    }
+}
+
 /// The Landlock rights a container's `/proc` gets: those of every read rule.
 fn proc_access(abi: i32) -> u64 {
     if abi < 1 {
         return 0;
     }
     landlock::AccessFs::from_read(super::sandbox::abi_of(abi)).bits()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sandbox's errors keep their variant (a working directory outside the
+    /// workspace stays the caller's mistake to the host); the container's own become an
+    /// executor's, with the same message they always had.
+    #[test]
+    fn its_errors_reach_the_launcher_as_they_did() {
+        let outside = || SandboxError::OutsideWorkspace {
+            path: "/elsewhere".into(),
+            workspace: "/work".into(),
+        };
+        let error = LaunchError::from(ContainerError::from(outside()));
+        assert!(
+            matches!(
+                error,
+                LaunchError::Sandbox(SandboxError::OutsideWorkspace { .. })
+            ),
+            "{error:?}"
+        );
+        assert_eq!(error.to_string(), outside().to_string());
+        for own in [ContainerError::NotRoot(1000), ContainerError::RootIds] {
+            let message = own.to_string();
+            let error = LaunchError::from(own);
+            assert!(matches!(error, LaunchError::Executor(_)), "{error:?}");
+            assert_eq!(error.to_string(), message);
+        }
+        assert!(ContainerError::NotRoot(1000)
+            .to_string()
+            .contains("needs dsh to run as root"));
+    }
 }

@@ -1,5 +1,7 @@
 //! The `sandbox` executor: what a sandboxed run is confined by, prepared in the host
-//! before the spawn and applied by the child just before `exec`.
+//! before the spawn and applied by the child just before `exec`. It owns [`Sandbox`]
+//! (per host), its prepared run [`SandboxRun`], its error [`SandboxError`], and the mount
+//! steps ([`MountStep`]) every confined run's child takes.
 //!
 //! A sandboxed run gets, in this order (the child does it, [`crate::spawn`]):
 //!
@@ -52,7 +54,9 @@ use landlock::{
     RulesetAttr, RulesetCreatedAttr, Scope, ABI,
 };
 
+use super::{Executor, HostSetup, Lack, Prepared};
 use crate::config::{ContainerNetwork, SandboxConfig, SandboxFeature};
+use crate::spawn::ChildSandbox;
 
 use crate::own_files::OwnFiles;
 
@@ -71,8 +75,6 @@ pub enum SandboxError {
     Seccomp(#[from] seccompiler::BackendError),
     #[error("{0}")]
     Setup(String),
-    #[error(transparent)]
-    Container(#[from] super::container::ContainerError),
     #[error("Landlock made no ruleset (it is not enabled in this kernel)")]
     NoRuleset,
     #[error("cannot make the run's private temporary directory {path}: {source}")]
@@ -251,15 +253,13 @@ impl Drop for Sandbox {
 /// One run's confinement: its ruleset, mount steps and private temporary directory
 /// (removed when this is dropped).
 #[derive(Debug)]
-pub struct Prepared {
+pub struct SandboxRun {
     /// None: the kernel offers none of the Landlock features (and none is required).
     ruleset: Option<Arc<OwnedFd>>,
     steps: Arc<Vec<MountStep>>,
     filter: Arc<Vec<libc::sock_filter>>,
     namespaces: libc::c_int,
     user_ns: Option<Arc<OwnedFd>>,
-    /// A container run's own parts (its workspace tree, its user namespace).
-    pub(super) container: Option<super::container::RunParts>,
     /// Removed first, then the slot goes back to `pool`.
     tmp: Option<PrivateTmp>,
     slot: Option<Slot>,
@@ -267,7 +267,7 @@ pub struct Prepared {
     marker: String,
 }
 
-impl Drop for Prepared {
+impl Drop for SandboxRun {
     fn drop(&mut self) {
         drop(self.tmp.take());
         let Some(slot) = self.slot.take() else { return };
@@ -284,7 +284,7 @@ impl Drop for Prepared {
     }
 }
 
-impl Prepared {
+impl SandboxRun {
     /// The ruleset descriptor the child restricts itself with (none where the kernel
     /// has no Landlock and nothing requires it).
     pub fn ruleset(&self) -> Option<&OwnedFd> {
@@ -313,25 +313,56 @@ impl Prepared {
         &self.marker
     }
 
-    /// What the child applies before `exec` (borrowing this run's descriptors).
-    pub(crate) fn child(&self) -> crate::spawn::ChildSandbox<'_> {
+    /// What the child applies before `exec`, as data naming this run's descriptors (a
+    /// container adds its own parts).
+    pub(super) fn child(&self) -> ChildSandbox {
         use std::os::fd::AsRawFd;
-        let parts = self.container.as_ref();
-        crate::spawn::ChildSandbox {
+        ChildSandbox {
             ruleset: self.ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
-            filter: &self.filter,
+            filter: self.filter.clone(),
             namespaces: self.namespaces,
             user_ns: self.user_ns.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
-            steps: &self.steps,
-            clone_flags: parts.map_or(0, |p| p.clone_flags),
-            workspace_tree: parts.map_or(-1, |p| p.workspace_tree.as_raw_fd()),
-            container_ns: parts.map_or(-1, |p| p.user_ns.as_raw_fd()),
-            net_ns: parts
-                .and_then(|p| p.net_ns.as_ref())
-                .map_or(-1, |fd| fd.as_raw_fd()),
-            ids: parts.map_or((0, 0), |p| p.ids),
-            proc_access: parts.map_or(0, |p| p.proc_access),
+            steps: self.steps.clone(),
+            clone_flags: 0,
+            workspace_tree: -1,
+            container_ns: -1,
+            net_ns: -1,
+            ids: (0, 0),
+            proc_access: 0,
         }
+    }
+}
+
+/// What the launcher keeps of a sandboxed run: the data its child applies, and the run
+/// itself (its ruleset, slot and `TMPDIR`) for the run's life.
+impl From<SandboxRun> for Option<Prepared> {
+    fn from(run: SandboxRun) -> Self {
+        let (child, marker, tmp) = (run.child(), run.marker.clone(), run.tmp().to_path_buf());
+        Some(Prepared::new(child, marker, tmp, run))
+    }
+}
+
+impl Executor for Sandbox {
+    /// Stronger than `local`: Landlock, seccomp, its own mount and IPC namespaces.
+    const STRENGTH: u8 = 10;
+    type Prepared = SandboxRun;
+    type Error = SandboxError;
+
+    fn for_host(host: &HostSetup<'_>) -> Result<Self, SandboxError> {
+        Sandbox::new(host.config, host.workspace()?, &host.places.own)
+    }
+
+    fn prepare(&self, cwd: &Path, terminal: Option<&Path>) -> Result<SandboxRun, SandboxError> {
+        self.check_cwd(cwd)?;
+        self.prepare_run(terminal)
+    }
+
+    fn marker(&self) -> Option<&str> {
+        Some(self.marker_line())
+    }
+
+    fn lacks(&self) -> Vec<Lack> {
+        self.landlock_lacks()
     }
 }
 
@@ -659,6 +690,32 @@ impl Sandbox {
         self.abi >= feature.abi()
     }
 
+    /// The Landlock features this ABI lacks: a required one refuses every run, any other
+    /// leaves that part unconfined.
+    pub(super) fn landlock_lacks(&self) -> Vec<Lack> {
+        SandboxFeature::ALL
+            .into_iter()
+            .filter(|feature| !self.has(*feature))
+            .map(|feature| {
+                let refuses = self.requires(feature);
+                Lack {
+                    what: format!(
+                        "Landlock {} (ABI {}; this kernel's is {}): {}",
+                        feature.name(),
+                        feature.abi(),
+                        self.abi,
+                        if refuses {
+                            "required by [process.sandbox] require, so every run is refused"
+                        } else {
+                            "not required, so runs go on without it and their marker says so"
+                        }
+                    ),
+                    refuses,
+                }
+            })
+            .collect()
+    }
+
     /// `cwd` as a sandboxed run may start in: canonical and inside the workspace.
     pub fn check_cwd(&self, cwd: &Path) -> Result<PathBuf, SandboxError> {
         let canonical = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
@@ -680,7 +737,7 @@ impl Sandbox {
     /// One run's confinement. `terminal`: the run's own PTY (its slave's path), which it
     /// may open again (`/dev/stderr` is that terminal in a terminal session). The run's
     /// working directory is checked by the caller ([`Sandbox::check_cwd`]).
-    pub fn prepare_run(&self, terminal: Option<&Path>) -> Result<Prepared, SandboxError> {
+    pub fn prepare_run(&self, terminal: Option<&Path>) -> Result<SandboxRun, SandboxError> {
         if let Some(feature) = self.missing {
             return Err(SandboxError::Unavailable {
                 feature,
@@ -705,13 +762,12 @@ impl Sandbox {
         };
         let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
         let tmp = PrivateTmp::create(slot.dir.join(format!("run-{n}")))?;
-        Ok(Prepared {
+        Ok(SandboxRun {
             ruleset,
             steps,
             filter: self.filter.clone(),
             namespaces: self.namespaces,
             user_ns: self.user_ns.clone(),
-            container: None,
             tmp: Some(tmp),
             slot: Some(slot),
             pool: Arc::downgrade(&self.slots),

@@ -125,17 +125,13 @@ impl ProcessConfig {
             self.executor.tools.get(tool),
             self.executor.scopes.get(scope),
         ];
-        // The strongest entry wins (the variants are ordered by strength).
-        entries
-            .into_iter()
-            .flatten()
-            .copied()
-            .max()
+        // The strongest entry wins, by the strength each executor declares.
+        ExecutorKind::strongest(entries.into_iter().flatten().copied())
             .unwrap_or(self.executor.default)
     }
 
     /// The executors this configuration names (the default, and every scope's and
-    /// tool's), weakest first.
+    /// tool's), weakest first (a set of kinds is ordered by their declared strength).
     pub fn kinds_named(&self) -> std::collections::BTreeSet<ExecutorKind> {
         std::iter::once(&self.executor.default)
             .chain(self.executor.scopes.values())

@@ -65,6 +65,10 @@ impl From<ProcessError> for ToolError {
                 ToolError::new(ErrorCode::InvalidArguments, error.to_string())
             }
             ProcessError::Sandbox(error) => error.into(),
+            // Another executor's error, or one that cannot be built here: the host's.
+            ProcessError::Executor(error) => {
+                ToolError::new(ErrorCode::Internal, format!("sandbox unavailable: {error}"))
+            }
             _ => ToolError::new(ErrorCode::Internal, error.to_string()),
         }
     }
@@ -791,6 +795,32 @@ mod tests {
             let error = ToolError::from(error);
             assert_eq!((error.code, error.message), (code, message));
         }
+    }
+
+    /// A confined run under an executor this host cannot build is refused with that
+    /// executor's reason as the host's error (`sandbox unavailable: …`), like any error
+    /// of an executor's own; here the host has no session workspace.
+    #[tokio::test]
+    async fn an_executor_that_cannot_be_built_refuses_its_runs_with_its_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = service();
+        for executor in [ExecutorKind::Sandbox, ExecutorKind::Container] {
+            let mut s = spec("true", dir.path());
+            s.executor = executor;
+            let error = service.run(s).await.unwrap_err();
+            assert!(matches!(error, ProcessError::Executor(_)), "{error:?}");
+            let error = ToolError::from(error);
+            assert_eq!(error.code, ErrorCode::Internal);
+            assert_eq!(
+                error.message,
+                "sandbox unavailable: this host has no session workspace for confined runs"
+            );
+        }
+        let error = ToolError::from(ProcessError::Executor("its own reason".into()));
+        assert_eq!(
+            (error.code, error.message.as_str()),
+            (ErrorCode::Internal, "sandbox unavailable: its own reason")
+        );
     }
 
     #[tokio::test]
