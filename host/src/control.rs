@@ -94,7 +94,7 @@ impl ControlSocket {
                 let upgrades = upgrades.clone();
                 tokio::spawn(async move {
                     use std::os::fd::AsRawFd;
-                    let peer = crate::services::process::peer::Peer::of(stream.as_raw_fd()).ok();
+                    let peer = dsh_launch::peer::Peer::of(stream.as_raw_fd()).ok();
                     let (read, mut write) = stream.into_split();
                     let mut line = String::new();
                     let mut reader = tokio::io::BufReader::new(read).take(MAX_REQUEST_BYTES);
@@ -136,7 +136,7 @@ impl ControlSocket {
 /// Answers an `upgrade` request: the peer is checked, then the server asked.
 async fn upgrade(
     arguments: &str,
-    peer: Option<crate::services::process::peer::Peer>,
+    peer: Option<dsh_launch::peer::Peer>,
     upgrades: Option<&tokio::sync::mpsc::Sender<crate::upgrade::UpgradeAsk>>,
 ) -> Result<(Value, tokio::sync::oneshot::Sender<()>), String> {
     let upgrades = upgrades.ok_or("this server cannot be upgraded (not `dsh serve`)")?;

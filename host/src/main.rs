@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use dsh::services::process::containment::keeper;
+use dsh_launch::containment::keeper;
 
 /// dsh: a host runtime for AI agent tools. Tools and guards are WebAssembly components;
 /// the host owns processes, validates every call and runs it through a pipeline of
@@ -82,7 +82,7 @@ fn main() -> ExitCode {
         let args: Vec<std::ffi::OsString> = args.collect();
         return ExitCode::from(keeper::main(&args));
     }
-    dsh::services::process::containment::supervise_children();
+    dsh_launch::containment::supervise_children();
     let cli = Cli::parse();
     let traces = traces_wanted(&cli);
     install_log_and_traces(traces);

@@ -920,15 +920,17 @@ fn the_untagged_promise_rule_catches_what_it_is_for() {
 /// names them but the capability list (`services/mod.rs`) and the frozen contracts'
 /// adapters (`bindings/`, which name every interface). What the host must know of one
 /// it learns through the [`crate::services::Capability`] trait (its grant, its gauges,
-/// the pipeline it is given, its resources, its handover at an upgrade). The others are
-/// still named elsewhere: `process` is also the launch platform every capability starts
-/// processes through, `jobs` the registry in the foundation, `files` the roots a grant
-/// reaches; one that stops being goes on this list, and the rule keeps it so.
+/// the pipeline it is given, its resources, its handover at an upgrade); the launch
+/// platform every capability starts processes through is the `dsh_launch` crate, not
+/// `process`. The others are still named elsewhere: `jobs` the registry in the
+/// foundation, `files` the roots a grant reaches; one that stops being goes on this
+/// list, and the rule keeps it so.
 const WHOLE_CAPABILITIES: &[&str] = &[
     "terminal",
     "log",
     "progress",
     "lsp",
+    "process",
     "subagent",
     "sampling",
     "elicitation",

@@ -32,9 +32,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::host::Host;
 use crate::services::handover::{Handed, HandoverError};
-use crate::services::process::containment::{self, ContainmentHandover};
 use crate::services::Services;
 pub use crate::session::SessionHandover;
+use dsh_launch::containment::{self, ContainmentHandover};
 use dsh_launch::Child;
 
 /// The version of the snapshot this binary writes, and the only one it reads.
@@ -160,7 +160,7 @@ impl Snapshot {
         for transport in transports {
             transport_descriptors.extend(transport.insert_into(&mut entries));
         }
-        let containment = host.services.process.containment().hand_over();
+        let containment = host.services.launch().containment().hand_over();
         let session = &host.pipeline.session;
         Ok(Snapshot {
             version: SNAPSHOT_VERSION,
@@ -186,7 +186,7 @@ impl Snapshot {
     /// the descriptors close on `exec` again and the terminals are read again.
     pub async fn take_back(host: &Host) {
         host.services.take_back().await;
-        host.services.process.containment().take_back();
+        host.services.launch().containment().take_back();
     }
 
     /// Writes the snapshot to a sealed memfd (only this user's processes that may read
@@ -409,7 +409,7 @@ async fn run_check(
     let binary_owned = binary.to_path_buf();
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let ran = tokio::task::spawn_blocking(move || {
-        crate::services::process::launcher::run_upgrade_check(&binary_owned, &args, &env, limit)
+        dsh_launch::launcher::run_upgrade_check(&binary_owned, &args, &env, limit)
     })
     .await
     .map_err(|e| UpgradeError::Write(std::io::Error::other(e)))?;
@@ -575,7 +575,7 @@ fn exec(binary: &Path, snapshot: &OwnedFd, descriptors: &[i32]) -> UpgradeError 
         .iter()
         .try_for_each(|fd| containment::keep_across_exec(*fd));
     let source = match kept {
-        Ok(()) => crate::services::process::launcher::exec_upgrade(binary, &args, &env),
+        Ok(()) => dsh_launch::launcher::exec_upgrade(binary, &args, &env),
         Err(error) => error,
     };
     for fd in descriptors {

@@ -146,7 +146,7 @@ impl Host {
             path: options.state_dir.clone(),
             source,
         })?;
-        let places = crate::services::process::HostPlaces {
+        let places = dsh_launch::HostPlaces {
             workspace: Some(session.workdir.clone()),
             own: crate::own_files::OwnFiles::new(
                 &options.state_dir,

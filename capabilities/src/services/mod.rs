@@ -527,6 +527,12 @@ impl Drop for OwnerHold {
 }
 
 impl Services {
+    /// The launch platform every capability starts its processes through (its
+    /// containment is what an upgrade hands over beside the capabilities).
+    pub fn launch(&self) -> &Arc<process::Launch> {
+        &self.foundation.launch
+    }
+
     /// Every owner's resource changes: a watcher of an owner's hears what its resources
     /// report ([`Capability::resources`]).
     pub fn resource_changes(&self) -> &resource_changes::ResourceChanges {

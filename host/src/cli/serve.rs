@@ -452,7 +452,7 @@ fn taken_over(
         });
     }
     add_named_principals(&server, &mut scopes)?;
-    let fd = dsh::services::process::containment::inherited_fd(handed.listener)
+    let fd = dsh_launch::containment::inherited_fd(handed.listener)
         .context("the listener handed over is not open")?;
     let listener = std::net::TcpListener::from(fd);
     listener.set_nonblocking(true)?;

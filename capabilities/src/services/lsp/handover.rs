@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::services::process::ExecutorKind;
 use dsh_launch::Child;
+use dsh_launch::ExecutorKind;
 
 use super::server::{Server, ServerHandover};
 use super::{LspService, Slot};

@@ -42,8 +42,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::error::{ErrorCode, ToolError};
-use crate::services::process::{find_program, ExecutorKind, Launch};
 pub use config::{LspConfig, ServerConfig};
+use dsh_launch::{find_program, ExecutorKind, Launch};
 use server::{Server, ServerError};
 
 /// The four queries. Every `match` on it is exhaustive: a fifth op does not compile

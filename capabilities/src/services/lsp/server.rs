@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::oneshot;
 
-use crate::services::process::{containment, find_program, launcher, ExecutorKind, Launch};
+use dsh_launch::{containment, find_program, launcher, ExecutorKind, Launch};
 
 /// Why a server could not start or answer.
 #[derive(Debug, thiserror::Error)]
@@ -168,7 +168,7 @@ pub struct Server {
     /// The server's container: killed when the server is dropped.
     run: containment::Run,
     /// A sandboxed server's confinement (its temporary directory lives as long).
-    _sandbox: Option<crate::services::process::executor::Prepared>,
+    _sandbox: Option<dsh_launch::executor::Prepared>,
     /// Its private temporary directory: a sandboxed server's, handed over at an upgrade.
     private_tmp: Option<PathBuf>,
     /// The task reading the server's messages, which gives the reader back when paused

@@ -16,7 +16,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
-use crate::services::process::containment::{self, RunHandover};
+use dsh_launch::containment::{self, RunHandover};
 use dsh_launch::Child;
 
 use super::pty::{adopt_master, read_loop, watch_shell};

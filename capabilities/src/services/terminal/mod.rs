@@ -43,9 +43,9 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::error::{ErrorCode, ToolError};
 use crate::services::jobs::signal_named;
 use crate::services::jobs::{JobRegistry, JobState};
-use crate::services::process::{signal_group, Launch};
 use crate::services::resource_changes::ResourceChanges;
 pub use config::TerminalConfig;
+use dsh_launch::{signal_group, Launch};
 
 pub use sessions::Session;
 pub use views::{ReadOutcome, View};
@@ -61,7 +61,7 @@ pub struct OpenSpec {
     pub cols: u16,
     pub rows: u16,
     /// What runs the shell (a sandboxed session may write `cwd`).
-    pub executor: crate::services::process::ExecutorKind,
+    pub executor: dsh_launch::ExecutorKind,
 }
 
 /// What is known of one session.

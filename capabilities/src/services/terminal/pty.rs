@@ -18,8 +18,8 @@ use std::sync::Arc;
 use tokio::io::unix::AsyncFd;
 
 use crate::error::{ErrorCode, ToolError};
-use crate::services::process::{containment, launcher, Launch, ProcessError};
 use dsh_launch::pty;
+use dsh_launch::{containment, launcher, Launch, LaunchError};
 
 use super::sessions::Session;
 use super::{OpenSpec, DRAIN_TIMEOUT};
@@ -32,7 +32,7 @@ pub(super) struct Shell {
     pub run: containment::Run,
     /// A sandboxed session's confinement; its TMPDIR goes when this is dropped (when the
     /// shell exits).
-    pub sandbox: Option<crate::services::process::executor::Prepared>,
+    pub sandbox: Option<dsh_launch::executor::Prepared>,
 }
 
 /// Starts `program` (named `shell_name`; bash gets `--noprofile --norc -i` and a `$ `
@@ -77,8 +77,8 @@ pub(super) fn start_shell(
             fd3: None,
         })
         .map_err(|error| match error {
-            ProcessError::Spawn(e) => internal("cannot start the shell", e),
-            ProcessError::Containment(e) => {
+            LaunchError::Spawn(e) => internal("cannot start the shell", e),
+            LaunchError::Containment(e) => {
                 internal("cannot contain the session", std::io::Error::other(e))
             }
             other => other.into(),

@@ -22,8 +22,8 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
 
 use crate::error::{ErrorCode, ToolError};
-use crate::services::process::{containment, find_program};
 use crate::services::resource_changes::{OwnerChanges, ResourceChange};
+use dsh_launch::{containment, find_program};
 
 use super::pty::{read_loop, start_shell, watch_shell};
 use super::waiting::Watch;
