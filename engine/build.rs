@@ -29,20 +29,9 @@ fn main() {
     let root = manifest_dir.parent().unwrap().to_path_buf();
     let plugins = root.join("plugins");
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
-    // OUT_DIR is TARGET/PROFILE/build/dsh-HASH/out.
-    let target_dir = out_dir
-        .ancestors()
-        .nth(4)
-        .expect("OUT_DIR is inside the target directory");
-    let wasm_target_dir = target_dir.join("wasm-plugins");
-    let built = guest_build::built_dir(&wasm_target_dir);
     // Where the components are, and the target directory the tests build the test
     // plugins into (tests/e2e/support.rs, benches/support).
-    println!("cargo:rustc-env=DSH_PLUGIN_WASM_DIR={}", built.display());
-    println!(
-        "cargo:rustc-env=DSH_WASM_TARGET_DIR={}",
-        wasm_target_dir.display()
-    );
+    let (wasm_target_dir, built) = guest_build::announce_dirs();
 
     // What the embedded crates are built from: the WIT, the workspace's Cargo files,
     // the SDK they all use (a workspace dependency, so not in their own manifests), and

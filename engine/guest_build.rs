@@ -1,5 +1,5 @@
 //! Builds guest components from `plugins/` for `wasm32-wasip2`, in one place for the
-//! three builders: `build.rs` (the embedded set only), and the end-to-end harness and the
+//! three builders: the build scripts (`engine/build.rs` builds the embedded set only), and the end-to-end harness and the
 //! benches (the whole workspace, test plugins included, once per process). Each includes
 //! this file with `#[path]`, so it uses nothing but `std`.
 //!
@@ -13,6 +13,28 @@ use std::sync::OnceLock;
 
 /// The target guest components build for.
 pub const WASM_TARGET: &str = "wasm32-wasip2";
+
+/// For a build script: the target directory guest components build into (beside the
+/// host's own build, `TARGET/wasm-plugins`) and where their build puts them, both told to
+/// the crate being built (`DSH_WASM_TARGET_DIR`, `DSH_PLUGIN_WASM_DIR`: the tests and
+/// benches build the test plugins there and find them there).
+#[allow(dead_code)] // the build scripts call it; the tests and benches include this file too
+pub fn announce_dirs() -> (PathBuf, PathBuf) {
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    // OUT_DIR is TARGET/PROFILE/build/CRATE-HASH/out.
+    let target_dir = out_dir
+        .ancestors()
+        .nth(4)
+        .expect("OUT_DIR is inside the target directory");
+    let wasm_target_dir = target_dir.join("wasm-plugins");
+    let built = built_dir(&wasm_target_dir);
+    println!("cargo:rustc-env=DSH_PLUGIN_WASM_DIR={}", built.display());
+    println!(
+        "cargo:rustc-env=DSH_WASM_TARGET_DIR={}",
+        wasm_target_dir.display()
+    );
+    (wasm_target_dir, built)
+}
 
 /// Where a build into `target_dir` puts the components (`NAME.wasm`).
 pub fn built_dir(target_dir: &Path) -> PathBuf {

@@ -12,19 +12,7 @@ mod guest_build;
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
-    let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
-    // OUT_DIR is TARGET/PROFILE/build/dsh-HASH/out.
-    let target_dir = out_dir
-        .ancestors()
-        .nth(4)
-        .expect("OUT_DIR is inside the target directory");
-    let wasm_target_dir = target_dir.join("wasm-plugins");
-    let built = guest_build::built_dir(&wasm_target_dir);
-    println!("cargo:rustc-env=DSH_PLUGIN_WASM_DIR={}", built.display());
-    println!(
-        "cargo:rustc-env=DSH_WASM_TARGET_DIR={}",
-        wasm_target_dir.display()
-    );
+    guest_build::announce_dirs();
     println!("cargo:rerun-if-changed=build.rs");
     link_startup_order(&manifest_dir);
 }

@@ -922,15 +922,16 @@ fn the_untagged_promise_rule_catches_what_it_is_for() {
 /// it learns through the [`crate::services::Capability`] trait (its grant, its gauges,
 /// the pipeline it is given, its resources, its handover at an upgrade); the launch
 /// platform every capability starts processes through is the `dsh_launch` crate, not
-/// `process`. The others are still named elsewhere: `jobs` the registry in the
-/// foundation, `files` the roots a grant reaches; one that stops being goes on this
-/// list, and the rule keeps it so.
+/// `process`. One is still named elsewhere: `jobs`, the registry in the foundation (the
+/// MCP tasks are jobs); were it to stop being, it would go on this list, and the rule
+/// would keep it so.
 const WHOLE_CAPABILITIES: &[&str] = &[
     "terminal",
     "log",
     "progress",
     "lsp",
     "process",
+    "files",
     "subagent",
     "sampling",
     "elicitation",

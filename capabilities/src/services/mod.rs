@@ -122,6 +122,45 @@ pub struct CapabilityInfo {
     pub errors: &'static [ErrorCode],
 }
 
+/// A directory a capability maps into a plugin granted it, read-only, beside the
+/// plugin's own `fs` grants (`files`: the session workspace and the extra roots, so the
+/// plugin walks and reads what the capability's calls reach). The engine checks each (it
+/// must exist and stay clear of dsh's state directory) and maps it at its own path; when
+/// one cannot be mapped the plugin gets none of them, and each of its calls says why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MappedRoot {
+    /// The session workspace, at the path the calls' context names (symlinks resolved
+    /// on the host side); nothing is mapped when it does not exist.
+    Workspace(PathBuf),
+    /// A root the configuration names (`[files] extra_roots`): it must be an absolute
+    /// path to a directory, and is mapped at its canonical path and at `shown`, the path
+    /// as configured (tidied), when a link leads there.
+    ExtraRoot { configured: PathBuf, shown: PathBuf },
+}
+
+/// What the capabilities keep for one call of one plugin instance (what `files` read,
+/// which its commits are checked against): one value per type, made at its first use
+/// and dropped with the call.
+#[derive(Default)]
+pub struct CallScratch(HashMap<std::any::TypeId, Box<dyn std::any::Any + Send + Sync>>);
+
+impl CallScratch {
+    /// This call's `T` (made now if the call has none yet).
+    pub fn get<T: Default + Send + Sync + 'static>(&mut self) -> &mut T {
+        self.0
+            .entry(std::any::TypeId::of::<T>())
+            .or_insert_with(|| Box::<T>::default())
+            .downcast_mut::<T>()
+            .expect("a scratch value is stored under its own type")
+    }
+}
+
+impl std::fmt::Debug for CallScratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CallScratch({} values)", self.0.len())
+    }
+}
+
 /// Why a capability could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum CapabilityError {
@@ -158,6 +197,11 @@ pub trait Capability: Sized + Clone + std::fmt::Debug + Send + Sync + 'static {
 
     /// Stops everything it owns (host shutdown).
     fn shutdown(&self);
+
+    /// The directories a plugin granted it also sees, read-only (none by default).
+    fn mapped_roots(&self) -> Vec<MappedRoot> {
+        Vec::new()
+    }
 
     /// The figures it shows on `/metrics` (none by default).
     fn gauges(&self) -> Vec<Gauge> {
@@ -243,8 +287,8 @@ pub struct CallCtx<'a> {
     pub services: &'a Services,
     /// Wall time spent in dsh's host calls; a binding adds what a slow call took.
     pub host_time: &'a mut Duration,
-    /// What this call read through the files service (the digests its commits check).
-    pub file_reads: &'a Arc<files::CallReads>,
+    /// What the capabilities keep for this call.
+    pub scratch: &'a mut CallScratch,
 }
 
 impl CallCtx<'_> {
@@ -412,6 +456,17 @@ macro_rules! define_services {
             pub fn restore(&self, handed: &handover::Handed, adopted: &mut handover::Adopted) {
                 $(<$ty as Capability>::restore_records(&self.$name, handed);)*
                 $(<$ty as Capability>::restore(&self.$name, handed, adopted, &self.foundation);)*
+            }
+
+            /// The directories a plugin granted `interface` also sees, read-only (see
+            /// [`MappedRoot`]).
+            pub fn mapped_roots(&self, interface: &str) -> Vec<MappedRoot> {
+                $(
+                    if <$ty as Capability>::INFO.name == interface {
+                        return <$ty as Capability>::mapped_roots(&self.$name);
+                    }
+                )*
+                Vec::new()
             }
 
             /// Every capability's figures for `/metrics`, in list order.

@@ -40,7 +40,7 @@ pub const NAME_TTL: Duration = Duration::from_secs(5);
 
 use super::plugin::PluginSource;
 use crate::config::plugin::{AddressPattern, FsMode, ParsedPattern, PluginConfig};
-use crate::services::files::config::{tidy, ExtraRoot};
+use crate::services::MappedRoot;
 
 /// The WIT package whose interfaces need grants (`types` holds only types and needs none).
 const HOST_PACKAGE: &str = "dsh:plugin/";
@@ -143,10 +143,14 @@ pub struct GrantsView {
 #[derive(Debug, Clone)]
 pub struct Grants {
     pub view: GrantsView,
-    /// Why the `files` grant's directories (the workspace, the extra roots) could not be
-    /// given, and how to fix it: a tool plugin then loads without them and answers every
-    /// call with this (`DENIED`), so the model is told why; a guard or a filter is refused.
+    /// Why the directories a granted capability maps in (`files`: the workspace, the
+    /// extra roots) could not be given, and how to fix it: a tool plugin then loads
+    /// without them and answers every call with this (`DENIED`), so the model is told
+    /// why; a guard or a filter is refused.
     pub withheld: Option<String>,
+    /// Whether a granted capability maps directories in: the plugin's file operations
+    /// then run on the calling thread (see [`Grants::wasi_ctx`]).
+    maps_roots: bool,
     env: Vec<(String, String)>,
     network: Arc<NetworkGrants>,
 }
@@ -364,18 +368,17 @@ impl Grants {
     /// Resolves `config`'s grants for the plugin `name`: directories must exist (their
     /// symlinks are resolved now) and stay clear of `state_dir`; network patterns are
     /// parsed (host names are looked up when a call uses them, see [`NAME_TTL`]). A
-    /// plugin granted `files` also gets the session `workspace` (if the host has one)
-    /// and the `extra_roots` read-only at their own paths, under the same state
-    /// directory rule; when those cannot be given (the workspace holds the state
-    /// directory, a root is missing, ...) the plugin gets none of them and `withheld`
-    /// says why.
+    /// plugin granted an interface whose capability maps directories in
+    /// (`mapped_roots`: `files` maps the session workspace and the extra roots) also
+    /// gets those, read-only at their own paths, under the same state directory rule;
+    /// when they cannot be given (the workspace holds the state directory, a root is
+    /// missing, ...) the plugin gets none of them and `withheld` says why.
     pub async fn resolve(
         name: &str,
         source: &PluginSource,
         config: &PluginConfig,
         state_dir: Option<&Path>,
-        workspace: Option<&Path>,
-        extra_roots: &[ExtraRoot],
+        mapped_roots: impl Fn(&str) -> Vec<MappedRoot>,
     ) -> Result<Grants, GrantError> {
         let interfaces: BTreeSet<String> = match (&config.interfaces, source) {
             (Some(granted), _) => granted.iter().cloned().collect(),
@@ -415,13 +418,23 @@ impl Grants {
             });
         }
         let mut withheld = None;
-        if interfaces.contains(FILES) {
+        let roots: Vec<MappedRoot> = interfaces
+            .iter()
+            .flat_map(|interface| mapped_roots(interface))
+            .collect();
+        if !roots.is_empty() {
             let reach = || -> Result<Vec<GrantedDir>, GrantError> {
                 let mut reach = Vec::new();
-                if let Some(workspace) = workspace {
-                    reach.extend(workspace_dir(workspace, state_dir)?);
+                for root in &roots {
+                    match root {
+                        MappedRoot::Workspace(workspace) => {
+                            reach.extend(workspace_dir(workspace, state_dir)?)
+                        }
+                        MappedRoot::ExtraRoot { configured, shown } => {
+                            extra_root_dirs(configured, shown, state_dir, &mut reach)?
+                        }
+                    }
                 }
-                reach.extend(extra_root_dirs(extra_roots, state_dir)?);
                 Ok(reach)
             };
             match reach() {
@@ -451,6 +464,7 @@ impl Grants {
                 fs,
             },
             withheld,
+            maps_roots: !roots.is_empty(),
             env,
             network: Arc::new(network),
         })
@@ -501,10 +515,11 @@ impl Grants {
         // The file tools' file operations run on the calling thread, not each on tokio's
         // blocking pool: the guest already holds this thread while it runs, and a search
         // over thousands of files is several times faster (this must come before the
-        // preopens, which read it). Only for a plugin granted `files`: one that opened a
-        // FIFO would hold the thread until a writer came (the shipped tools never open
-        // anything but regular files), so other granted directories keep the pool.
-        builder.allow_blocking_current_thread(self.view.interfaces.iter().any(|i| i == FILES));
+        // preopens, which read it). Only for a plugin granted a capability that maps
+        // directories in (`files`): one that opened a FIFO would hold the thread until a
+        // writer came (the shipped tools never open anything but regular files, and the
+        // patched WASI open refuses one), so other granted directories keep the pool.
+        builder.allow_blocking_current_thread(self.maps_roots);
         for (key, value) in &self.env {
             builder.env(key, value);
         }
@@ -565,9 +580,6 @@ impl NetworkGrants {
     }
 }
 
-/// The interface whose grant also maps the session workspace in, read-only.
-const FILES: &str = "files";
-
 /// The session workspace as a `files` plugin sees it: read-only, at the path the calls'
 /// context names (symlinks resolved on the host side). Refused when it overlaps the
 /// state directory. `None`: the workspace does not exist (nothing to map).
@@ -604,53 +616,51 @@ fn workspace_dir(
     }))
 }
 
-/// The extra roots as a `files` plugin sees them: read-only, each at its canonical path
-/// (and at its path as configured too, when a link leads there), so that the plugin's
-/// reads and walks find every path the host's files service takes (writes go through
-/// the host only). Each must be an absolute path to an existing directory clear of the
-/// state directory.
+/// An extra root as a plugin granted `files` sees it (into `dirs`): read-only, at its
+/// canonical path (and at `shown`, its path as configured, when a link leads there), so
+/// that the plugin's reads and walks find every path the host's files service takes
+/// (writes go through the host only). It must be an absolute path to an existing
+/// directory clear of the state directory.
 fn extra_root_dirs(
-    roots: &[ExtraRoot],
+    configured: &Path,
+    shown: &Path,
     state_dir: Option<&Path>,
-) -> Result<Vec<GrantedDir>, GrantError> {
-    let mut dirs = Vec::new();
-    for root in roots {
-        let refused = |source| GrantError::ExtraRoot {
-            path: root.path.clone(),
-            source,
-        };
-        if !root.path.is_absolute() {
-            return Err(refused(std::io::Error::other("not an absolute path")));
-        }
-        let path = std::fs::canonicalize(&root.path).map_err(refused)?;
-        if !path.is_dir() {
-            return Err(refused(std::io::Error::other("not a directory")));
-        }
-        if let Some(state_dir) = state_dir {
-            check_state_dir_overlap(&root.path, &path, state_dir).map_err(|error| match error {
-                GrantError::StateDir {
-                    overlap, state_dir, ..
-                } => GrantError::ExtraRootStateDir {
-                    root: root.path.clone(),
-                    overlap,
-                    state_dir,
-                },
-                other => other,
-            })?;
-        }
-        let configured = tidy(&root.path);
-        for guest in [path.clone(), configured] {
-            let guest = guest.display().to_string();
-            if !dirs.iter().any(|dir: &GrantedDir| dir.guest == guest) {
-                dirs.push(GrantedDir {
-                    path: path.clone(),
-                    guest,
-                    mode: FsMode::ReadOnly,
-                });
-            }
+    dirs: &mut Vec<GrantedDir>,
+) -> Result<(), GrantError> {
+    let refused = |source| GrantError::ExtraRoot {
+        path: configured.to_path_buf(),
+        source,
+    };
+    if !configured.is_absolute() {
+        return Err(refused(std::io::Error::other("not an absolute path")));
+    }
+    let path = std::fs::canonicalize(configured).map_err(refused)?;
+    if !path.is_dir() {
+        return Err(refused(std::io::Error::other("not a directory")));
+    }
+    if let Some(state_dir) = state_dir {
+        check_state_dir_overlap(configured, &path, state_dir).map_err(|error| match error {
+            GrantError::StateDir {
+                overlap, state_dir, ..
+            } => GrantError::ExtraRootStateDir {
+                root: configured.to_path_buf(),
+                overlap,
+                state_dir,
+            },
+            other => other,
+        })?;
+    }
+    for guest in [path.clone(), shown.to_path_buf()] {
+        let guest = guest.display().to_string();
+        if !dirs.iter().any(|dir: &GrantedDir| dir.guest == guest) {
+            dirs.push(GrantedDir {
+                path: path.clone(),
+                guest,
+                mode: FsMode::ReadOnly,
+            });
         }
     }
-    Ok(dirs)
+    Ok(())
 }
 
 /// Refuses a granted directory (`granted`, canonical; `path` as configured) that is,
@@ -703,6 +713,7 @@ mod tests {
                 ..GrantsView::default()
             },
             withheld: None,
+            maps_roots: false,
             env: Vec::new(),
             network: Arc::default(),
         };
@@ -729,6 +740,7 @@ mod tests {
                 ..GrantsView::default()
             },
             withheld: None,
+            maps_roots: false,
             env: Vec::new(),
             network: Arc::default(),
         };
@@ -781,7 +793,7 @@ mod tests {
         let interfaces = |name: &'static str, source: PluginSource| {
             let default = default.clone();
             async move {
-                Grants::resolve(name, &source, &default, None, None, &[])
+                Grants::resolve(name, &source, &default, None, |_| Vec::new())
                     .await
                     .unwrap()
                     .view
@@ -819,10 +831,25 @@ mod tests {
             ..PluginConfig::default()
         };
         let file = PluginSource::Path("bash.wasm".into());
-        let grants = Grants::resolve("bash", &file, &granted, None, None, &[])
+        let grants = Grants::resolve("bash", &file, &granted, None, |_| Vec::new())
             .await
             .unwrap();
         assert_eq!(grants.view.interfaces, ["process"]);
+    }
+
+    /// What the `files` capability maps into a plugin granted it (see its
+    /// `mapped_roots`): the workspace, then the extra roots as configured.
+    fn files_roots(interface: &str, workspace: &Path, extra: &[PathBuf]) -> Vec<MappedRoot> {
+        if interface != "files" {
+            return Vec::new();
+        }
+        let extra = extra.iter().map(|root| MappedRoot::ExtraRoot {
+            configured: root.clone(),
+            shown: root.components().collect(),
+        });
+        std::iter::once(MappedRoot::Workspace(workspace.to_path_buf()))
+            .chain(extra)
+            .collect()
     }
 
     #[tokio::test]
@@ -846,8 +873,7 @@ mod tests {
                     &source,
                     &config(interfaces),
                     Some(&state),
-                    Some(&ws),
-                    &[],
+                    |interface| files_roots(interface, &ws, &[]),
                 )
                 .await
             }
@@ -888,13 +914,12 @@ mod tests {
         }
         std::fs::write(root.join("file"), "x").unwrap();
         std::os::unix::fs::symlink(&scratch, root.join("scratch-link")).unwrap();
-        let extra = |path: PathBuf, write: bool| ExtraRoot { path, write };
         let config = |interfaces: &[&str]| PluginConfig {
             interfaces: Some(interfaces.iter().map(|i| i.to_string()).collect()),
             ..PluginConfig::default()
         };
         let source = PluginSource::Path("x.wasm".into());
-        let resolve = |interfaces: &'static [&'static str], roots: Vec<ExtraRoot>| {
+        let resolve = |interfaces: &'static [&'static str], roots: Vec<PathBuf>| {
             let (source, ws, state) = (source.clone(), ws.clone(), state.clone());
             async move {
                 Grants::resolve(
@@ -902,16 +927,12 @@ mod tests {
                     &source,
                     &config(interfaces),
                     Some(&state),
-                    Some(&ws),
-                    &roots,
+                    |interface| files_roots(interface, &ws, &roots),
                 )
                 .await
             }
         };
-        let roots = vec![
-            extra(docs.clone(), false),
-            extra(root.join("scratch-link"), true),
-        ];
+        let roots = vec![docs.clone(), root.join("scratch-link")];
         let grants = resolve(&["files"], roots.clone()).await.unwrap();
         let seen: Vec<(PathBuf, String, FsMode)> = grants
             .view
@@ -925,7 +946,8 @@ mod tests {
             [
                 (ws.clone(), show(&ws), FsMode::ReadOnly),
                 (docs.clone(), show(&docs), FsMode::ReadOnly),
-                // A writable root is mapped read-only too (writes go through the host),
+                // Every root is mapped read-only (writes go through the host), a writable
+                // one too,
                 // at its canonical path and at the link it was named by.
                 (scratch.clone(), show(&scratch), FsMode::ReadOnly),
                 (
@@ -942,9 +964,7 @@ mod tests {
             (root.join("file"), "not a directory"),
             (PathBuf::from("srv/docs"), "not an absolute path"),
         ] {
-            let grants = resolve(&["files"], vec![extra(path.clone(), false)])
-                .await
-                .unwrap();
+            let grants = resolve(&["files"], vec![path.clone()]).await.unwrap();
             assert!(grants.view.fs.is_empty(), "{:?}", grants.view.fs);
             let text = grants.withheld.unwrap();
             assert!(
@@ -958,9 +978,7 @@ mod tests {
             (state.join("sessions"), "is inside"),
         ] {
             std::fs::create_dir_all(&path).unwrap();
-            let grants = resolve(&["files"], vec![extra(path.clone(), true)])
-                .await
-                .unwrap();
+            let grants = resolve(&["files"], vec![path.clone()]).await.unwrap();
             assert!(grants.view.fs.is_empty(), "{:?}", grants.view.fs);
             let text = grants.withheld.unwrap();
             assert!(
@@ -971,9 +989,7 @@ mod tests {
             );
         }
         // Without `files`, no root is mapped, nor refused.
-        assert!(resolve(&["log"], vec![extra(root.clone(), false)])
-            .await
-            .is_ok());
+        assert!(resolve(&["log"], vec![root.clone()]).await.is_ok());
     }
 
     fn network(connect: &[&str], bind: &[&str], dns: bool) -> NetworkGrants {

@@ -433,8 +433,7 @@ impl Plugin {
             &source,
             &config,
             runtime.state_dir.as_deref(),
-            runtime.services.files.workspace(),
-            runtime.services.files.extra_roots(),
+            |interface| runtime.services.mapped_roots(interface),
         )
         .await?;
         grants

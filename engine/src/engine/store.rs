@@ -19,8 +19,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::call::CallContext;
 use crate::error::{ErrorCode, ToolError};
-use crate::services::files::CallReads;
-use crate::services::{CallCtx, CallView, Services};
+use crate::services::{CallCtx, CallScratch, CallView, Services};
 
 use super::grants::{GuardedNameLookup, NamePolicy};
 
@@ -180,8 +179,9 @@ pub struct CallState {
     pub names: Arc<NamePolicy>,
     /// Guest CPU used by this call, which the CPU budget bounds.
     pub guest_cpu: SharedGuestCpu,
-    /// What this call read through the files service: its commits are checked against it.
-    pub file_reads: Arc<CallReads>,
+    /// What the capabilities keep for this call (what it read through `files`, which
+    /// its commits are checked against).
+    pub scratch: CallScratch,
     wasi: WasiCtx,
     table: ResourceTable,
     bounds: Bounds,
@@ -215,7 +215,7 @@ impl CallState {
             host_time: Duration::ZERO,
             names: NamePolicy::none(),
             guest_cpu: SharedGuestCpu::default(),
-            file_reads: Arc::default(),
+            scratch: CallScratch::default(),
             wasi,
             table: ResourceTable::new(),
             bounds,
@@ -261,7 +261,7 @@ impl CallState {
         self.call = call;
         self.warming = false;
         self.guest_cpu = SharedGuestCpu::default();
-        self.file_reads = Arc::default();
+        self.scratch = CallScratch::default();
         self.started = Instant::now();
         self.host_time = Duration::ZERO;
     }
@@ -401,7 +401,7 @@ impl CallView for CallState {
             plugin: &self.plugin,
             services: &self.services,
             host_time: &mut self.host_time,
-            file_reads: &self.file_reads,
+            scratch: &mut self.scratch,
         }
     }
 }

@@ -1,13 +1,14 @@
 //! What the host sees of the files capability: its grant (which also maps the session
-//! workspace and the extra roots into the plugin read-only, see `engine::grants`), how
+//! workspace and the extra roots into the plugin read-only: its `mapped_roots`), how
 //! it starts (with the session workspace and dsh's own files the process launcher
 //! knows, and `[files]`), and what it releases: the owner's remembered reads.
 
 use std::sync::Arc;
 
 use crate::error::ErrorCode;
-use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation};
+use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation, MappedRoot};
 
+use super::config::tidy;
 use super::{FileService, FilesConfig};
 
 impl Capability for Arc<FileService> {
@@ -48,4 +49,17 @@ impl Capability for Arc<FileService> {
 
     /// Nothing runs: the reads it remembers go with it.
     fn shutdown(&self) {}
+
+    /// The session workspace and the extra roots: a plugin granted `files` walks and
+    /// reads them itself (its changes go through the host).
+    fn mapped_roots(&self) -> Vec<MappedRoot> {
+        let workspace = self
+            .workspace()
+            .map(|w| MappedRoot::Workspace(w.to_path_buf()));
+        let extra = self.extra_roots().iter().map(|root| MappedRoot::ExtraRoot {
+            configured: root.path.clone(),
+            shown: tidy(&root.path),
+        });
+        workspace.into_iter().chain(extra).collect()
+    }
 }

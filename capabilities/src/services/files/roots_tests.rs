@@ -396,3 +396,26 @@ fn dsh_s_own_files_in_a_writable_root_are_never_written_and_the_state_dir_never_
     assert!(!f.scratch.join("plugins/new.wasm").exists());
     assert!(!f.scratch.join(".state/planted").exists());
 }
+
+#[test]
+fn a_plugin_granted_files_is_given_the_workspace_and_every_extra_root_to_map() {
+    use crate::services::{Capability, MappedRoot};
+    let f = fixture();
+    let service = std::sync::Arc::new(f.service);
+    // A writable root too: the engine maps every one read-only (changes go through the
+    // host's calls).
+    assert_eq!(
+        service.mapped_roots(),
+        [
+            MappedRoot::Workspace(f.ws.clone()),
+            MappedRoot::ExtraRoot {
+                configured: f.docs.clone(),
+                shown: f.docs.clone(),
+            },
+            MappedRoot::ExtraRoot {
+                configured: f.scratch.clone(),
+                shown: f.scratch.clone(),
+            },
+        ]
+    );
+}

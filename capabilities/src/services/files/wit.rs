@@ -2,6 +2,8 @@
 //! go to the service with the arguments, one to one; the service's blocking file I/O runs
 //! on tokio's blocking pool (never on the executor), its wall time counted as host time.
 
+use std::sync::Arc;
+
 use wasmtime::component::Linker;
 
 use crate::bindings::dsh::plugin::files::{
@@ -12,7 +14,7 @@ use crate::error::{ErrorCode, ToolError};
 use crate::services::wit::HasCall;
 use crate::services::{CallCtx, CallView};
 
-use super::Change;
+use super::{CallReads, Change};
 
 /// Adds `dsh:plugin/files` to `linker`.
 pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
@@ -42,7 +44,7 @@ impl Host for CallCtx<'_> {
     ) -> Result<WitFileRead, WitToolError> {
         let service = self.services.files.clone();
         let (owner, workdir) = (self.call.owner.clone(), self.call.workdir.clone());
-        let call = self.file_reads.clone();
+        let call = self.scratch.get::<Arc<CallReads>>().clone();
         let read = self
             .host_call(
                 "files.read",
@@ -70,7 +72,7 @@ impl Host for CallCtx<'_> {
             .collect();
         let service = self.services.files.clone();
         let (owner, workdir) = (self.call.owner.clone(), self.call.workdir.clone());
-        let call = self.file_reads.clone();
+        let call = self.scratch.get::<Arc<CallReads>>().clone();
         let changed = self
             .host_call(
                 "files.commit",
