@@ -83,6 +83,18 @@ def dsh_bin() -> str:
     return path
 
 
+def dsh_copy(dsh_bin: str, at: Path) -> Path:
+    """dsh under another name, as a next binary for `dsh upgrade --binary`: a hard link
+    where the filesystem allows one (the debug binary is over 100 MB, and the upgrade tests
+    would otherwise write a copy each), a copy where it does not."""
+    at.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(dsh_bin, at)
+    except OSError:
+        shutil.copy2(dsh_bin, at)
+    return at
+
+
 @dataclass
 class DshDirs:
     state: Path

@@ -21,7 +21,7 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from conftest import REQUEST_TIMEOUT, _config_args
+from conftest import REQUEST_TIMEOUT, _config_args, dsh_copy
 
 pytestmark = pytest.mark.anyio
 
@@ -276,7 +276,6 @@ def test_a_call_waiting_at_a_guards_question_survives_an_upgrade(
     binary that exits) takes the calls back: their retries run them in the old binary. The
     drain does not wait for retries that cannot come while it runs (`upgrade_drain_ms` is
     longer than the test's patience for the upgrade)."""
-    import shutil
     import stat
 
     from test_upgrade import server_pid, upgrade
@@ -300,8 +299,7 @@ def test_a_call_waiting_at_a_guards_question_survives_an_upgrade(
     done = _ask(server, 10, marker, {"requestState": state, "inputResponses": accept})["result"]
     assert done["resultType"] == "complete" and f"ran-{marker}" in done["content"][0]["text"], done
 
-    copy = tmp_path / "dsh-next"
-    shutil.copy2(dsh_bin, copy)
+    copy = dsh_copy(dsh_bin, tmp_path / "dsh-next")
     upgraded = upgrade(dsh_bin, dsh_env, "--binary", str(copy), timeout=30)
     assert upgraded.returncode == 0, upgraded.stderr
     marker, state = parked["accepted"]
@@ -352,8 +350,6 @@ def test_a_call_waiting_in_a_plugins_sampling_is_drained_at_an_upgrade_and_its_s
     """A call parked in a plugin's sampling has run part way and cannot be run again: the
     upgrade's drain waits for it (`upgrade_drain_ms`), cancels it, and its state is refused
     by the next binary."""
-    import shutil
-
     from test_client_asks import GRANTS, SAMPLING, plugins_dir
     from test_upgrade import upgrade
 
@@ -367,8 +363,7 @@ def test_a_call_waiting_in_a_plugins_sampling_is_drained_at_an_upgrade_and_its_s
     first = server.receive_response(1)["result"]
     assert first["resultType"] == "input_required", first
     assert first["inputRequests"]["input"]["method"] == "sampling/createMessage", first
-    copy = tmp_path / "dsh-next"
-    shutil.copy2(dsh_bin, copy)
+    copy = dsh_copy(dsh_bin, tmp_path / "dsh-next")
     upgraded = upgrade(dsh_bin, dsh_env, "--binary", str(copy), timeout=30)
     assert upgraded.returncode == 0, upgraded.stderr
     answer = {"role": "assistant", "content": {"type": "text", "text": "late"}, "model": "m", "stopReason": "endTurn"}

@@ -26,6 +26,7 @@ from typing import Any
 
 import anyio
 import pytest
+from conftest import dsh_copy
 from tool_results import call, show, text
 
 pytestmark = [
@@ -206,9 +207,7 @@ async def job_output(session: Any, job: str, since: int) -> tuple[str, int, str]
 async def test_terminals_a_running_call_and_the_connection_survive_an_upgrade(
     open_stdio_session, dsh_bin, dsh_env, dsh_dirs, tmp_path
 ):
-    next_binary = tmp_path / "next" / "dsh-next"
-    next_binary.parent.mkdir()
-    shutil.copy2(dsh_bin, next_binary)
+    next_binary = dsh_copy(dsh_bin, tmp_path / "next" / "dsh-next")
     updates = Updates()
     async with open_stdio_session(message_handler=updates) as session:
         repl = await start_repl(session)
@@ -401,8 +400,7 @@ async def test_what_is_not_handed_over_yet_is_refused_by_name(
 async def test_after_an_upgrade_the_keeper_still_kills_everything(
     mode, open_stdio_session, dsh_bin, dsh_env, dsh_dirs, tmp_path, markers, procs
 ):
-    next_binary = tmp_path / "dsh-next"
-    shutil.copy2(dsh_bin, next_binary)
+    next_binary = dsh_copy(dsh_bin, tmp_path / "dsh-next")
     before, after = markers(), markers()
     async with open_stdio_session(config=f'[process]\ncontainment = "{mode}"\n') as session:
         term = await open_terminal(session)
@@ -428,8 +426,7 @@ async def test_over_http_sessions_their_terminals_and_the_listener_survive_an_up
     import socket
     import threading
 
-    next_binary = tmp_path / "dsh-next"
-    shutil.copy2(dsh_bin, next_binary)
+    next_binary = dsh_copy(dsh_bin, tmp_path / "dsh-next")
     server = start_http_server()
     pid = server_pid(dsh_dirs.state)
     updates = Updates()
@@ -570,8 +567,7 @@ alice = { scope = "default", token_env = "TEST_ALICE_TOKEN" }
 bob = { scope = "default", token_env = "TEST_BOB_TOKEN" }
 """
     server = start_http_server(config, env=tokens)
-    next_binary = tmp_path / "dsh-next"
-    shutil.copy2(dsh_bin, next_binary)
+    next_binary = dsh_copy(dsh_bin, tmp_path / "dsh-next")
     pid = server_pid(dsh_dirs.state)
 
     def client(token: str):
@@ -642,8 +638,7 @@ async def test_an_upgrade_between_binaries_of_two_versions_goes_both_ways(
     major, minor, patch = current.split(".")
     other_version = f"{major}.{minor}.{(int(patch) + 1) % 10}"
     other = with_version(dsh_bin, tmp_path / "dsh-other", other_version)
-    original = tmp_path / "dsh-original"
-    shutil.copy2(dsh_bin, original)
+    original = dsh_copy(dsh_bin, tmp_path / "dsh-original")
     reads_older = reading_snapshot(dsh_bin, tmp_path, 0)
     async with open_stdio_session() as session:
         repl = await start_repl(session)
