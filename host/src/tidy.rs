@@ -987,6 +987,65 @@ fn whole_capabilities_are_named_only_in_their_folder() {
     );
 }
 
+/// Where `source`, a file of capability `own`'s folder, takes the whole call context
+/// (every service) other than to narrow it to its own service.
+fn services_taken_whole(source: &str, own: &str) -> Vec<String> {
+    let code = code_only(source);
+    let narrowed = format!("call_ctx().narrow(|services| &services.{own})");
+    code.match_indices("call_ctx()")
+        .filter(|(at, _)| !code[*at..].starts_with(&narrowed))
+        .map(|(at, _)| {
+            code[at..]
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn a_binding_is_given_only_its_own_service() {
+    let mut broken = Vec::new();
+    for file in layered_files() {
+        let Some(own) = file
+            .relative
+            .strip_prefix("services/")
+            .and_then(|rest| rest.split_once('/'))
+            .map(|(folder, _)| folder)
+        else {
+            continue;
+        };
+        let source = std::fs::read_to_string(&file.path).unwrap();
+        for taken in services_taken_whole(&source, own) {
+            broken.push(format!("{}: {taken}", file.path.display()));
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "a capability's binding narrows the call to its own service \
+         (`state.call_ctx().narrow(|services| &services.OWN)`); what it needs of another \
+         it gets through the `Foundation` or its `Capability` hooks: {broken:#?}"
+    );
+    assert_eq!(
+        services_taken_whole(
+            "let ctx = state.call_ctx().narrow(|services| &services.jobs);\n",
+            "process"
+        ),
+        ["call_ctx().narrow(|services| &services.jobs);"]
+    );
+    assert_eq!(
+        services_taken_whole("let all = state.call_ctx().service;\n", "process"),
+        ["call_ctx().service;"]
+    );
+    assert!(services_taken_whole(
+        "state.call_ctx().narrow(|services| &services.process)\n",
+        "process"
+    )
+    .is_empty());
+}
+
 #[test]
 fn the_whole_capability_rule_catches_what_it_is_for() {
     let named = |source: &str| capability_named(source, "subagent");

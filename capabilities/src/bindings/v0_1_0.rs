@@ -2,7 +2,8 @@
 //! into the latest: the host interfaces a 0.1.0 plugin imports (`process`, `jobs`,
 //! `terminal`, `log`) are implemented for [`Latest`]`<H>`, any `H` that implements the
 //! latest ones, by converting the arguments, calling the latest code and converting back
-//! (a store's state reaches its latest host through [`LatestHost`]); the exports a
+//! (a store's state reaches its latest host of each through [`LatestProcess`] and its
+//! siblings, which each capability's binding implements); the exports a
 //! 0.1.0 plugin provides (`describe`, `call`, `check`, `filter`) are called through
 //! [`describe`], [`call`], [`check`] and [`filter`], which take and give the latest types
 //! (a 0.1.0 result's `content` string becomes one text item). Error codes convert by name.
@@ -52,42 +53,60 @@ pub mod result_filter {
 use self::dsh::plugin as old;
 use super::dsh::plugin as new;
 
-/// A store state whose latest host interfaces serve the 0.1.0 ones.
-pub trait LatestHost: Send + 'static {
-    /// What implements the latest interfaces for one host call.
-    type Host<'a>: new::process::Host
-        + new::jobs::Host
-        + new::terminal::Host
-        + new::log::Host
-        + Send
-    where
-        Self: 'a;
+/// For each host interface of 0.1.0 (`process`, `jobs`, `terminal`, `log`): the trait a
+/// store state implements to give its latest host of that interface for one host call
+/// (each capability's binding implements its own), and the [`HasData`] that serves the
+/// 0.1.0 interface with it; then [`add_to_linker`] for a state that gives all four.
+macro_rules! latest_hosts {
+    ($($interface:ident: $latest:ident, $adapted:ident;)*) => {
+        $(
+            #[doc = concat!("A store state whose latest `", stringify!($interface),
+                "` host serves the 0.1.0 one.")]
+            pub trait $latest: Send + 'static {
+                /// What implements the latest interface for one host call.
+                type Host<'a>: new::$interface::Host + Send
+                where
+                    Self: 'a;
 
-    fn latest(&mut self) -> Self::Host<'_>;
+                fn latest(&mut self) -> Self::Host<'_>;
+
+                /// The latest host, serving the 0.1.0 interface.
+                fn adapted(&mut self) -> Latest<Self::Host<'_>>
+                where
+                    Self: Sized,
+                {
+                    Latest(self.latest())
+                }
+            }
+
+            #[doc = concat!("[`HasData`] of the 0.1.0 `", stringify!($interface),
+                "` for the state `T`: [`Latest`] of its latest host.")]
+            pub struct $adapted<T>(PhantomData<fn() -> T>);
+
+            impl<T: $latest> HasData for $adapted<T> {
+                type Data<'a> = Latest<<T as $latest>::Host<'a>>;
+            }
+        )*
+
+        /// Adds the 0.1.0 host interfaces to `linker`, served by the latest ones.
+        pub fn add_to_linker<T: $($latest +)* Send + 'static>(
+            linker: &mut Linker<T>,
+        ) -> wasmtime::Result<()> {
+            $(old::$interface::add_to_linker::<T, $adapted<T>>(linker, <T as $latest>::adapted)?;)*
+            Ok(())
+        }
+    };
+}
+
+latest_hosts! {
+    process: LatestProcess, AdaptedProcess;
+    jobs: LatestJobs, AdaptedJobs;
+    terminal: LatestTerminal, AdaptedTerminal;
+    log: LatestLog, AdaptedLog;
 }
 
 /// The latest host `H`, serving the 0.1.0 interfaces.
 pub struct Latest<H>(pub H);
-
-/// [`HasData`] of the 0.1.0 interfaces for the state `T`: [`Latest`] of its latest host.
-pub struct Adapted<T>(PhantomData<fn() -> T>);
-
-impl<T: LatestHost> HasData for Adapted<T> {
-    type Data<'a> = Latest<T::Host<'a>>;
-}
-
-fn latest<T: LatestHost>(state: &mut T) -> Latest<T::Host<'_>> {
-    Latest(state.latest())
-}
-
-/// Adds the 0.1.0 host interfaces to `linker`, served by the latest ones.
-pub fn add_to_linker<T: LatestHost>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    old::process::add_to_linker::<T, Adapted<T>>(linker, latest::<T>)?;
-    old::jobs::add_to_linker::<T, Adapted<T>>(linker, latest::<T>)?;
-    old::terminal::add_to_linker::<T, Adapted<T>>(linker, latest::<T>)?;
-    old::log::add_to_linker::<T, Adapted<T>>(linker, latest::<T>)?;
-    Ok(())
-}
 
 // ---- Error codes, by name (0.1.0 is frozen: this list never changes) ----
 

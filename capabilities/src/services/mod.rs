@@ -169,12 +169,15 @@ pub enum CapabilityError {
 }
 
 /// What every capability is built on: the launcher every process starts through
-/// (containment and the environment policy) and the registry of background jobs, which
-/// commands and terminals both start.
+/// (containment and the environment policy), the registry of background jobs, which
+/// commands and terminals both start, and the choice of executor. A capability depends on
+/// another only through these, never through [`Services`].
 #[derive(Debug, Clone)]
 pub struct Foundation {
     pub launch: Arc<process::Launch>,
     pub jobs: Arc<jobs::JobRegistry>,
+    /// Which executor runs a call's processes (`[process.executor]`).
+    pub executors: Arc<process::config::ExecutorConfig>,
 }
 
 /// The native part of a capability: built once per host from its `dsh.toml` section,
@@ -279,25 +282,43 @@ pub trait Capability: Sized + Clone + std::fmt::Debug + Send + Sync + 'static {
 }
 
 /// What a capability's binding gets for one host call: the call's context (owner,
-/// workdir, ...), the plugin making it, every service, and the call's clock of time spent
-/// in host calls.
-pub struct CallCtx<'a> {
+/// workdir, ...), the plugin making it, the capability's own service `S` (its field of
+/// [`Services`], and nothing of any other capability's), the [`Foundation`] every
+/// capability is built on, and the call's clock of time spent in host calls. The engine's
+/// store gives the whole ([`CallView`]); each binding narrows it to its own service
+/// ([`CallCtx::narrow`]) when it is added to the linker.
+pub struct CallCtx<'a, S> {
     pub call: &'a CallContext,
     pub plugin: &'a str,
-    pub services: &'a Services,
+    pub service: &'a S,
+    pub foundation: &'a Foundation,
     /// Wall time spent in dsh's host calls; a binding adds what a slow call took.
     pub host_time: &'a mut Duration,
     /// What the capabilities keep for this call.
     pub scratch: &'a mut CallScratch,
 }
 
-impl CallCtx<'_> {
+impl<'a> CallCtx<'a, Services> {
+    /// This call as one capability's binding sees it: `pick` its own service.
+    pub fn narrow<S>(self, pick: impl FnOnce(&'a Services) -> &'a S) -> CallCtx<'a, S> {
+        CallCtx {
+            call: self.call,
+            plugin: self.plugin,
+            service: pick(self.service),
+            foundation: self.foundation,
+            host_time: self.host_time,
+            scratch: self.scratch,
+        }
+    }
+}
+
+impl<S> CallCtx<'_, S> {
     /// The executor every process this call starts runs under (a command, a job, a
     /// terminal, a language server): the one place it is chosen, from the call's scope
     /// and tool by `[process.executor]` (the strongest entry wins).
     pub fn executor(&self) -> process::ExecutorKind {
-        self.services
-            .process
+        self.foundation
+            .executors
             .executor_for(&self.call.scope, &self.call.tool)
     }
 
@@ -317,9 +338,10 @@ impl CallCtx<'_> {
     }
 }
 
-/// A store state the capabilities' bindings can serve: it gives a [`CallCtx`].
+/// A store state the capabilities' bindings can serve: it gives the whole [`CallCtx`],
+/// which each binding narrows to its own service.
 pub trait CallView: Send {
-    fn call_ctx(&mut self) -> CallCtx<'_>;
+    fn call_ctx(&mut self) -> CallCtx<'_, Services>;
 }
 
 macro_rules! define_services {
@@ -395,6 +417,11 @@ macro_rules! define_services {
             /// left behind.
             pub fn shutdown(&self) {
                 $(self.$name.shutdown();)*
+            }
+
+            /// What every capability is built on.
+            pub fn foundation(&self) -> &Foundation {
+                &self.foundation
             }
 
             /// Every capability's kinds of resource, in list order.
@@ -509,6 +536,7 @@ impl Foundation {
                 Duration::from_millis(config.process.kill_grace_ms),
                 spill_dir,
             )),
+            executors: Arc::new(config.process.executor.clone()),
         })
     }
 }

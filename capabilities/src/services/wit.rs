@@ -9,11 +9,11 @@ use crate::bindings::v0_1_0;
 
 use super::{CallCtx, CallView};
 
-/// The data every capability's host functions get: a [`CallCtx`].
-pub struct HasCall;
+/// The data a capability's host functions get: a [`CallCtx`] of its own service `S`.
+pub struct HasCall<S>(std::marker::PhantomData<fn() -> S>);
 
-impl HasData for HasCall {
-    type Data<'a> = CallCtx<'a>;
+impl<S: 'static> HasData for HasCall<S> {
+    type Data<'a> = CallCtx<'a, S>;
 }
 
 macro_rules! define_add_to_linker {
@@ -29,12 +29,3 @@ macro_rules! define_add_to_linker {
 }
 
 crate::for_each_capability!(define_add_to_linker);
-
-/// A 0.1.0 plugin's host calls are served by the same [`CallCtx`].
-impl<T: CallView + 'static> v0_1_0::LatestHost for T {
-    type Host<'a> = CallCtx<'a>;
-
-    fn latest(&mut self) -> CallCtx<'_> {
-        self.call_ctx()
-    }
-}

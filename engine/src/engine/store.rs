@@ -395,11 +395,12 @@ impl CallState {
 }
 
 impl CallView for CallState {
-    fn call_ctx(&mut self) -> CallCtx<'_> {
+    fn call_ctx(&mut self) -> CallCtx<'_, Services> {
         CallCtx {
             call: &self.call,
             plugin: &self.plugin,
-            services: &self.services,
+            service: &self.services,
+            foundation: self.services.foundation(),
             host_time: &mut self.host_time,
             scratch: &mut self.scratch,
         }

@@ -11,9 +11,15 @@ use crate::error::{ErrorCode, ToolError};
 use crate::services::wit::HasCall;
 use crate::services::{CallCtx, CallView};
 
+/// What this binding is given of the services: its own, and nothing of another
+/// capability's.
+type Own = super::ElicitationCapability;
+
 /// Adds `dsh:plugin/elicitation` to `linker`.
 pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    interface::add_to_linker::<T, HasCall>(linker, T::call_ctx)
+    interface::add_to_linker::<T, HasCall<Own>>(linker, |state| {
+        state.call_ctx().narrow(|services| &services.elicitation)
+    })
 }
 
 /// The schema a form is built from: a JSON object of `"type": "object"` with
@@ -36,7 +42,7 @@ fn form_schema(text: &str) -> Result<Value, ToolError> {
     Ok(schema)
 }
 
-impl Host for CallCtx<'_> {
+impl Host for CallCtx<'_, Own> {
     async fn elicit(
         &mut self,
         message: String,

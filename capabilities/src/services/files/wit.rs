@@ -14,11 +14,17 @@ use crate::error::{ErrorCode, ToolError};
 use crate::services::wit::HasCall;
 use crate::services::{CallCtx, CallView};
 
+/// What this binding is given of the services: its own, and nothing of another
+/// capability's.
+type Own = Arc<super::FileService>;
+
 use super::{CallReads, Change};
 
 /// Adds `dsh:plugin/files` to `linker`.
 pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    interface::add_to_linker::<T, HasCall>(linker, T::call_ctx)
+    interface::add_to_linker::<T, HasCall<Own>>(linker, |state| {
+        state.call_ctx().narrow(|services| &services.files)
+    })
 }
 
 /// Runs `work` on the blocking pool.
@@ -35,14 +41,14 @@ async fn blocking<R: Send + 'static>(
         })
 }
 
-impl Host for CallCtx<'_> {
+impl Host for CallCtx<'_, Own> {
     async fn read(
         &mut self,
         path: String,
         max_bytes: u64,
         remember: bool,
     ) -> Result<WitFileRead, WitToolError> {
-        let service = self.services.files.clone();
+        let service = self.service.clone();
         let (owner, workdir) = (self.call.owner.clone(), self.call.workdir.clone());
         let call = self.scratch.get::<Arc<CallReads>>().clone();
         let read = self
@@ -70,7 +76,7 @@ impl Host for CallCtx<'_> {
                 WitChange::Remove(path) => Change::Remove(path),
             })
             .collect();
-        let service = self.services.files.clone();
+        let service = self.service.clone();
         let (owner, workdir) = (self.call.owner.clone(), self.call.workdir.clone());
         let call = self.scratch.get::<Arc<CallReads>>().clone();
         let changed = self

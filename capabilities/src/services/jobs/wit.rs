@@ -5,6 +5,8 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
+use std::sync::Arc;
+
 use wasmtime::component::Linker;
 
 use crate::bindings::dsh::plugin::jobs::{
@@ -14,6 +16,10 @@ use crate::bindings::dsh::plugin::jobs::{
 use crate::bindings::dsh::plugin::types::ToolError as WitToolError;
 use crate::services::wit::HasCall;
 use crate::services::{CallCtx, CallView};
+
+/// What this binding is given of the services: its own, and nothing of another
+/// capability's.
+type Own = Arc<super::JobRegistry>;
 
 use super::{JobInfo, JobState};
 
@@ -47,13 +53,26 @@ fn to_wit(info: JobInfo) -> WitJobInfo {
 
 /// Adds `dsh:plugin/jobs` to `linker`.
 pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    interface::add_to_linker::<T, HasCall>(linker, T::call_ctx)
+    interface::add_to_linker::<T, HasCall<Own>>(linker, |state| {
+        state.call_ctx().narrow(|services| &services.jobs)
+    })
 }
 
-impl Host for CallCtx<'_> {
+/// A 0.1.0 plugin's `jobs` is served by this binding.
+impl<T: CallView + 'static> crate::bindings::v0_1_0::LatestJobs for T {
+    type Host<'a>
+        = CallCtx<'a, Own>
+    where
+        T: 'a;
+
+    fn latest(&mut self) -> CallCtx<'_, Own> {
+        self.call_ctx().narrow(|services| &services.jobs)
+    }
+}
+
+impl Host for CallCtx<'_, Own> {
     async fn list(&mut self) -> Vec<WitJobInfo> {
-        self.services
-            .jobs
+        self.service
             .list(&self.call.owner)
             .into_iter()
             .map(to_wit)
@@ -61,11 +80,11 @@ impl Host for CallCtx<'_> {
     }
 
     async fn output(&mut self, request: OutputRequest) -> Result<JobOutput, WitToolError> {
-        let (services, call) = (self.services, self.call);
+        let (jobs, call) = (self.service, self.call);
         let read = self
             .host_call(
                 "jobs.output",
-                services.jobs.output_lending(
+                jobs.output_lending(
                     &call.owner,
                     &request.id,
                     request.since.unwrap_or(0),
@@ -99,13 +118,11 @@ impl Host for CallCtx<'_> {
         id: String,
         signal: Option<String>,
     ) -> Result<WitKillReport, WitToolError> {
-        let (services, call) = (self.services, self.call);
+        let (jobs, call) = (self.service, self.call);
         let report = self
             .host_call(
                 "jobs.kill",
-                services
-                    .jobs
-                    .kill(&call.owner, &id, signal.as_deref().unwrap_or("TERM")),
+                jobs.kill(&call.owner, &id, signal.as_deref().unwrap_or("TERM")),
             )
             .await?;
         Ok(WitKillReport {

@@ -9,12 +9,30 @@ use crate::call::LogLevel;
 use crate::services::wit::HasCall;
 use crate::services::{CallCtx, CallView};
 
+/// What this binding is given of the services: its own, and nothing of another
+/// capability's.
+type Own = super::LogCapability;
+
 /// Adds `dsh:plugin/log` to `linker`.
 pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    interface::add_to_linker::<T, HasCall>(linker, T::call_ctx)
+    interface::add_to_linker::<T, HasCall<Own>>(linker, |state| {
+        state.call_ctx().narrow(|services| &services.log)
+    })
 }
 
-impl Host for CallCtx<'_> {
+/// A 0.1.0 plugin's `log` is served by this binding.
+impl<T: CallView + 'static> crate::bindings::v0_1_0::LatestLog for T {
+    type Host<'a>
+        = CallCtx<'a, Own>
+    where
+        T: 'a;
+
+    fn latest(&mut self) -> CallCtx<'_, Own> {
+        self.call_ctx().narrow(|services| &services.log)
+    }
+}
+
+impl Host for CallCtx<'_, Own> {
     async fn write(&mut self, level: Level, message: String) {
         let plugin = self.plugin;
         let call = self.call.call_id.as_str();

@@ -7,6 +7,8 @@
 //! column are 0 (no real location has them: they are 1-based) and whose path is
 //! `(partial)`, the note its text; a hover ends with the note.
 
+use std::sync::Arc;
+
 use wasmtime::component::Linker;
 
 use crate::bindings::dsh::plugin::lsp::{
@@ -17,14 +19,20 @@ use crate::bindings::dsh::plugin::types::ToolError as WitToolError;
 use crate::services::wit::HasCall;
 use crate::services::{CallCtx, CallView};
 
+/// What this binding is given of the services: its own, and nothing of another
+/// capability's.
+type Own = Arc<super::LspService>;
+
 use super::{Answer, Column, LspProvider, Op, Query, Reply};
 
 /// Adds `dsh:plugin/lsp` to `linker`.
 pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    interface::add_to_linker::<T, HasCall>(linker, T::call_ctx)
+    interface::add_to_linker::<T, HasCall<Own>>(linker, |state| {
+        state.call_ctx().narrow(|services| &services.lsp)
+    })
 }
 
-impl Host for CallCtx<'_> {
+impl Host for CallCtx<'_, Own> {
     async fn query(&mut self, query: WitRequest) -> Result<WitAnswer, WitToolError> {
         let op = match query.op {
             WitOp::Definition => Op::Definition,
@@ -43,7 +51,7 @@ impl Host for CallCtx<'_> {
             line: query.line,
             column,
         };
-        let service = self.services.lsp.clone();
+        let service = self.service.clone();
         let workdir = self.call.workdir.clone();
         let executor = self.executor();
         let Reply { answer, indexing } = self

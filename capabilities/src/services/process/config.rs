@@ -121,13 +121,7 @@ impl From<ProcessToml> for ProcessConfig {
 impl ProcessConfig {
     /// The executor for a run started by `tool` in `scope` (see the module doc).
     pub fn executor_for(&self, scope: &str, tool: &str) -> ExecutorKind {
-        let entries = [
-            self.executor.tools.get(tool),
-            self.executor.scopes.get(scope),
-        ];
-        // The strongest entry wins, by the strength each executor declares.
-        ExecutorKind::strongest(entries.into_iter().flatten().copied())
-            .unwrap_or(self.executor.default)
+        self.executor.executor_for(scope, tool)
     }
 
     /// The executors this configuration names (the default, and every scope's and
@@ -148,6 +142,15 @@ pub struct ExecutorConfig {
     pub default: ExecutorKind,
     pub scopes: BTreeMap<String, ExecutorKind>,
     pub tools: BTreeMap<String, ExecutorKind>,
+}
+
+impl ExecutorConfig {
+    /// The executor for a run started by `tool` in `scope`: the strongest of the entries
+    /// for both, by the strength each executor declares, or the default.
+    pub fn executor_for(&self, scope: &str, tool: &str) -> ExecutorKind {
+        let entries = [self.tools.get(tool), self.scopes.get(scope)];
+        ExecutorKind::strongest(entries.into_iter().flatten().copied()).unwrap_or(self.default)
+    }
 }
 
 /// What the launch platform reads of `[process]`, with the commands' environment built

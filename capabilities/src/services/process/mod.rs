@@ -216,11 +216,6 @@ impl ProcessService {
         })
     }
 
-    /// The executor for a run started by `tool` in `scope` (`[process.executor]`).
-    pub fn executor_for(&self, scope: &str, tool: &str) -> ExecutorKind {
-        self.config.executor_for(scope, tool)
-    }
-
     /// Starts `command` as a background job of `jobs` (kind `bash`) and returns its id
     /// at once. The job's process group lives until it ends, is killed with `job_kill`,
     /// its owner goes away, or the host exits; its output goes to the job (a sandboxed

@@ -13,14 +13,32 @@ use crate::error::ToolError;
 use crate::services::wit::HasCall;
 use crate::services::{CallCtx, CallView};
 
+/// What this binding is given of the services: its own, and nothing of another
+/// capability's.
+type Own = super::ProcessService;
+
 use super::RunSpec;
 
 /// Adds `dsh:plugin/process` to `linker`.
 pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    interface::add_to_linker::<T, HasCall>(linker, T::call_ctx)
+    interface::add_to_linker::<T, HasCall<Own>>(linker, |state| {
+        state.call_ctx().narrow(|services| &services.process)
+    })
 }
 
-impl Host for CallCtx<'_> {
+/// A 0.1.0 plugin's `process` is served by this binding.
+impl<T: CallView + 'static> crate::bindings::v0_1_0::LatestProcess for T {
+    type Host<'a>
+        = CallCtx<'a, Own>
+    where
+        T: 'a;
+
+    fn latest(&mut self) -> CallCtx<'_, Own> {
+        self.call_ctx().narrow(|services| &services.process)
+    }
+}
+
+impl Host for CallCtx<'_, Own> {
     async fn run(&mut self, request: RunRequest) -> Result<RunOutcome, WitToolError> {
         let result = self.run_process(request).await;
         result.map_err(|e| e.into())
@@ -31,12 +49,10 @@ impl Host for CallCtx<'_> {
             None => self.call.workdir.clone(),
             Some(dir) => self.call.workdir.join(dir),
         };
-        let services = &self.services;
         let _span = crate::traces::host_call_span("process.start").entered();
-        services
-            .process
+        self.service
             .start_background(
-                &services.jobs,
+                &self.foundation.jobs,
                 self.call.owner.clone(),
                 request.command,
                 cwd,
@@ -48,7 +64,7 @@ impl Host for CallCtx<'_> {
     }
 }
 
-impl CallCtx<'_> {
+impl CallCtx<'_, Own> {
     async fn run_process(&mut self, request: RunRequest) -> Result<RunOutcome, ToolError> {
         let cwd = match request.workdir.as_deref() {
             None => self.call.workdir.clone(),
@@ -65,9 +81,9 @@ impl CallCtx<'_> {
             env: request.env,
             executor: self.executor(),
         };
-        let services = self.services;
+        let process = self.service;
         let outcome = self
-            .host_call("process.run", services.process.run(spec))
+            .host_call("process.run", process.run(spec))
             .await
             .map_err(ToolError::from)?;
         let mut output = outcome.output.text;

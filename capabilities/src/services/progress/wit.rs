@@ -7,12 +7,18 @@ use crate::bindings::dsh::plugin::progress::{self as interface, Host};
 use crate::services::wit::HasCall;
 use crate::services::{CallCtx, CallView};
 
+/// What this binding is given of the services: its own, and nothing of another
+/// capability's.
+type Own = super::ProgressCapability;
+
 /// Adds `dsh:plugin/progress` to `linker`.
 pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    interface::add_to_linker::<T, HasCall>(linker, T::call_ctx)
+    interface::add_to_linker::<T, HasCall<Own>>(linker, |state| {
+        state.call_ctx().narrow(|services| &services.progress)
+    })
 }
 
-impl Host for CallCtx<'_> {
+impl Host for CallCtx<'_, Own> {
     async fn report(&mut self, fraction: Option<f64>, message: Option<String>) {
         let plugin = self.plugin;
         let call = self.call.call_id.as_str();

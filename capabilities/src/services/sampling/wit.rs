@@ -12,12 +12,18 @@ use crate::error::{ErrorCode, ToolError};
 use crate::services::wit::HasCall;
 use crate::services::{CallCtx, CallView};
 
+/// What this binding is given of the services: its own, and nothing of another
+/// capability's.
+type Own = super::SamplingCapability;
+
 /// Adds `dsh:plugin/sampling` to `linker`.
 pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    interface::add_to_linker::<T, HasCall>(linker, T::call_ctx)
+    interface::add_to_linker::<T, HasCall<Own>>(linker, |state| {
+        state.call_ctx().narrow(|services| &services.sampling)
+    })
 }
 
-impl Host for CallCtx<'_> {
+impl Host for CallCtx<'_, Own> {
     async fn create_message(
         &mut self,
         request: CreateMessageRequest,
@@ -60,10 +66,8 @@ impl Host for CallCtx<'_> {
                 })
                 .collect(),
             tools: Vec::new(),
-            max_tokens: request
-                .max_tokens
-                .min(self.services.sampling.config.max_tokens),
-            wait: std::time::Duration::from_millis(self.services.sampling.config.timeout_ms),
+            max_tokens: request.max_tokens.min(self.service.config.max_tokens),
+            wait: std::time::Duration::from_millis(self.service.config.timeout_ms),
         };
         tracing::info!(
             plugin = self.plugin,

@@ -1,6 +1,8 @@
 //! The `dsh:plugin/subagent` binding: a run or a start for the calling owner, in the
 //! caller's scope, with the caller's client.
 
+use std::sync::Arc;
+
 use wasmtime::component::Linker;
 
 use crate::bindings::dsh::plugin::subagent::{
@@ -10,11 +12,17 @@ use crate::bindings::dsh::plugin::types::ToolError as WitToolError;
 use crate::services::wit::HasCall;
 use crate::services::{CallCtx, CallView};
 
+/// What this binding is given of the services: its own, and nothing of another
+/// capability's.
+type Own = Arc<super::SubagentService>;
+
 use super::Task;
 
 /// Adds `dsh:plugin/subagent` to `linker`.
 pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    interface::add_to_linker::<T, HasCall>(linker, T::call_ctx)
+    interface::add_to_linker::<T, HasCall<Own>>(linker, |state| {
+        state.call_ctx().narrow(|services| &services.subagent)
+    })
 }
 
 fn task(request: SubagentRequest) -> Task {
@@ -26,9 +34,9 @@ fn task(request: SubagentRequest) -> Task {
     }
 }
 
-impl Host for CallCtx<'_> {
+impl Host for CallCtx<'_, Own> {
     async fn run(&mut self, request: SubagentRequest) -> Result<SubagentAnswer, WitToolError> {
-        let service = self.services.subagent.clone();
+        let service = self.service.clone();
         let call = self.call;
         let answer = self
             .host_call("subagent.run", service.run(call, task(request)))
@@ -42,6 +50,6 @@ impl Host for CallCtx<'_> {
 
     async fn start(&mut self, request: SubagentRequest) -> Result<String, WitToolError> {
         let _span = crate::traces::host_call_span("subagent.start").entered();
-        Ok(self.services.subagent.start(self.call, task(request))?)
+        Ok(self.service.start(self.call, task(request))?)
     }
 }

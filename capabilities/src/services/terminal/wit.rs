@@ -3,6 +3,8 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
+use std::sync::Arc;
+
 use wasmtime::component::Linker;
 
 use crate::bindings::dsh::plugin::terminal::{
@@ -13,6 +15,10 @@ use crate::bindings::dsh::plugin::types::ToolError as WitToolError;
 use crate::error::{ErrorCode, ToolError};
 use crate::services::wit::HasCall;
 use crate::services::{CallCtx, CallView};
+
+/// What this binding is given of the services: its own, and nothing of another
+/// capability's.
+type Own = Arc<super::TerminalService>;
 
 use super::{OpenSpec, SendWait, SessionInfo, View};
 
@@ -40,10 +46,24 @@ fn to_wit(info: SessionInfo) -> WitSessionInfo {
 
 /// Adds `dsh:plugin/terminal` to `linker`.
 pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    interface::add_to_linker::<T, HasCall>(linker, T::call_ctx)
+    interface::add_to_linker::<T, HasCall<Own>>(linker, |state| {
+        state.call_ctx().narrow(|services| &services.terminal)
+    })
 }
 
-impl Host for CallCtx<'_> {
+/// A 0.1.0 plugin's `terminal` is served by this binding.
+impl<T: CallView + 'static> crate::bindings::v0_1_0::LatestTerminal for T {
+    type Host<'a>
+        = CallCtx<'a, Own>
+    where
+        T: 'a;
+
+    fn latest(&mut self) -> CallCtx<'_, Own> {
+        self.call_ctx().narrow(|services| &services.terminal)
+    }
+}
+
+impl Host for CallCtx<'_, Own> {
     async fn open(&mut self, request: OpenRequest) -> Result<WitSessionInfo, WitToolError> {
         let cwd = match request.cwd.as_deref() {
             None => self.call.workdir.clone(),
@@ -58,15 +78,13 @@ impl Host for CallCtx<'_> {
             executor: self.executor(),
         };
         let _span = crate::traces::host_call_span("terminal.open").entered();
-        Ok(to_wit(
-            self.services.terminal.open(self.call.owner.clone(), spec)?,
-        ))
+        Ok(to_wit(self.service.open(self.call.owner.clone(), spec)?))
     }
 
     async fn send(&mut self, request: SendRequest) -> Result<SendResult, WitToolError> {
         let pattern = match request.pattern.as_deref() {
             None => None,
-            Some(pattern) => Some(self.services.terminal.wait_pattern(pattern).map_err(|e| {
+            Some(pattern) => Some(self.service.wait_pattern(pattern).map_err(|e| {
                 ToolError::new(
                     ErrorCode::InvalidArguments,
                     format!("pattern is not a valid regex: {e}"),
@@ -78,7 +96,7 @@ impl Host for CallCtx<'_> {
             pattern,
             timeout: Duration::from_millis(request.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS).into()),
         };
-        let terminal = self.services.terminal.clone();
+        let terminal = self.service.clone();
         let owner = self.call.owner.clone();
         let outcome = self
             .host_call(
@@ -109,7 +127,7 @@ impl Host for CallCtx<'_> {
             WitView::Plain => View::Plain,
             WitView::Raw => View::Raw,
         };
-        let read = self.services.terminal.read(
+        let read = self.service.read(
             &self.call.owner,
             &request.id,
             view,
@@ -125,19 +143,15 @@ impl Host for CallCtx<'_> {
     }
 
     async fn signal(&mut self, id: String, signal: String) -> Result<String, WitToolError> {
-        Ok(self
-            .services
-            .terminal
-            .signal(&self.call.owner, &id, &signal)?)
+        Ok(self.service.signal(&self.call.owner, &id, &signal)?)
     }
 
     async fn close(&mut self, id: String) -> Result<String, WitToolError> {
-        Ok(self.services.terminal.close(&self.call.owner, &id)?)
+        Ok(self.service.close(&self.call.owner, &id)?)
     }
 
     async fn list(&mut self) -> Vec<WitSessionInfo> {
-        self.services
-            .terminal
+        self.service
             .list(&self.call.owner)
             .into_iter()
             .map(to_wit)
