@@ -45,16 +45,16 @@ use crate::error::ErrorCode;
 macro_rules! for_each_capability {
     ($callback:ident) => {
         $callback! {
-            terminal: Arc<terminal::TerminalService>,
-            process: process::ProcessService,
-            jobs: Arc<jobs::JobRegistry>,
-            log: log::LogCapability,
-            progress: progress::ProgressCapability,
-            lsp: Arc<lsp::LspService>,
-            files: Arc<files::FileService>,
-            subagent: Arc<subagent::SubagentService>,
-            sampling: sampling::SamplingCapability,
-            elicitation: elicitation::ElicitationCapability,
+            terminal: ::std::sync::Arc<$crate::services::terminal::TerminalService>,
+            process: $crate::services::process::ProcessService,
+            jobs: ::std::sync::Arc<$crate::services::jobs::JobRegistry>,
+            log: $crate::services::log::LogCapability,
+            progress: $crate::services::progress::ProgressCapability,
+            lsp: ::std::sync::Arc<$crate::services::lsp::LspService>,
+            files: ::std::sync::Arc<$crate::services::files::FileService>,
+            subagent: ::std::sync::Arc<$crate::services::subagent::SubagentService>,
+            sampling: $crate::services::sampling::SamplingCapability,
+            elicitation: $crate::services::elicitation::ElicitationCapability,
         }
     };
 }

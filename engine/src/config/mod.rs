@@ -163,14 +163,10 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::services::{
-    elicitation, files, jobs, log, lsp, process, progress, sampling, subagent, terminal,
-    Capability, ServicesConfig,
-};
+use crate::services::{Capability, ServicesConfig};
 
 pub mod origin;
 pub mod plugin;
