@@ -159,6 +159,22 @@ pub struct SampleReply {
     /// `endTurn`, `toolUse`, `maxTokens`, ... as the client says.
     pub stop_reason: Option<String>,
     pub model: String,
+    /// The tokens it used, when the model's API counts them (an operator's model does;
+    /// MCP sampling does not say).
+    pub usage: Option<TokenUse>,
+}
+
+/// Tokens a model request used, as the provider counted them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenUse {
+    pub input: u64,
+    pub output: u64,
+}
+
+impl TokenUse {
+    pub fn total(self) -> u64 {
+        self.input + self.output
+    }
 }
 
 /// Why a request to the client (sampling, elicitation) got no answer.

@@ -68,6 +68,10 @@ macro_rules! for_each_error_code {
             /// elicitation (form mode), or the call has no client to ask. Nothing was
             /// sent.
             ElicitationUnavailable = "ELICITATION_UNAVAILABLE", wit;
+            /// An operator's model endpoint (`[subagent.models]`) did not answer or refused:
+            /// the message gives the provider's status and its own error text (never the
+            /// key or a header), after the retries its configuration allows.
+            ModelUnavailable = "MODEL_UNAVAILABLE", wit;
             /// The host is at its concurrency limit and its admission queue is full: the
             /// call never started; the same call may work a little later. Plugins never
             /// see it (it is given before any plugin runs).

@@ -17,4 +17,5 @@ pub mod output;
 pub use dsh_launch::own_files;
 pub mod private;
 pub mod services;
+pub mod tls;
 pub mod traces;

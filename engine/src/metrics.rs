@@ -324,6 +324,24 @@ impl Metrics {
             }));
     }
 
+    /// Adds a family of counters `name` (`_total` added) whose samples, each its labels
+    /// and value, `read` gives when the metrics are scraped.
+    pub fn counters_fn(
+        &self,
+        name: &'static str,
+        help: &'static str,
+        read: impl Fn() -> Vec<(Vec<(&'static str, String)>, f64)> + Send + Sync + 'static,
+    ) {
+        self.registry
+            .lock()
+            .unwrap()
+            .register_collector(Box::new(CountersFn {
+                name,
+                help,
+                read: Box::new(read),
+            }));
+    }
+
     /// Every metric, in the Prometheus text format ([`CONTENT_TYPE`]).
     pub fn encode(&self) -> Result<String, MetricsError> {
         let mut text = String::new();
@@ -363,6 +381,40 @@ impl Collector for GaugeFn {
         let gauge = ConstGauge::new((self.read)());
         let metric = encoder.encode_descriptor(self.name, self.help, None, gauge.metric_type())?;
         gauge.encode(metric)
+    }
+}
+
+/// A family of counters read when scraped.
+struct CountersFn {
+    name: &'static str,
+    help: &'static str,
+    #[allow(clippy::type_complexity)]
+    read: Box<dyn Fn() -> Vec<(Vec<(&'static str, String)>, f64)> + Send + Sync>,
+}
+
+impl std::fmt::Debug for CountersFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CountersFn")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl Collector for CountersFn {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use prometheus_client::metrics::counter::ConstCounter;
+        use prometheus_client::metrics::TypedMetric as _;
+        let samples = (self.read)();
+        if samples.is_empty() {
+            return Ok(());
+        }
+        let mut family =
+            encoder.encode_descriptor(self.name, self.help, None, ConstCounter::<f64>::TYPE)?;
+        for (labels, value) in samples {
+            let metric = family.encode_family(&labels)?;
+            ConstCounter::new(value).encode(metric)?;
+        }
+        Ok(())
     }
 }
 

@@ -49,6 +49,7 @@ impl Sampler for Scripted {
                 content,
                 stop_reason: None,
                 model: "scripted".into(),
+                usage: None,
             })
         })
     }

@@ -20,6 +20,7 @@ const LAYERS: &[&[&str]] = &[
         "private",
         "own_files",
         "metrics",
+        "tls",
         "traces",
     ],
     // The contract's generated bindings.

@@ -11,7 +11,7 @@ use crate::engine::plugin::{ComponentBytes, Plugin, PluginKind, PluginSource};
 use crate::engine::{embedded, EngineError, Runtime};
 use crate::pipeline::Pipeline;
 use crate::registry::{Refusal, Registry};
-use crate::services::Services;
+use crate::services::{GaugeRead, Services};
 use crate::session::{prepare_state_dir, Session, StateDirError};
 
 /// The pipeline as the capabilities see it ([`crate::services::ToolRunner`]): weak, since
@@ -219,7 +219,10 @@ impl Host {
 /// The gauges read from the services when `/metrics` is scraped: what they hold now.
 fn register_live_gauges(metrics: &crate::metrics::Metrics, services: &Services) {
     for gauge in services.gauges() {
-        metrics.gauge_fn(gauge.name, gauge.help, gauge.read);
+        match gauge.read {
+            GaugeRead::One(read) => metrics.gauge_fn(gauge.name, gauge.help, read),
+            GaugeRead::Counters(read) => metrics.counters_fn(gauge.name, gauge.help, read),
+        }
     }
 }
 

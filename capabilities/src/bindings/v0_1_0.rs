@@ -164,6 +164,8 @@ impl From<HostCode> for old::types::ErrorCode {
             HostCode::SamplingUnavailable => O::LimitExceeded,
             // Came with 0.2.0's `elicitation` interface: the same.
             HostCode::ElicitationUnavailable => O::LimitExceeded,
+            // A subagent's operator model failing: to a 0.1.0 filter, the host's trouble.
+            HostCode::ModelUnavailable => O::Internal,
             // Given after the filters: no plugin sees it.
             HostCode::InvalidOutput | HostCode::Internal => O::Internal,
         }

@@ -80,14 +80,28 @@ pub trait ToolRunner: Send + Sync {
     fn event(&self, event: &str, fields: serde_json::Value);
 }
 
-/// A figure a capability shows on `/metrics`, read at each scrape.
+/// A figure a capability shows on `/metrics`, read at each scrape: one value, or a
+/// family of counters by label.
 pub struct Gauge {
-    /// The metric's name (`dsh_…`).
+    /// The metric's name (`dsh_…`; a counter family's without `_total`, which the
+    /// encoding adds).
     pub name: &'static str,
     /// Its help line.
     pub help: &'static str,
-    pub read: Box<dyn Fn() -> i64 + Send + Sync>,
+    pub read: GaugeRead,
 }
+
+/// How a [`Gauge`] is read.
+pub enum GaugeRead {
+    /// One value.
+    One(Box<dyn Fn() -> i64 + Send + Sync>),
+    /// Counters, one per set of labels (label values bounded by the configuration, as a
+    /// model's name is).
+    Counters(Box<dyn Fn() -> Vec<LabeledValue> + Send + Sync>),
+}
+
+/// A counter's labels and its value.
+pub type LabeledValue = (Vec<(&'static str, String)>, f64);
 
 impl Gauge {
     pub fn new(
@@ -98,7 +112,20 @@ impl Gauge {
         Gauge {
             name,
             help,
-            read: Box::new(read),
+            read: GaugeRead::One(Box::new(read)),
+        }
+    }
+
+    /// A family of counters read at each scrape.
+    pub fn counters(
+        name: &'static str,
+        help: &'static str,
+        read: impl Fn() -> Vec<LabeledValue> + Send + Sync + 'static,
+    ) -> Self {
+        Gauge {
+            name,
+            help,
+            read: GaugeRead::Counters(Box::new(read)),
         }
     }
 }
@@ -193,6 +220,13 @@ pub trait Capability: Sized + Clone + std::fmt::Debug + Send + Sync + 'static {
     /// configuration is checked whole before anything starts).
     fn check_config(_config: &Self::Config) -> Result<(), String> {
         Ok(())
+    }
+
+    /// The variables of dsh's own environment its section says hold secrets of dsh's
+    /// (a model endpoint's key): no command gets them, whatever `[process.env]` says, and
+    /// no plugin may be granted them.
+    fn secret_variables(_config: &Self::Config) -> Vec<String> {
+        Vec::new()
     }
 
     /// Releases what `owner` holds (its connection ended); returns how many things.
@@ -366,6 +400,15 @@ macro_rules! define_services {
             $(pub $name: <$ty as Capability>::Config,)*
         }
 
+        impl ServicesConfig {
+            /// Every capability's [`Capability::secret_variables`].
+            pub fn secret_variables(&self) -> Vec<String> {
+                let mut names = Vec::new();
+                $(names.extend(<$ty as Capability>::secret_variables(&self.$name));)*
+                names
+            }
+        }
+
         /// The capabilities, in list order.
         pub mod capabilities {
             use super::*;
@@ -529,8 +572,11 @@ impl Foundation {
         spill_dir: PathBuf,
         places: process::HostPlaces,
     ) -> Result<Self, CapabilityError> {
+        // The capabilities' secrets never reach a command: `exclude` wins over `include`.
+        let mut process = config.process.clone();
+        process.env.exclude.extend(config.secret_variables());
         Ok(Foundation {
-            launch: Arc::new(process::Launch::for_host(&config.process, places)?),
+            launch: Arc::new(process::Launch::for_host(&process, places)?),
             jobs: Arc::new(jobs::JobRegistry::new(
                 config.jobs.clone(),
                 Duration::from_millis(config.process.kill_grace_ms),

@@ -447,10 +447,16 @@ impl Config {
         config.serve.check()?;
         config.limits.check()?;
         config.traces.check()?;
+        let secrets = config.services().secret_variables();
         for (name, plugin) in &config.plugins {
             plugin
                 .check()
                 .map_err(|message| format!("plugins.{name}: {message}"))?;
+            if let Some(secret) = plugin.env.iter().find(|key| secrets.contains(key)) {
+                return Err(format!(
+                    "plugins.{name}: env grants `{secret}`, which holds a key of dsh's own (a model endpoint's api_key_env); no plugin may be given it"
+                ));
+            }
         }
         Ok(config)
     }

@@ -1,4 +1,5 @@
-//! `dsh stats`: per-tool metrics, from the running server or from a session's event log.
+//! `dsh stats`: per-tool metrics, from the running server or from a session's event log,
+//! and per operator model (the subagents' `subagent/model` events of the session).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,7 +16,8 @@ use super::{ask, print, Globals};
 pub struct Args {
     /// Print JSON: {origin (the server or session the figures are from), tools: {NAME:
     /// {calls, errors, retries, latency_buckets, latency_total_us, latency_max_us}},
-    /// latency_bucket_bounds_ms}
+    /// latency_bucket_bounds_ms, models: {NAME: {requests, errors, input_tokens,
+    /// output_tokens, duration_total_ms}}}
     #[arg(long)]
     json: bool,
     /// Which running server to ask, by pid (needed when several are running)
@@ -28,18 +30,21 @@ pub struct Args {
 
 /// Prints the metrics; starts no host.
 pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
-    let (origin, tools) = match (&args.session, globals.chosen_server(args.server)?) {
+    let (origin, tools, models) = match (&args.session, globals.chosen_server(args.server)?) {
         (None, Some(server)) => {
             let pid = server.pid;
             let answer = ask(server, "stats").await?;
             let tools = serde_json::from_value(answer["tools"].clone())
                 .context("the server's stats are not what this dsh understands")?;
+            let session = answer["session"].as_str().unwrap_or("?");
+            // The models' figures are the session's events (the log is flushed per line).
+            let models = session_events(&globals.state_dir(), Some(session))
+                .map(|(_, events)| model_stats(&events))
+                .unwrap_or_default();
             (
-                format!(
-                    "dsh serve, pid {pid}, session {}",
-                    answer["session"].as_str().unwrap_or("?")
-                ),
+                format!("dsh serve, pid {pid}, session {session}"),
                 tools,
+                models,
             )
         }
         (session, _) => {
@@ -47,10 +52,11 @@ pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
             (
                 format!("session {id} (from its event log)"),
                 Metrics::from_events(&events).snapshot(),
+                model_stats(&events),
             )
         }
     };
-    print_stats(&origin, &tools, args.json)?;
+    print_stats(&origin, &tools, &models, args.json)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -82,9 +88,37 @@ fn session_events(
     Ok((id, events))
 }
 
+/// What the subagents asked of one operator model in a session.
+#[derive(Debug, Default, serde::Serialize)]
+struct ModelStats {
+    requests: u64,
+    errors: u64,
+    input_tokens: u64,
+    output_tokens: u64,
+    duration_total_ms: f64,
+}
+
+/// Per operator model, from the session's `subagent/model` events.
+fn model_stats(events: &[serde_json::Value]) -> BTreeMap<String, ModelStats> {
+    let mut models: BTreeMap<String, ModelStats> = BTreeMap::new();
+    for event in events.iter().filter(|e| e["event"] == "subagent/model") {
+        let Some(name) = event["model"].as_str() else {
+            continue;
+        };
+        let stats = models.entry(name.to_string()).or_default();
+        stats.requests += 1;
+        stats.errors += u64::from(!event["error"].is_null());
+        stats.input_tokens += event["input_tokens"].as_u64().unwrap_or(0);
+        stats.output_tokens += event["output_tokens"].as_u64().unwrap_or(0);
+        stats.duration_total_ms += event["duration_ms"].as_f64().unwrap_or(0.0);
+    }
+    models
+}
+
 fn print_stats(
     origin: &str,
     tools: &BTreeMap<String, ToolStats>,
+    models: &BTreeMap<String, ModelStats>,
     json: bool,
 ) -> anyhow::Result<()> {
     if json {
@@ -92,6 +126,7 @@ fn print_stats(
             "origin": origin,
             "tools": tools,
             "latency_bucket_bounds_ms": LATENCY_BUCKETS_MS,
+            "models": models,
         }));
     }
     println!("{origin}\n");
@@ -127,6 +162,23 @@ fn print_stats(
             })
             .collect();
         println!("{:<20} latency {}", "", buckets.join("  "));
+    }
+    if !models.is_empty() {
+        println!(
+            "\n{:<20} {:>8} {:>7} {:>12} {:>12} {:>10}",
+            "MODEL", "REQUESTS", "ERRORS", "TOKENS IN", "TOKENS OUT", "MEAN ms"
+        );
+        for (name, stats) in models {
+            println!(
+                "{:<20} {:>8} {:>7} {:>12} {:>12} {:>10.1}",
+                name,
+                stats.requests,
+                stats.errors,
+                stats.input_tokens,
+                stats.output_tokens,
+                stats.duration_total_ms / stats.requests.max(1) as f64
+            );
+        }
     }
     Ok(())
 }

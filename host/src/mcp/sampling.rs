@@ -306,6 +306,7 @@ pub(super) fn from_wire(message: Value, stop_reason: Option<String>, model: Stri
         content,
         stop_reason,
         model,
+        usage: None,
     }
 }
 

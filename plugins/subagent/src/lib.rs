@@ -1,5 +1,5 @@
-//! The model-facing `subagent` tool: hands a bounded task to the client's own model,
-//! which works on it with the caller's tools. The loop and its state are the host's
+//! The model-facing `subagent` tool: hands a bounded task to a model (the operator's,
+//! or the client's own), which works on it with the caller's tools. The loop and its state are the host's
 //! (`dsh:plugin/subagent`); this plugin only reads the arguments and words the answer.
 
 use dsh_plugin::tool_subagent::subagent::{self, SubagentRequest};
@@ -21,7 +21,10 @@ struct Args {
     /// The most wall time in milliseconds (default and cap: `[subagent] timeout_ms`, 10 minutes).
     #[schemars(range(min = 1))]
     timeout_ms: Option<u32>,
-    /// Start it in the background and return its job id (subagent-N) at once. It asks the model only while you wait on it with job_output (wait_ms); read its transcript there.
+    /// The model to ask: one your scope allows (default: your scope's model). `client` is your own client's model.
+    #[schemars(length(min = 1))]
+    model: Option<String>,
+    /// Start it in the background and return its job id (subagent-N) at once; read its transcript with job_output.
     run_in_background: Option<bool>,
 }
 
@@ -43,16 +46,25 @@ fn run(_context: &CallContext, args: Args) -> Result<ToolResult, ToolError> {
         tools: args.tools,
         max_turns: args.max_turns,
         timeout_ms: args.timeout_ms,
+        model: args.model,
     };
     if args.run_in_background.unwrap_or(false) {
         let id = subagent::start(&request)?;
         return Ok(text(format!(
-            "{id} started in the background. It works only while you wait on it: call job_output with id {id:?} and wait_ms (say 30000), again from the returned cursor, until it has answered; job_kill {id} stops it."
+            "{id} started in the background. Call job_output with id {id:?} and wait_ms (say 30000), again until it has ended (from the returned cursor to read only what is new); on the client's model it works only while you wait on it. job_kill {id} stops it."
         )));
     }
     let answer = subagent::run(&request)?;
+    let used = if answer.model == "client" {
+        String::new()
+    } else {
+        format!(
+            " by model {}, {} tokens in, {} out",
+            answer.model, answer.input_tokens, answer.output_tokens
+        )
+    };
     Ok(text(format!(
-        "{}\n[{}: answered in {} turns; transcript: job_output {}]",
+        "{}\n[{}: answered in {} turns{used}; transcript: job_output {}]",
         answer.answer, answer.id, answer.turns, answer.id
     )))
 }

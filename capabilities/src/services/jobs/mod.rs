@@ -414,6 +414,11 @@ impl Job {
     }
 
     /// Waits until the job has output past `cursor`, has ended, or `wait` passed.
+    /// How many bytes of output it has had in all.
+    fn output_total(&self) -> u64 {
+        self.output.lock().unwrap().total
+    }
+
     async fn wait_for_news(&self, cursor: u64, wait: Duration) {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
@@ -849,8 +854,16 @@ impl JobRegistry {
                 }
                 _ => None,
             };
+            // A wait that lends the client waits for what the job does with it, whatever
+            // its `since` says: a read from the start (no `since`) would otherwise return
+            // at once with the output so far, every time, and the job would never get
+            // the client for its next step.
+            let news_after = match loan {
+                Some(_) => since.max(job.output_total()),
+                None => since,
+            };
             job.wait_for_news(
-                since,
+                news_after,
                 wait.min(Duration::from_millis(self.config.max_wait_ms)),
             )
             .await;

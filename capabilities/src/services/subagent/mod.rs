@@ -1,21 +1,28 @@
-//! Subagents: the loop that lets the MCP client's own model work on a bounded task with
-//! the caller's tools. The host owns it (here, not in a plugin): its state outlives any
+//! Subagents: the loop that lets a model work on a bounded task with the caller's tools:
+//! a model endpoint the operator configures ([`models`], `[subagent.models]`), or the MCP
+//! client's own model through sampling (`client`), chosen per scope. The host owns it (here, not in a plugin): its state outlives any
 //! plugin instance, so a reload of the `subagent` plugin leaves running subagents alone.
 //!
 //! A subagent is a job of its caller's (`subagent-N`, in the one job registry), its
 //! output the transcript: one entry per step (the model's text, each tool call with its
-//! arguments, the result's first lines and its code, the final answer). The loop sends the
-//! client a sampling request ([`crate::call::Sampler`]) with the conversation and the
+//! arguments, the result's first lines and its code, the tokens an operator's model used,
+//! the final answer). The loop sends the model (the operator's endpoint, or the client
+//! through a sampling request, [`crate::call::Sampler`]) the conversation and the
 //! allowed tools' manuals; for each tool use it runs the call through the host's pipeline
 //! as the caller (same owner and scope: gate, guards, approval, executor, filters, event
 //! log), through the [`ToolRunner`] the host gives it (the pipeline is a layer above);
 //! it sends the results back, and stops at the model's final answer, `max_turns`, the
 //! timeout, a kill (`job_kill`, the owner's going away) or a sampling failure.
 //!
-//! A foreground run asks the client of the call that started it. A background one asks
-//! only through clients its owner's `job_output` calls lend it while they wait on it
-//! ([`crate::services::jobs::Job::borrow_client`]): a server request reaches a client
-//! reliably only inside a request in flight. Between them it waits, its note saying so.
+//! On an operator's model a run, foreground or background, works on its own and ends on
+//! its own. On the client's model a foreground run asks the client of the call that
+//! started it; a background one asks only through clients its owner's `job_output` calls
+//! lend it while they wait on it ([`crate::services::jobs::Job::borrow_client`]): a server
+//! request reaches a client reliably only inside a request in flight. Between them it
+//! waits, its note saying so.
+//!
+//! Token use on operator models is bounded per subagent and per owner per hour
+//! (`LIMIT_EXCEEDED`); the client's model does not say what it used.
 //!
 //! A subagent's tool calls carry a [`JobStep`]: the pipeline runs them under the
 //! admission slot of the call they run inside (never queued behind it), and logs them
@@ -24,23 +31,25 @@
 
 pub mod capability;
 pub mod config;
+pub mod models;
 pub mod wit;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::call::{
     Approver, CallContext, CallRequest, CallResult, JobStep, SampleContent, SampleError,
-    SampleMessage, SampleRequest, SampleRole, SampleTool, Sampler,
+    SampleMessage, SampleRequest, SampleRole, SampleTool, Sampler, TokenUse,
 };
 use crate::error::{ErrorCode, ToolError};
 use crate::services::jobs::{Job, JobRegistry, JobState};
 use crate::services::ToolRunner;
-pub use config::SubagentConfig;
+pub use config::{SubagentConfig, CLIENT_MODEL};
+use models::Model;
 
 /// The job kind, and the tool name a subagent is not offered by default.
 pub const KIND: &str = "subagent";
@@ -58,6 +67,8 @@ pub struct Task {
     pub tools: Option<Vec<String>>,
     pub max_turns: Option<u32>,
     pub timeout_ms: Option<u64>,
+    /// The model to ask (`client` or an operator's); none: the scope's.
+    pub model: Option<String>,
 }
 
 /// A finished run.
@@ -66,6 +77,10 @@ pub struct Answer {
     pub id: String,
     pub answer: String,
     pub turns: u32,
+    /// `client`, or the operator's model that answered.
+    pub model: String,
+    /// What it used (nothing counted on the client's model).
+    pub usage: TokenUse,
 }
 
 /// The subagents of one host.
@@ -75,7 +90,17 @@ pub struct SubagentService {
     runner: OnceLock<Arc<dyn ToolRunner>>,
     /// Running subagents per owner (ended when the owner goes).
     running: Mutex<HashMap<Arc<str>, Vec<Arc<Job>>>>,
+    /// The operator's models, by name.
+    models: BTreeMap<String, Arc<Model>>,
+    /// Per owner, the tokens its subagents used on operator models in the last hour.
+    spent: Mutex<HashMap<Arc<str>, SpentTokens>>,
 }
+
+/// When an owner's subagents used how many tokens, oldest first.
+type SpentTokens = VecDeque<(Instant, u64)>;
+
+/// The window of `max_tokens_per_owner_per_hour`.
+const HOUR: Duration = Duration::from_secs(3600);
 
 impl std::fmt::Debug for SubagentService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -91,6 +116,18 @@ enum Client {
     Fixed(Arc<dyn Sampler>),
     /// Borrowed from its owner's waiting `job_output` calls (background).
     Borrowed,
+    /// An operator's model; with the caller's client when the run is in the foreground
+    /// (a guard's `ask` goes to its user, as for the caller's own calls).
+    Operator(Arc<Model>, Option<Arc<dyn Sampler>>),
+}
+
+impl Client {
+    fn model_name(&self) -> &str {
+        match self {
+            Client::Operator(model, _) => &model.name,
+            _ => CLIENT_MODEL,
+        }
+    }
 }
 
 /// Everything one run needs, checked before it starts.
@@ -124,11 +161,95 @@ impl From<ToolError> for Stop {
 
 impl SubagentService {
     pub fn new(config: SubagentConfig, jobs: Arc<JobRegistry>) -> Self {
+        let models = config
+            .models
+            .iter()
+            .map(|(name, model)| (name.clone(), Arc::new(Model::new(name, model.clone()))))
+            .collect();
         SubagentService {
             config,
             jobs,
             runner: OnceLock::new(),
             running: Mutex::default(),
+            models,
+            spent: Mutex::default(),
+        }
+    }
+
+    /// The operator's models, by name.
+    pub fn models(&self) -> &BTreeMap<String, Arc<Model>> {
+        &self.models
+    }
+
+    /// The client a run of `task` for `caller` asks: the model it names or its scope's,
+    /// when the scope allows it and it can be asked.
+    fn client_for(
+        &self,
+        caller: &CallContext,
+        task: &Task,
+        background: bool,
+    ) -> Result<Client, ToolError> {
+        let allowed = self.config.models_allowed(&caller.scope);
+        let name = task.model.as_deref().unwrap_or(allowed[0]);
+        if !allowed.contains(&name) {
+            return Err(ToolError::new(
+                ErrorCode::InvalidArguments,
+                format!(
+                    "model {name:?} is not one scope {} may use (it may use: {}); nothing ran",
+                    caller.scope,
+                    allowed.join(", ")
+                ),
+            ));
+        }
+        if name == CLIENT_MODEL {
+            let sampler = usable_sampler(caller)?;
+            return Ok(if background {
+                Client::Borrowed
+            } else {
+                Client::Fixed(sampler)
+            });
+        }
+        let model = self.models.get(name).cloned().ok_or_else(|| {
+            ToolError::new(
+                ErrorCode::ModelUnavailable,
+                format!("model {name} is not configured ([subagent.models])"),
+            )
+        })?;
+        let caller_client = (!background).then(|| caller.sampler.clone()).flatten();
+        Ok(Client::Operator(model, caller_client))
+    }
+
+    /// Whether `owner` may send a model another request (`max_tokens_per_owner_per_hour`).
+    fn check_owner_budget(&self, owner: &Arc<str>) -> Result<(), ToolError> {
+        let limit = self.config.max_tokens_per_owner_per_hour;
+        if limit == 0 {
+            return Ok(());
+        }
+        let mut spent = self.spent.lock().unwrap();
+        let entries = spent.entry(owner.clone()).or_default();
+        while entries.front().is_some_and(|(at, _)| at.elapsed() > HOUR) {
+            entries.pop_front();
+        }
+        let used: u64 = entries.iter().map(|(_, tokens)| tokens).sum();
+        if used >= limit {
+            return Err(ToolError::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "this owner's subagents used {used} tokens on operator models in the last hour, the most allowed ([subagent] max_tokens_per_owner_per_hour = {limit})"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn spend(&self, owner: &Arc<str>, tokens: u64) {
+        if tokens > 0 {
+            self.spent
+                .lock()
+                .unwrap()
+                .entry(owner.clone())
+                .or_default()
+                .push_back((Instant::now(), tokens));
         }
     }
 
@@ -144,24 +265,38 @@ impl SubagentService {
         caller: &CallContext,
         task: Task,
     ) -> Result<Answer, ToolError> {
-        let sampler = usable_sampler(caller)?;
-        let run = self.prepare(caller, task, Client::Fixed(sampler))?;
+        let client = self.client_for(caller, &task, false)?;
+        let run = self.prepare(caller, task, client)?;
         let id = run.job.id.clone();
-        let (answer, turns) = self.drive(run).await?;
-        Ok(Answer { id, answer, turns })
+        let model = run.client.model_name().to_string();
+        let (answer, turns, usage) = self.drive(run).await?;
+        Ok(Answer {
+            id,
+            answer,
+            turns,
+            model,
+            usage,
+        })
     }
 
     /// Starts a background subagent; its id.
     pub fn start(self: &Arc<Self>, caller: &CallContext, task: Task) -> Result<String, ToolError> {
-        usable_sampler(caller)?;
-        let run = self.prepare(caller, task, Client::Borrowed)?;
-        run.job.borrows_clients();
-        run.job.set_note(Some("waiting for job_output".into()));
+        let client = self.client_for(caller, &task, true)?;
+        let run = self.prepare(caller, task, client)?;
+        if matches!(run.client, Client::Borrowed) {
+            run.job.borrows_clients();
+            run.job.set_note(Some("waiting for job_output".into()));
+        }
         let id = run.job.id.clone();
         let service = self.clone();
-        tokio::spawn(async move {
-            let _ = service.drive(run).await;
-        });
+        // Its model requests' spans go under the host call that started it.
+        let span = run.span.clone();
+        tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                let _ = service.drive(run).await;
+            },
+            span,
+        ));
         Ok(id)
     }
 
@@ -256,7 +391,8 @@ impl SubagentService {
                 "tools": names,
                 "max_turns": max_turns,
                 "timeout_ms": timeout.as_millis() as u64,
-                "background": matches!(client, Client::Borrowed),
+                "background": matches!(client, Client::Borrowed | Client::Operator(_, None)),
+                "model": client.model_name(),
             }),
         );
         Ok(Run {
@@ -281,14 +417,15 @@ impl SubagentService {
     }
 
     /// Runs the loop to its end, records the end in the job and the event log.
-    async fn drive(&self, run: Run) -> Result<(String, u32), ToolError> {
+    async fn drive(&self, run: Run) -> Result<(String, u32, TokenUse), ToolError> {
         let runner = self.runner()?;
         let job = run.job.clone();
         let mut transcript = Transcript::new(&job, self.config.max_transcript_bytes);
         let mut turns = 0;
+        let mut usage = TokenUse::default();
         let timeout = run.timeout;
         let looped = {
-            let looping = self.turns(&run, &*runner, &mut transcript, &mut turns);
+            let looping = self.turns(&run, &*runner, &mut transcript, &mut turns, &mut usage);
             tokio::select! {
                 ended = tokio::time::timeout(timeout, looping) => match ended {
                     Ok(ended) => ended,
@@ -307,7 +444,7 @@ impl SubagentService {
         let outcome = match looped {
             Ok(answer) => {
                 job.finish(JobState::Exited { code: 0 });
-                Ok((answer, turns))
+                Ok((answer, turns, usage))
             }
             Err(Stop::Killed) => {
                 transcript.push(turns, "killed", "");
@@ -340,6 +477,9 @@ impl SubagentService {
                 "subagent": job.id,
                 "started_by": run.step.started_by,
                 "turns": turns,
+                "model": run.client.model_name(),
+                "input_tokens": usage.input,
+                "output_tokens": usage.output,
                 "state": job_state_name(&outcome),
                 "error": outcome.as_ref().err().map(|e| json!({"code": e.code, "message": e.message})),
             }),
@@ -354,6 +494,7 @@ impl SubagentService {
         runner: &dyn ToolRunner,
         transcript: &mut Transcript<'_>,
         turns: &mut u32,
+        usage: &mut TokenUse,
     ) -> Result<String, Stop> {
         let job = &run.job;
         let mut messages = vec![SampleMessage {
@@ -408,6 +549,51 @@ impl SubagentService {
                     approver = borrowed.sampler.approver();
                     job.set_note(Some(format!("turn {turn}: asking the model")));
                     borrowed.sampler.sample(&request).await
+                }
+                Client::Operator(model, caller) => {
+                    approver = caller.as_ref().and_then(|c| c.approver());
+                    self.check_owner_budget(&run.owner)?;
+                    job.set_note(Some(format!("turn {turn}: asking model {}", model.name)));
+                    let asked = Instant::now();
+                    let answered = model.ask(&request).await;
+                    let used = answered.as_ref().map(|(_, used)| *used).unwrap_or_default();
+                    runner.event(
+                        "subagent/model",
+                        json!({
+                            "subagent": job.id,
+                            "started_by": run.step.started_by,
+                            "turn": turn,
+                            "model": model.name,
+                            "input_tokens": used.input,
+                            "output_tokens": used.output,
+                            "duration_ms": asked.elapsed().as_secs_f64() * 1000.0,
+                            "error": answered.as_ref().err().map(|e| e.code),
+                        }),
+                    );
+                    let (reply, used) = answered?;
+                    self.spend(&run.owner, used.total());
+                    usage.input += used.input;
+                    usage.output += used.output;
+                    transcript.push(
+                        turn,
+                        "tokens",
+                        &format!(
+                            "{} in, {} out (model {}; {} in, {} out so far)",
+                            used.input, used.output, model.name, usage.input, usage.output
+                        ),
+                    );
+                    let limit = self.config.max_tokens_per_subagent;
+                    if limit > 0 && usage.total() > limit {
+                        return Err(Stop::Error(ToolError::new(
+                            ErrorCode::LimitExceeded,
+                            format!(
+                                "{} used {} tokens, past its limit ([subagent] max_tokens_per_subagent = {limit})",
+                                job.id,
+                                usage.total()
+                            ),
+                        )));
+                    }
+                    Ok(reply)
                 }
             };
             let reply = reply.map_err(|error| {
@@ -478,6 +664,7 @@ impl SubagentService {
                         trace_parent: crate::traces::CallParent::Local(run.span.clone()),
                         sampler: match &run.client {
                             Client::Fixed(sampler) => Some(sampler.clone()),
+                            Client::Operator(_, caller) => caller.clone(),
                             Client::Borrowed => None,
                         },
                         ..CallRequest::new(
@@ -546,7 +733,7 @@ impl SubagentService {
     }
 }
 
-fn job_state_name(outcome: &Result<(String, u32), ToolError>) -> &'static str {
+fn job_state_name(outcome: &Result<(String, u32, TokenUse), ToolError>) -> &'static str {
     match outcome {
         Ok(_) => "answered",
         Err(error) if error.code == ErrorCode::Cancelled => "killed",

@@ -1,5 +1,5 @@
 //! The `dsh:plugin/subagent` binding: a run or a start for the calling owner, in the
-//! caller's scope, with the caller's client.
+//! caller's scope, on the model it names or its scope's.
 
 use std::sync::Arc;
 
@@ -31,6 +31,7 @@ fn task(request: SubagentRequest) -> Task {
         tools: request.tools,
         max_turns: request.max_turns,
         timeout_ms: request.timeout_ms.map(u64::from),
+        model: request.model,
     }
 }
 
@@ -45,6 +46,9 @@ impl Host for CallCtx<'_, Own> {
             id: answer.id,
             answer: answer.answer,
             turns: answer.turns,
+            model: answer.model,
+            input_tokens: answer.usage.input,
+            output_tokens: answer.usage.output,
         })
     }
 
