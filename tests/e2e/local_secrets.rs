@@ -66,11 +66,13 @@ impl Unprivileged {
         self.path("bin/dsh")
     }
 
-    /// The secrets dsh and the ordinary process hold: `(name, value)`.
-    fn secrets(&self) -> [(String, String); 2] {
+    /// The secrets dsh and the ordinary process hold: `(name, value)`. The third has a
+    /// name that does not look secret: only [`MODEL_KEY_CONFIG`] keeps it from commands.
+    fn secrets(&self) -> [(String, String); 3] {
         [
             ("DSH_HTTP_TOKEN".into(), format!("secret-{}", self.marker)),
             ("GITHUB_TOKEN".into(), format!("ghp-{}", self.marker)),
+            ("PLAIN_MODEL_AUTH".into(), format!("mk-{}", self.marker)),
         ]
     }
 
@@ -227,6 +229,12 @@ fn ptrace_scope() -> u32 {
     }
 }
 
+/// A model endpoint whose key is `PLAIN_MODEL_AUTH`, and an environment policy that asks
+/// to pass it: the key is dsh's own all the same.
+const MODEL_KEY_CONFIG: &str = "[process.env]\ninclude = [\"PLAIN_*\"]\n\
+    [subagent.models.local]\napi = \"openai-chat\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+    model = \"m\"\napi_key_env = \"PLAIN_MODEL_AUTH\"\n";
+
 #[test]
 fn a_local_command_cannot_read_dshs_environment_through_proc() {
     let env = Unprivileged::new();
@@ -241,10 +249,11 @@ fn a_local_command_cannot_read_dshs_environment_through_proc() {
          done",
         pid = ordinary.pid(),
     );
-    let content = env.call_bash(&script).content;
+    let content = env.call_bash_configured(MODEL_KEY_CONFIG, &script).content;
     assert_attacker_is_an_unprivileged_child(&env, &content);
 
-    // The command's own environment never had them (`[process.env]`).
+    // The command's own environment never had them (`[process.env]`, and the model's key
+    // whatever `[process.env]` asks to pass).
     let own = lines_after(&content, "own: ");
     assert!(!own.is_empty(), "{content}");
     assert!(

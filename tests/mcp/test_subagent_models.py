@@ -487,3 +487,16 @@ async def test_operators_see_each_model_on_metrics_in_traces_and_in_dsh_stats(
     models = json.loads(stats.stdout)["models"]
     # Two requests answered (the 503 was retried inside the first).
     assert models["local"]["requests"] == 2 and models["local"]["input_tokens"] == 270, models
+
+
+async def test_max_tokens_per_owner_per_hour_refuses_the_next_request_of_an_owner(endpoints, dsh_bin, keyed_env, dsh_dirs):
+    api = "openai-chat"
+    endpoint = endpoints(api, final(api, "first", tokens=(100, 10)), final(api, "never sent"))
+    config = endpoint.config("max_tokens_per_owner_per_hour = 100")
+    async with session_without_sampling(dsh_bin, keyed_env, dsh_dirs, config) as session:
+        first = await session.call_tool("subagent", {"prompt": "one"})
+        assert not first.is_error and text(first).startswith("first"), show(None, first)
+        request = ("subagent", {"prompt": "two"})
+        message = expect_error(request, await session.call_tool(*request), "LIMIT_EXCEEDED")
+    assert "used 110 tokens" in message and "max_tokens_per_owner_per_hour = 100" in message, message
+    assert len(endpoint.requests) == 1
