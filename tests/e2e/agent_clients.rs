@@ -1,8 +1,12 @@
 //! Real agent clients against `dsh serve`: the Codex CLI (`@openai/codex`, pinned) runs a
 //! session with dsh as its MCP server and a model endpoint of this test's own, which
-//! records what Codex sends the model and answers every turn with one short message. What
-//! is checked is what a user meets: whether the model's first request carries dsh's tools.
-//! Codex waits about 1 s for an MCP server's tools and then starts without them.
+//! records what Codex sends the model and answers each turn as its script says (a short
+//! message, or a call of one of dsh's tools). What is checked is what a user meets:
+//! whether the model's first request carries dsh's tools (Codex waits about 1 s for an MCP
+//! server's tools and then starts without them), and whether Codex's model, which has no
+//! sampling to offer, gets a `subagent`'s answer from the operator's model dsh is given, in
+//! the foreground and in the background (read with `job_output` without `since` until it
+//! has ended).
 //!
 //! Codex is installed with npm into `target/tmp/codex-cli` (once per version).
 
@@ -61,23 +65,33 @@ fn codex() -> Option<PathBuf> {
     }
 }
 
+/// What the scripted model answers a request with, given every request so far (the last
+/// is the one answered): an output item of the Responses API.
+type Script = Box<dyn Fn(&[Value]) -> Value + Send + Sync>;
+
 /// A model endpoint speaking the Responses API's streaming: it keeps each request body
-/// and answers with one assistant message, then the response's end.
+/// and answers with the item its script gives, then the response's end.
 struct ModelEndpoint {
     port: u16,
     requests: Arc<Mutex<Vec<Value>>>,
 }
 
 impl ModelEndpoint {
+    /// One that answers every turn with the message "done".
     fn start() -> ModelEndpoint {
+        ModelEndpoint::scripted(Box::new(|_| message("done")))
+    }
+
+    fn scripted(script: Script) -> ModelEndpoint {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let kept = requests.clone();
+        let script = Arc::new(script);
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let kept = kept.clone();
-                std::thread::spawn(move || answer(stream, &kept));
+                let (kept, script) = (kept.clone(), script.clone());
+                std::thread::spawn(move || answer(stream, &kept, &script));
             }
         });
         ModelEndpoint { port, requests }
@@ -89,48 +103,82 @@ impl ModelEndpoint {
     }
 }
 
+/// An assistant message item.
+fn message(text: &str) -> Value {
+    json!({"type": "message", "role": "assistant", "id": "msg-1",
+        "content": [{"type": "output_text", "text": text}]})
+}
+
+/// An item calling dsh's tool `name` (in Codex's namespace for the server `dsh`).
+fn dsh_call(call_id: &str, name: &str, arguments: Value) -> Value {
+    json!({"type": "function_call", "id": format!("fc-{call_id}"), "call_id": call_id,
+        "name": name, "namespace": "mcp__dsh", "arguments": arguments.to_string()})
+}
+
+/// The text of the last tool output a request carries (what dsh answered Codex's call).
+fn last_tool_output(request: &Value) -> String {
+    request["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .rfind(|item| item["type"] == "function_call_output")
+        .map(|item| match &item["output"] {
+            Value::String(text) => text.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            other => other.to_string(),
+        })
+        .unwrap_or_default()
+}
+
+/// The next request on a connection: its request line and body (none at its end).
+fn read_request(reader: &mut BufReader<TcpStream>) -> Option<(String, Vec<u8>)> {
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+        return None;
+    }
+    let mut length = 0usize;
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header).unwrap_or(0) == 0 {
+            return None;
+        }
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some((request_line, body))
+}
+
 /// Serves one connection's requests: `POST .../responses` gets the stream, anything else 404.
-fn answer(stream: TcpStream, kept: &Mutex<Vec<Value>>) {
+fn answer(stream: TcpStream, kept: &Mutex<Vec<Value>>, script: &Script) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut writer = stream;
-    loop {
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
-            return;
-        }
-        let mut length = 0usize;
-        loop {
-            let mut header = String::new();
-            if reader.read_line(&mut header).unwrap_or(0) == 0 {
-                return;
-            }
-            let header = header.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.trim().parse().unwrap_or(0);
-                }
-            }
-        }
-        let mut body = vec![0; length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
+    while let Some((request_line, body)) = read_request(&mut reader) {
         if !(request_line.starts_with("POST ") && request_line.contains("/responses")) {
             let _ = writer.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n");
             continue;
         }
-        kept.lock()
-            .unwrap()
-            .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+        let item = {
+            let mut kept = kept.lock().unwrap();
+            kept.push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+            script(&kept)
+        };
         let mut events = String::new();
         for event in [
             json!({"type": "response.created", "response": {"id": "resp-1"}}),
-            json!({"type": "response.output_item.done", "item": {
-                "type": "message", "role": "assistant", "id": "msg-1",
-                "content": [{"type": "output_text", "text": "done"}]}}),
+            json!({"type": "response.output_item.done", "item": item}),
             json!({"type": "response.completed", "response": {"id": "resp-1", "usage": {
                 "input_tokens": 1, "input_tokens_details": null, "output_tokens": 1,
                 "output_tokens_details": null, "total_tokens": 2}}}),
@@ -230,4 +278,212 @@ fn codex_first_session_on_an_empty_state_directory_offers_dsh_tools() {
             "{tool} not offered in Codex's first model request: {offered:?}\n{said}"
         );
     }
+}
+
+/// The operator's model dsh is given (the OpenAI chat completions API): each reply is
+/// `reply(number of requests so far)`; it keeps the request bodies.
+struct ChatEndpoint {
+    port: u16,
+    requests: Arc<Mutex<Vec<Value>>>,
+}
+
+impl ChatEndpoint {
+    fn start(reply: fn(usize) -> Value) -> ChatEndpoint {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let kept = requests.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let kept = kept.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut writer = stream;
+                    while let Some((_, body)) = read_request(&mut reader) {
+                        let n = {
+                            let mut kept = kept.lock().unwrap();
+                            kept.push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+                            kept.len()
+                        };
+                        let body = reply(n).to_string();
+                        let _ = writer.write_all(
+                            format!(
+                                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                                 content-length: {}\r\n\r\n{body}",
+                                body.len()
+                            )
+                            .as_bytes(),
+                        );
+                    }
+                });
+            }
+        });
+        ChatEndpoint { port, requests }
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.lock().unwrap().len()
+    }
+}
+
+/// A chat completion whose message is `message`.
+fn completion(message: Value) -> Value {
+    json!({"id": "chatcmpl-1", "object": "chat.completion", "model": "operator-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55}})
+}
+
+/// `codex exec PROMPT` with dsh (started with `dsh_config` as its dsh.toml) as its MCP
+/// server and `model` as its model; what it printed. Fails the test when it fails.
+fn run_codex(
+    codex: &Path,
+    env: &Env,
+    model: &ModelEndpoint,
+    dsh_config: &str,
+    prompt: &str,
+) -> String {
+    let home = env.dir.path().join("codex-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let dsh_toml = env.dir.path().join("dsh-for-codex.toml");
+    std::fs::write(&dsh_toml, dsh_config).unwrap();
+    let config = format!(
+        "model = \"stub-model\"\nmodel_provider = \"stub\"\n\n\
+         [model_providers.stub]\nname = \"stub\"\nbase_url = \"http://127.0.0.1:{}/v1\"\n\
+         wire_api = \"responses\"\n\n\
+         [mcp_servers.dsh]\ncommand = {:?}\nargs = [\"--config\", {:?}, \"--state-dir\", {:?}, \"--workdir\", {:?}, \"serve\"]\n",
+        model.port,
+        env!("CARGO_BIN_EXE_dsh"),
+        dsh_toml.display().to_string(),
+        env.state_dir().display().to_string(),
+        env.workdir().display().to_string(),
+    );
+    std::fs::write(home.join("config.toml"), config).unwrap();
+    // Codex asks before an MCP tool call; `exec` has nobody to ask, so approvals are off
+    // (dsh's own gate, guards and executor still stand).
+    let mut child = Command::new(codex)
+        .args([
+            "exec",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            prompt,
+        ])
+        .env("CODEX_HOME", &home)
+        .current_dir(env.workdir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "codex exec did not end in 120 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "{said}");
+    said
+}
+
+/// dsh.toml giving subagents the operator's model at `port`.
+fn operator_model_config(port: u16) -> String {
+    format!(
+        "[subagent]\nmodel = \"local\"\n[subagent.models.local]\napi = \"openai-chat\"\n\
+         base_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"operator-model\"\n"
+    )
+}
+
+/// Codex offers no sampling: with an operator's model configured, its model's `subagent`
+/// call gets the answer in the foreground.
+#[test]
+fn codex_s_model_gets_a_subagent_s_answer_from_the_operator_model() {
+    let Some(codex) = codex() else { return };
+    let env = Env::new();
+    let operator = ChatEndpoint::start(|_| {
+        completion(json!({"role": "assistant", "content": "the magic word is xyzzy"}))
+    });
+    let model = ModelEndpoint::scripted(Box::new(|requests| match requests.len() {
+        1 => dsh_call(
+            "call-1",
+            "subagent",
+            json!({"prompt": "find the magic word"}),
+        ),
+        _ => message("done"),
+    }));
+    let said = run_codex(
+        &codex,
+        &env,
+        &model,
+        &operator_model_config(operator.port),
+        "ask",
+    );
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2, "{said}");
+    let output = last_tool_output(&requests[1]);
+    assert!(
+        output.contains("the magic word is xyzzy") && output.contains("by model local"),
+        "what Codex's model got back: {output}\n{said}"
+    );
+    assert_eq!(operator.requests(), 1);
+}
+
+/// In the background: Codex's model starts a subagent, then calls `job_output {id,
+/// wait_ms}` without `since`, as models do, until it has ended; it works on its own.
+#[test]
+fn codex_s_model_reads_a_background_subagent_without_since_until_it_ends() {
+    let Some(codex) = codex() else { return };
+    let env = Env::new();
+    let operator = ChatEndpoint::start(|n| match n {
+        1 => completion(
+            json!({"role": "assistant", "content": null, "tool_calls": [{
+            "id": "call_b", "type": "function", "function": {"name": "bash",
+            "arguments": "{\"command\":\"sleep 1; echo from-the-subagent\",\"description\":\"wait\"}"}}]}),
+        ),
+        _ => completion(json!({"role": "assistant", "content": "the magic word is plugh"})),
+    });
+    let model = ModelEndpoint::scripted(Box::new(|requests| {
+        let n = requests.len();
+        if n == 1 {
+            return dsh_call(
+                "call-1",
+                "subagent",
+                json!({"prompt": "find the magic word", "run_in_background": true}),
+            );
+        }
+        let output = last_tool_output(&requests[n - 1]);
+        if n > 30 || output.contains("exited") || output.contains("failed") {
+            return message("done");
+        }
+        dsh_call(
+            &format!("call-{n}"),
+            "job_output",
+            json!({"id": "subagent-1", "wait_ms": 10000}),
+        )
+    }));
+    let said = run_codex(
+        &codex,
+        &env,
+        &model,
+        &operator_model_config(operator.port),
+        "ask",
+    );
+    let requests = model.requests();
+    let outputs: Vec<String> = requests.iter().skip(1).map(last_tool_output).collect();
+    assert!(
+        outputs[0].contains("subagent-1 started in the background"),
+        "{outputs:#?}\n{said}"
+    );
+    let last = outputs.last().unwrap();
+    assert!(
+        last.contains("[turn 1] result bash: ok: from-the-subagent")
+            && last.contains("[turn 2] answer: the magic word is plugh")
+            && last.contains("exited with code 0"),
+        "the last job_output Codex's model read: {last}\n{outputs:#?}"
+    );
+    assert!(requests.len() < 31, "it never ended: {outputs:#?}");
+    assert_eq!(operator.requests(), 2);
 }

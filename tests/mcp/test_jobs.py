@@ -164,6 +164,23 @@ async def test_job_output_wait_ms_returns_the_output_as_soon_as_it_comes(open_st
     assert took < 2.0, f"job_output with wait_ms=5000 answered after {took:.2f}s for output printed after 0.2s"
 
 
+async def test_job_output_without_since_waits_for_what_is_new_and_returns_it_all(open_stdio_session):
+    """A model that reads with `wait_ms` and no `since` (as models do) gets a wait for
+    output newer than the job had, not the output so far at once, again and again."""
+    async with open_stdio_session() as session:
+        job = await start_job(session, "echo early; sleep 1; echo late")
+        first = await job_output(session, job, wait_ms=5000)
+        if first.body == "":
+            first = await job_output(session, job, wait_ms=5000)
+        assert first.body.startswith("early\n"), first.raw
+        if first.body == "early\n":
+            # Waited for news past "early", and returns everything from the start.
+            again = await call(session, "job_output", {"id": job, "wait_ms": 5000})
+            assert text(again).startswith("early\nlate\n"), text(again)
+        else:
+            assert first.body == "early\nlate\n", first.raw
+
+
 # --------------------------------------------------------------------------- job_kill
 
 

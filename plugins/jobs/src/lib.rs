@@ -24,7 +24,7 @@ struct OutputArgs {
     /// The most bytes to return (default: what fits the result budget, about 29000); when more are there, the newest are returned after an omitted-bytes marker.
     #[schemars(range(min = 1, max = 1000000))]
     max_bytes: Option<u32>,
-    /// Wait up to this long for new output or the job's end, whichever comes first (default 0: answer at once).
+    /// Wait up to this long for output newer than `since` (without `since`: newer than what the job had when you asked) or the job's end, whichever comes first (default 0: answer at once). The answer still holds everything from `since`.
     #[schemars(range(max = 60000))]
     wait_ms: Option<u32>,
 }

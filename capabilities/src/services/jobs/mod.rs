@@ -828,7 +828,7 @@ impl JobRegistry {
         max_bytes: u64,
         wait: Duration,
     ) -> Result<OutputRead, ToolError> {
-        self.output_lending(owner, id, since, max_bytes, wait, None)
+        self.output_lending(owner, id, Some(since), max_bytes, wait, None)
             .await
     }
 
@@ -838,12 +838,13 @@ impl JobRegistry {
         &self,
         owner: &str,
         id: &str,
-        since: u64,
+        since: Option<u64>,
         max_bytes: u64,
         wait: Duration,
         client: Option<Arc<dyn Sampler>>,
     ) -> Result<OutputRead, ToolError> {
         let job = self.get(owner, id)?;
+        let from = since.unwrap_or(0);
         if !wait.is_zero() {
             let borrows = job
                 .borrows_clients
@@ -854,13 +855,16 @@ impl JobRegistry {
                 }
                 _ => None,
             };
+            // A wait is for what is new: past `since`, or without one past what the job
+            // had when the read began (the read still returns everything from the start).
             // A wait that lends the client waits for what the job does with it, whatever
-            // its `since` says: a read from the start (no `since`) would otherwise return
-            // at once with the output so far, every time, and the job would never get
-            // the client for its next step.
-            let news_after = match loan {
-                Some(_) => since.max(job.output_total()),
-                None => since,
+            // its `since` says. Else a model that reads without `since` would get the
+            // output so far at once, every time: a busy poll, and a job on the client's
+            // model would never get the client for its next step.
+            let news_after = match (since, &loan) {
+                (Some(since), Some(_)) => since.max(job.output_total()),
+                (Some(since), None) => since,
+                (None, _) => job.output_total(),
             };
             job.wait_for_news(
                 news_after,
@@ -871,7 +875,7 @@ impl JobRegistry {
                 loan.returned().await;
             }
         }
-        let (bytes, omitted_bytes, next_cursor) = job.read(since, max_bytes)?;
+        let (bytes, omitted_bytes, next_cursor) = job.read(from, max_bytes)?;
         let spill_failed = job.spill_failed();
         Ok(OutputRead {
             info: job.info(),

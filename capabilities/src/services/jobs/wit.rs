@@ -87,7 +87,7 @@ impl Host for CallCtx<'_, Own> {
                 jobs.output_lending(
                     &call.owner,
                     &request.id,
-                    request.since.unwrap_or(0),
+                    request.since,
                     request
                         .max_bytes
                         .map(u64::from)
