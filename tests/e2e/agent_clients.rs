@@ -8,7 +8,11 @@
 //! the foreground and in the background (read with `job_output` without `since` until it
 //! has ended).
 //!
-//! Codex is installed with npm into `target/tmp/codex-cli` (once per version).
+//! Claude Code (`@anthropic-ai/claude-code`, pinned) is driven the same way for subagents,
+//! against a model endpoint speaking Anthropic's streamed Messages API.
+//!
+//! Both are installed with npm into `target/tmp/codex-cli` and `target/tmp/claude-cli`
+//! (once per version).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -24,17 +28,36 @@ use crate::support::Env;
 /// The Codex CLI release the test pins (the one the README's client notes were checked with).
 const CODEX_VERSION: &str = "0.171.0";
 
+/// The Claude Code release the test pins.
+const CLAUDE_CODE_VERSION: &str = "2.1.197";
+
 /// The Codex CLI's launcher, installed under the target directory on first use (a lock
 /// serialises test processes). `None` (after [`crate::support::skipped`]) without npm.
 fn codex() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("codex-cli");
-    let launcher = dir.join("node_modules/.bin/codex");
+    npm_cli("codex-cli", "@openai/codex", CODEX_VERSION, "codex")
+}
+
+/// Claude Code's launcher, the same way.
+fn claude_code() -> Option<PathBuf> {
+    npm_cli(
+        "claude-cli",
+        "@anthropic-ai/claude-code",
+        CLAUDE_CODE_VERSION,
+        "claude",
+    )
+}
+
+/// `package@version` installed with npm under the target directory's `dir` (once per
+/// version; a lock serialises test processes), and its launcher `bin`.
+fn npm_cli(dir: &str, package: &str, version: &str, bin: &str) -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(dir);
+    let launcher = dir.join("node_modules/.bin").join(bin);
     let stamp = dir.join("dsh-installed.txt");
     std::fs::create_dir_all(&dir).unwrap();
     let lock = std::fs::File::create(dir.with_extension("lock")).unwrap();
     // SAFETY: flock on a descriptor we own; released when `lock` closes.
     unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
-    if launcher.exists() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(CODEX_VERSION) {
+    if launcher.exists() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(version) {
         return Some(launcher);
     }
     let installed = Command::new("npm")
@@ -45,21 +68,21 @@ fn codex() -> Option<PathBuf> {
             "--silent",
             "--no-save",
         ])
-        .arg(format!("@openai/codex@{CODEX_VERSION}"))
+        .arg(format!("{package}@{version}"))
         .current_dir(&dir)
         .output();
     match installed {
         Ok(output) if output.status.success() => {
-            std::fs::write(&stamp, CODEX_VERSION).unwrap();
+            std::fs::write(&stamp, version).unwrap();
             Some(launcher)
         }
         Ok(output) => panic!(
-            "npm install @openai/codex@{CODEX_VERSION} failed:\n{}{}",
+            "npm install {package}@{version} failed:\n{}{}",
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         ),
         Err(error) => {
-            crate::support::skipped(&format!("cannot run npm to install Codex: {error}"));
+            crate::support::skipped(&format!("cannot run npm to install {package}: {error}"));
             None
         }
     }
@@ -485,5 +508,266 @@ fn codex_s_model_reads_a_background_subagent_without_since_until_it_ends() {
         "the last job_output Codex's model read: {last}\n{outputs:#?}"
     );
     assert!(requests.len() < 31, "it never ended: {outputs:#?}");
+    assert_eq!(operator.requests(), 2);
+}
+
+/// What Claude Code's scripted model does next, given the request: text or a tool use.
+enum ClaudeTurn {
+    Text(&'static str),
+    Use(&'static str, Value),
+}
+
+/// A model endpoint speaking Anthropic's streamed Messages API (what Claude Code asks):
+/// each `POST /v1/messages` is answered by `script` as an event stream; token counts get a
+/// count. It keeps the request bodies.
+struct ClaudeEndpoint {
+    port: u16,
+    requests: Arc<Mutex<Vec<Value>>>,
+}
+
+impl ClaudeEndpoint {
+    fn start(script: fn(&Value) -> ClaudeTurn) -> ClaudeEndpoint {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let kept = requests.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let kept = kept.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut writer = stream;
+                    while let Some((line, body)) = read_request(&mut reader) {
+                        let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                        let (content_type, body) = if line.contains("count_tokens") {
+                            ("application/json", json!({"input_tokens": 10}).to_string())
+                        } else {
+                            let turn = script(&request);
+                            kept.lock().unwrap().push(request);
+                            ("text/event-stream", message_stream(turn))
+                        };
+                        let _ = writer.write_all(
+                            format!(
+                                "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\n\
+                                 content-length: {}\r\n\r\n{body}",
+                                body.len()
+                            )
+                            .as_bytes(),
+                        );
+                    }
+                });
+            }
+        });
+        ClaudeEndpoint { port, requests }
+    }
+}
+
+/// `turn` as the Messages API's event stream.
+fn message_stream(turn: ClaudeTurn) -> String {
+    let usage = json!({"input_tokens": 1, "output_tokens": 1});
+    let mut events = vec![json!({"type": "message_start", "message": {"id": "msg_1",
+        "type": "message", "role": "assistant", "model": "claude-stub", "content": [],
+        "stop_reason": null, "stop_sequence": null, "usage": usage}})];
+    let stop = match turn {
+        ClaudeTurn::Text(text) => {
+            events.push(json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "text", "text": ""}}));
+            events.push(json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": text}}));
+            "end_turn"
+        }
+        ClaudeTurn::Use(name, input) => {
+            // Each tool use its own id, as a model gives (Claude Code keys results by it).
+            static USES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let id = format!(
+                "toolu_{}",
+                USES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            );
+            events.push(json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}));
+            events.push(json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": input.to_string()}}));
+            "tool_use"
+        }
+    };
+    events.push(json!({"type": "content_block_stop", "index": 0}));
+    events.push(
+        json!({"type": "message_delta", "delta": {"stop_reason": stop,
+        "stop_sequence": null}, "usage": {"output_tokens": 1}}),
+    );
+    events.push(json!({"type": "message_stop"}));
+    events
+        .iter()
+        .map(|event| {
+            format!(
+                "event: {}\ndata: {event}\n\n",
+                event["type"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+/// The text of the last tool result a Messages request carries, if any.
+fn last_tool_result(request: &Value) -> Option<String> {
+    let content = request["messages"].as_array()?.last()?["content"].as_array()?;
+    let result = content.iter().rfind(|c| c["type"] == "tool_result")?;
+    Some(match &result["content"] {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
+    })
+}
+
+/// Whether a Messages request offers dsh's `subagent` (Claude Code's own side requests do not).
+fn offers_subagent(request: &Value) -> bool {
+    request["tools"]
+        .as_array()
+        .is_some_and(|tools| tools.iter().any(|t| t["name"] == "mcp__dsh__subagent"))
+}
+
+/// `claude -p PROMPT` with dsh (with `dsh_config`) as its MCP server and `model` as its
+/// model endpoint, allowed dsh's `subagent` and `job_output`; what it printed.
+fn run_claude_code(claude: &Path, env: &Env, model: &ClaudeEndpoint, dsh_config: &str) -> String {
+    let home = env.dir.path().join("claude-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let dsh_toml = env.dir.path().join("dsh-for-claude.toml");
+    std::fs::write(&dsh_toml, dsh_config).unwrap();
+    let servers = json!({"mcpServers": {"dsh": {"command": env!("CARGO_BIN_EXE_dsh"), "args": [
+        "--config", dsh_toml, "--state-dir", env.state_dir(), "--workdir", env.workdir(), "serve"]}}});
+    let mut child = Command::new(claude)
+        .args([
+            "-p",
+            "ask a subagent",
+            "--output-format",
+            "text",
+            "--mcp-config",
+        ])
+        .arg(servers.to_string())
+        .args(["--allowedTools", "mcp__dsh__subagent,mcp__dsh__job_output"])
+        .env("HOME", &home)
+        .env(
+            "ANTHROPIC_BASE_URL",
+            format!("http://127.0.0.1:{}", model.port),
+        )
+        .env("ANTHROPIC_API_KEY", "sk-stub")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .current_dir(env.workdir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "claude -p did not end in 180 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "{said}");
+    said
+}
+
+/// Claude Code offers no sampling either: its model's `subagent` call gets the answer of
+/// the operator's model dsh is given.
+#[test]
+fn claude_code_s_model_gets_a_subagent_s_answer_from_the_operator_model() {
+    let Some(claude) = claude_code() else { return };
+    let env = Env::new();
+    let operator = ChatEndpoint::start(|_| {
+        completion(json!({"role": "assistant", "content": "the magic word is xyzzy"}))
+    });
+    let model = ClaudeEndpoint::start(|request| {
+        if offers_subagent(request) && last_tool_result(request).is_none() {
+            ClaudeTurn::Use(
+                "mcp__dsh__subagent",
+                json!({"prompt": "find the magic word"}),
+            )
+        } else {
+            ClaudeTurn::Text("done")
+        }
+    });
+    let said = run_claude_code(&claude, &env, &model, &operator_model_config(operator.port));
+    let results: Vec<String> = model
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(last_tool_result)
+        .collect();
+    assert!(
+        results
+            .iter()
+            .any(|r| r.contains("the magic word is xyzzy") && r.contains("by model local")),
+        "what Claude Code's model got back: {results:#?}\n{said}"
+    );
+    assert_eq!(operator.requests(), 1);
+}
+
+/// In the background, read with `job_output` without `since` until it has ended.
+#[test]
+fn claude_code_s_model_reads_a_background_subagent_without_since_until_it_ends() {
+    let Some(claude) = claude_code() else { return };
+    let env = Env::new();
+    let operator = ChatEndpoint::start(|n| match n {
+        1 => completion(
+            json!({"role": "assistant", "content": null, "tool_calls": [{
+            "id": "call_b", "type": "function", "function": {"name": "bash",
+            "arguments": "{\"command\":\"sleep 1; echo from-the-subagent\",\"description\":\"wait\"}"}}]}),
+        ),
+        _ => completion(json!({"role": "assistant", "content": "the magic word is plugh"})),
+    });
+    let model = ClaudeEndpoint::start(|request| {
+        if !offers_subagent(request) {
+            return ClaudeTurn::Text("done");
+        }
+        let turns = request["messages"].as_array().map_or(0, Vec::len);
+        match last_tool_result(request) {
+            None => ClaudeTurn::Use(
+                "mcp__dsh__subagent",
+                json!({"prompt": "find the magic word", "run_in_background": true}),
+            ),
+            Some(result)
+                if result.contains("exited") || result.contains("failed") || turns > 60 =>
+            {
+                ClaudeTurn::Text("done")
+            }
+            Some(_) => ClaudeTurn::Use(
+                "mcp__dsh__job_output",
+                json!({"id": "subagent-1", "wait_ms": 10000}),
+            ),
+        }
+    });
+    let said = run_claude_code(&claude, &env, &model, &operator_model_config(operator.port));
+    let results: Vec<String> = model
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(last_tool_result)
+        .collect();
+    assert!(
+        results
+            .first()
+            .is_some_and(|r| r.contains("subagent-1 started in the background")),
+        "{results:#?}\n{said}"
+    );
+    let last = results.last().unwrap();
+    assert!(
+        last.contains("[turn 1] result bash: ok: from-the-subagent")
+            && last.contains("[turn 2] answer: the magic word is plugh")
+            && last.contains("exited with code 0"),
+        "the last job_output Claude Code's model read: {last}\n{results:#?}"
+    );
     assert_eq!(operator.requests(), 2);
 }
