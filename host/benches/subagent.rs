@@ -231,7 +231,8 @@ async fn main() {
     let direct = support::percentile(&mut direct, 0.5);
     println!("== subagent step vs direct call (echo, {STEPS} steps a run, {ROUNDS} runs, medians)");
     println!(
-        "direct echo call through the pipeline          {:>9.1} µs",
+        "{:<47}{:>9.1} µs",
+        "direct echo call through the pipeline",
         support::us(direct)
     );
     let mut rows = vec![(
@@ -242,7 +243,8 @@ async fn main() {
         let step = per_step(&pipeline, subagent(api), Some(server)).await;
         let served = server.requests.load(Ordering::Relaxed).max(1);
         println!(
-            "{api} endpoint's own time per request     {:>9.1} µs (taken out)",
+            "{:<47}{:>9.1} µs (taken out)",
+            format!("{api} endpoint's own time per request"),
             server.busy_ns.load(Ordering::Relaxed) as f64 / served as f64 / 1000.0
         );
         rows.push((format!("operator model, {api}"), step));
