@@ -283,12 +283,16 @@ async def test_a_foreground_subagent_on_an_operator_model_runs_bash_a_file_tool_
 async def test_a_background_subagent_on_an_operator_model_works_and_ends_while_nobody_reads(
     api, endpoints, dsh_bin, keyed_env, dsh_dirs
 ):
+    (dsh_dirs.work / "notes.txt").write_text("background notes\n")
     endpoint = endpoints(
         api,
         tool_call(api, "bash", {"command": "echo step-one", "description": "one"}, "c1"),
+        tool_call(api, "read", {"path": "notes.txt"}, "c2"),
+        tool_call(api, "bash", {"command": "rm -rf /", "description": "wipe"}, "c3"),
         final(api, "finished alone"),
     )
-    async with session_without_sampling(dsh_bin, keyed_env, dsh_dirs, endpoint.config()) as session:
+    config = endpoint.config() + '[pipeline]\nguards = ["deny_destructive"]\n'
+    async with session_without_sampling(dsh_bin, keyed_env, dsh_dirs, config) as session:
         started = await session.call_tool("subagent", {"prompt": "work", "run_in_background": True})
         assert not started.is_error, show(None, started)
         job = text(started).split()[0]
@@ -301,11 +305,14 @@ async def test_a_background_subagent_on_an_operator_model_works_and_ends_while_n
                     break
                 await anyio.sleep(0.1)
         assert "exited" in line, listed
-        assert len(endpoint.requests) == 2
+        assert len(endpoint.requests) == 4
         # job_output without `since` reads the whole transcript.
         read = await session.call_tool("job_output", {"id": job, "wait_ms": 1000})
     assert "[turn 1] result bash: ok: step-one" in text(read), text(read)
-    assert "[turn 2] answer: finished alone" in text(read), text(read)
+    assert "[turn 2] result read: ok" in text(read), text(read)
+    assert "[turn 3] result bash: DENIED" in text(read), text(read)
+    assert "[turn 4] answer: finished alone" in text(read), text(read)
+    assert "background notes" in tool_results(api, endpoint.requests[2]["body"])[0]
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -465,6 +472,8 @@ async def test_operators_see_each_model_on_metrics_in_traces_and_in_dsh_stats(
         assert not result.is_error, show(None, result)
     async with httpx2.AsyncClient() as http:
         samples = await scrape(http, server, token)
+        exposition = (await http.get(server.url.removesuffix("/mcp") + "/metrics", headers={"Authorization": f"Bearer {token}"})).text
+    assert "dsh_model_requests_total" in exposition and KEY not in exposition
     for name, expected in [
         ("dsh_model_requests_total", 3),
         ("dsh_model_errors_total", 1),
