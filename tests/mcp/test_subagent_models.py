@@ -509,3 +509,12 @@ async def test_max_tokens_per_owner_per_hour_refuses_the_next_request_of_an_owne
         message = expect_error(request, await session.call_tool(*request), "LIMIT_EXCEEDED")
     assert "used 110 tokens" in message and "max_tokens_per_owner_per_hour = 100" in message, message
     assert len(endpoint.requests) == 1
+
+
+async def test_an_endless_answer_is_cut_at_32_mib_and_ends_the_run(endpoints, dsh_bin, keyed_env, dsh_dirs):
+    api = "openai-chat"
+    endpoint = endpoints(api, (200, {}, {"padding": "x" * (40 << 20)}))
+    async with session_without_sampling(dsh_bin, keyed_env, dsh_dirs, endpoint.config()) as session:
+        request = ("subagent", {"prompt": "x"})
+        message = expect_error(request, await session.call_tool(*request), "MODEL_UNAVAILABLE")
+    assert "answered more than 32 MiB" in message, message

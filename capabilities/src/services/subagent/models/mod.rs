@@ -25,6 +25,9 @@ use serde::Deserialize;
 use crate::call::{SampleReply, SampleRequest};
 use crate::error::{ErrorCode, ToolError};
 
+/// The most bytes of one answer dsh reads from a model endpoint.
+pub const MAX_ANSWER_BYTES: usize = 32 << 20;
+
 /// Which wire format a model endpoint speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 pub enum ModelApi {
@@ -329,15 +332,34 @@ impl Model {
             .get("retry-after")
             .and_then(|value| value.to_str().ok())
             .and_then(retry_after);
-        let body = match response.bytes().await {
-            Ok(body) => body,
-            Err(error) => {
-                return Attempt::Retry {
-                    why: format!("the answer was cut off: {}", source_chain(&error)),
-                    after: None,
+        // Read in chunks up to a cap: an endpoint that answers without end cannot fill
+        // dsh's memory.
+        let mut response = response;
+        let mut body = Vec::new();
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) => {
+                    if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+                        return Attempt::Failed(ToolError::new(
+                            ErrorCode::ModelUnavailable,
+                            format!(
+                                "model {} answered more than {} MiB; nothing of it was used",
+                                self.name,
+                                MAX_ANSWER_BYTES >> 20
+                            ),
+                        ));
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                Ok(None) => break,
+                Err(error) => {
+                    return Attempt::Retry {
+                        why: format!("the answer was cut off: {}", source_chain(&error)),
+                        after: None,
+                    }
                 }
             }
-        };
+        }
         if status.is_success() {
             let parsed = serde_json::from_slice::<serde_json::Value>(&body)
                 .map_err(|error| error.to_string())
