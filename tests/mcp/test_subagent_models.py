@@ -518,3 +518,18 @@ async def test_an_endless_answer_is_cut_at_32_mib_and_ends_the_run(endpoints, ds
         request = ("subagent", {"prompt": "x"})
         message = expect_error(request, await session.call_tool(*request), "MODEL_UNAVAILABLE")
     assert "answered more than 32 MiB" in message, message
+
+
+async def test_tool_arguments_that_are_not_json_are_refused_to_the_model_and_the_run_goes_on(
+    endpoints, dsh_bin, keyed_env, dsh_dirs
+):
+    api = "openai-chat"
+    slip = tool_call(api, "bash", {}, "c1")
+    slip["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = '{"command": ls'
+    endpoint = endpoints(
+        api, slip, lambda body: final(api, "saw: " + tool_results(api, body)[0].splitlines()[0])
+    )
+    async with session_without_sampling(dsh_bin, keyed_env, dsh_dirs, endpoint.config()) as session:
+        result = await session.call_tool("subagent", {"prompt": "x"})
+    assert not result.is_error, show(None, result)
+    assert text(result).startswith("saw: [error] INVALID_ARGUMENTS"), text(result)

@@ -117,8 +117,12 @@ pub(crate) fn reply(body: &Value) -> Result<SampleReply, String> {
             .ok_or("a tool call has no name")?;
         let arguments = match function.get("arguments") {
             Some(Value::String(text)) if text.trim().is_empty() => json!({}),
-            Some(Value::String(text)) => serde_json::from_str(text)
-                .map_err(|error| format!("the arguments of {name} are not JSON: {error}"))?,
+            // Arguments that are not JSON (a small model's slip) go to the tool as the
+            // string they are: the call is refused (`INVALID_ARGUMENTS`), the model sees
+            // why and may try again, and the run goes on.
+            Some(Value::String(text)) => {
+                serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone()))
+            }
             Some(object @ Value::Object(_)) => object.clone(),
             _ => json!({}),
         };
