@@ -12,6 +12,7 @@
 //! one line there. [`resource_changes`] is no capability: it is how the terminal
 //! sessions and the jobs tell the front end their owner's resources changed.
 
+pub mod egress;
 pub mod elicitation;
 pub mod files;
 pub mod handover;
