@@ -244,44 +244,11 @@ fn codex_first_session_on_an_empty_state_directory_offers_dsh_tools() {
     let Some(codex) = codex() else { return };
     let env = Env::new();
     let model = ModelEndpoint::start();
-    let home = env.dir.path().join("codex-home");
-    std::fs::create_dir_all(&home).unwrap();
-    let config = format!(
-        "model = \"stub-model\"\nmodel_provider = \"stub\"\n\n\
-         [model_providers.stub]\nname = \"stub\"\nbase_url = \"http://127.0.0.1:{}/v1\"\n\
-         wire_api = \"responses\"\n\n\
-         [mcp_servers.dsh]\ncommand = {:?}\nargs = [\"--state-dir\", {:?}, \"--workdir\", {:?}, \"serve\"]\n",
-        model.port,
-        env!("CARGO_BIN_EXE_dsh"),
-        env.state_dir().display().to_string(),
-        env.workdir().display().to_string(),
-    );
-    std::fs::write(home.join("config.toml"), config).unwrap();
     assert!(
         std::fs::read_dir(env.state_dir()).unwrap().next().is_none(),
         "the state directory starts empty"
     );
-    let mut child = Command::new(codex)
-        .args(["exec", "--skip-git-repo-check", "say hi"])
-        .env("CODEX_HOME", &home)
-        .current_dir(env.workdir())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "codex exec did not end in 120 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let output = child.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(output.status.success(), "{said}");
+    let said = run_codex(&codex, &env, &model, None, "say hi");
     let requests = model.requests();
     let first = requests
         .first()
@@ -356,34 +323,44 @@ fn completion(message: Value) -> Value {
         "usage": {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55}})
 }
 
-/// `codex exec PROMPT` with dsh (started with `dsh_config` as its dsh.toml) as its MCP
-/// server and `model` as its model; what it printed. Fails the test when it fails.
+/// `codex exec PROMPT` with dsh (started with `dsh_config` as its dsh.toml, if any) as
+/// its MCP server and `model` as its model; what it printed. Fails the test when it fails.
 fn run_codex(
     codex: &Path,
     env: &Env,
     model: &ModelEndpoint,
-    dsh_config: &str,
+    dsh_config: Option<&str>,
     prompt: &str,
 ) -> String {
     let home = env.dir.path().join("codex-home");
     std::fs::create_dir_all(&home).unwrap();
-    let dsh_toml = env.dir.path().join("dsh-for-codex.toml");
-    std::fs::write(&dsh_toml, dsh_config).unwrap();
+    let mut dsh_args = Vec::new();
+    if let Some(dsh_config) = dsh_config {
+        let dsh_toml = env.dir.path().join("dsh-for-codex.toml");
+        std::fs::write(&dsh_toml, dsh_config).unwrap();
+        dsh_args = vec!["--config".to_string(), dsh_toml.display().to_string()];
+    }
+    dsh_args.extend([
+        "--state-dir".to_string(),
+        env.state_dir().display().to_string(),
+        "--workdir".to_string(),
+        env.workdir().display().to_string(),
+        "serve".to_string(),
+    ]);
     let config = format!(
         "model = \"stub-model\"\nmodel_provider = \"stub\"\n\n\
          [model_providers.stub]\nname = \"stub\"\nbase_url = \"http://127.0.0.1:{}/v1\"\n\
          wire_api = \"responses\"\n\n\
-         [mcp_servers.dsh]\ncommand = {:?}\nargs = [\"--config\", {:?}, \"--state-dir\", {:?}, \"--workdir\", {:?}, \"serve\"]\n",
+         [mcp_servers.dsh]\ncommand = {:?}\nargs = {}\n",
         model.port,
         env!("CARGO_BIN_EXE_dsh"),
-        dsh_toml.display().to_string(),
-        env.state_dir().display().to_string(),
-        env.workdir().display().to_string(),
+        Value::from(dsh_args),
     );
     std::fs::write(home.join("config.toml"), config).unwrap();
     // Codex asks before an MCP tool call; `exec` has nobody to ask, so approvals are off
     // (dsh's own gate, guards and executor still stand).
-    let mut child = Command::new(codex)
+    let mut codex = Command::new(codex);
+    codex
         .args([
             "exec",
             "--skip-git-repo-check",
@@ -391,15 +368,25 @@ fn run_codex(
             prompt,
         ])
         .env("CODEX_HOME", &home)
-        .current_dir(env.workdir())
+        .current_dir(env.workdir());
+    run_to_end(&mut codex, Duration::from_secs(120))
+}
+
+/// Runs `command` with no input to its end, within `limit`; what it printed. Fails the
+/// test when it fails or outlasts `limit`.
+fn run_to_end(command: &mut Command, limit: Duration) -> String {
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + limit;
     while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "codex exec did not end in 120 s");
+        assert!(
+            Instant::now() < deadline,
+            "{command:?} did not end in {limit:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let output = child.wait_with_output().unwrap();
@@ -441,7 +428,7 @@ fn codex_s_model_gets_a_subagent_s_answer_from_the_operator_model() {
         &codex,
         &env,
         &model,
-        &operator_model_config(operator.port),
+        Some(&operator_model_config(operator.port)),
         "ask",
     );
     let requests = model.requests();
@@ -491,7 +478,7 @@ fn codex_s_model_reads_a_background_subagent_without_since_until_it_ends() {
         &codex,
         &env,
         &model,
-        &operator_model_config(operator.port),
+        Some(&operator_model_config(operator.port)),
         "ask",
     );
     let requests = model.requests();
@@ -638,7 +625,8 @@ fn run_claude_code(claude: &Path, env: &Env, model: &ClaudeEndpoint, dsh_config:
     std::fs::write(&dsh_toml, dsh_config).unwrap();
     let servers = json!({"mcpServers": {"dsh": {"command": env!("CARGO_BIN_EXE_dsh"), "args": [
         "--config", dsh_toml, "--state-dir", env.state_dir(), "--workdir", env.workdir(), "serve"]}}});
-    let mut child = Command::new(claude)
+    let mut claude = Command::new(claude);
+    claude
         .args([
             "-p",
             "ask a subagent",
@@ -657,25 +645,8 @@ fn run_claude_code(claude: &Path, env: &Env, model: &ClaudeEndpoint, dsh_config:
         .env("DISABLE_TELEMETRY", "1")
         .env("DISABLE_AUTOUPDATER", "1")
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .current_dir(env.workdir())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "claude -p did not end in 180 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let output = child.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(output.status.success(), "{said}");
-    said
+        .current_dir(env.workdir());
+    run_to_end(&mut claude, Duration::from_secs(180))
 }
 
 /// Claude Code offers no sampling either: its model's `subagent` call gets the answer of
