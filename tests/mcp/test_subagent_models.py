@@ -533,3 +533,31 @@ async def test_tool_arguments_that_are_not_json_are_refused_to_the_model_and_the
         result = await session.call_tool("subagent", {"prompt": "x"})
     assert not result.is_error, show(None, result)
     assert text(result).startswith("saw: [error] INVALID_ARGUMENTS"), text(result)
+
+
+async def test_max_in_flight_bounds_the_requests_an_endpoint_gets_at_once(endpoints, dsh_bin, keyed_env, dsh_dirs):
+    api = "openai-chat"
+    lock, state = threading.Lock(), {"now": 0, "most": 0}
+
+    def slow_answer(body: dict) -> dict:
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+        time.sleep(0.5)
+        with lock:
+            state["now"] -= 1
+        return final(api, "slow answer")
+
+    endpoint = endpoints(api, slow_answer, slow_answer, slow_answer)
+    config = endpoint.config().replace("retry_base_ms = 50\n", "retry_base_ms = 50\nmax_in_flight = 1\n")
+    async with session_without_sampling(dsh_bin, keyed_env, dsh_dirs, config) as session:
+        results = []
+
+        async def ask() -> None:
+            results.append(await session.call_tool("subagent", {"prompt": "x"}))
+
+        async with anyio.create_task_group() as group:
+            for _ in range(3):
+                group.start_soon(ask)
+    assert all(not r.is_error and text(r).startswith("slow answer") for r in results), [text(r) for r in results]
+    assert len(endpoint.requests) == 3 and state["most"] == 1, state
