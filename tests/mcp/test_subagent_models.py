@@ -561,3 +561,25 @@ async def test_max_in_flight_bounds_the_requests_an_endpoint_gets_at_once(endpoi
                 group.start_soon(ask)
     assert all(not r.is_error and text(r).startswith("slow answer") for r in results), [text(r) for r in results]
     assert len(endpoint.requests) == 3 and state["most"] == 1, state
+
+
+async def test_a_retry_after_past_max_retry_wait_ms_and_a_request_past_timeout_ms_end_the_run(
+    endpoints, dsh_bin, keyed_env, dsh_dirs
+):
+    api = "openai-chat"
+    endpoint = endpoints(api, (429, {"retry-after": "120"}, {"error": {"message": "come back later"}}))
+    async with session_without_sampling(dsh_bin, keyed_env, dsh_dirs, endpoint.config()) as session:
+        request = ("subagent", {"prompt": "x"})
+        message = expect_error(request, await session.call_tool(*request), "MODEL_UNAVAILABLE")
+    assert "asks to wait 120 s, past max_retry_wait_ms (60000 ms)" in message, message
+    assert len(endpoint.requests) == 1
+
+    def stuck(body: dict) -> dict:
+        time.sleep(3)
+        return final(api, "too late")
+
+    endpoint = endpoints(api, stuck)
+    config = endpoint.config().replace("retry_base_ms = 50\n", "retry_base_ms = 50\ntimeout_ms = 300\nmax_retries = 0\n")
+    async with session_without_sampling(dsh_bin, keyed_env, dsh_dirs, config) as session:
+        message = expect_error(request, await session.call_tool(*request), "MODEL_UNAVAILABLE")
+    assert "no answer within 300 ms" in message and "after 1 tries" in message, message
