@@ -10,8 +10,9 @@
 //! Then by address, the address dsh resolved the name to and is about to connect to (so
 //! a name that resolves to something else the second time reaches nothing more): an
 //! address inside (loopback, link-local with the cloud metadata address, private and
-//! shared ranges, unique-local, multicast, unspecified, broadcast, documentation ranges,
-//! or one of the host's own addresses) is refused, unless the entry that allowed the
+//! shared ranges, multicast, unspecified, broadcast, documentation and reserved ranges;
+//! for IPv6 everything outside global unicast, Teredo, and 6to4 of an inside IPv4
+//! address; or one of the host's own addresses) is refused, unless the entry that allowed the
 //! name names the inside itself: the name `localhost` (loopback only) or that very
 //! address. A wildcard never reaches the inside.
 
@@ -288,22 +289,26 @@ fn is_inside_v4(v4: Ipv4Addr) -> bool {
         || a >= 240
 }
 
+/// An IPv6 address is outside only in global unicast (2000::/3), and there not in the
+/// ranges that reach something else: documentation, Teredo, and 6to4 of an inside IPv4
+/// address. Built from what is allowed: a range nobody listed is inside.
 fn is_inside_v6(v6: Ipv6Addr) -> bool {
-    let first = v6.segments()[0];
-    v6.is_loopback()
-        || v6.is_unspecified()
-        || v6.is_multicast()
-        // Unique local, fc00::/7; link-local, fe80::/10; site-local (deprecated), fec0::/10.
-        || (first & 0xfe00) == 0xfc00
-        || (first & 0xffc0) == 0xfe80
-        || (first & 0xffc0) == 0xfec0
-        // Documentation, 2001:db8::/32; NAT64 of an inside v4 is checked as that v4.
-        || (first == 0x2001 && v6.segments()[1] == 0x0db8)
-        || (first == 0x0064
-            && v6.segments()[1] == 0xff9b
-            && is_inside_v4(Ipv4Addr::from_bits(
-                (u32::from(v6.segments()[6]) << 16) | u32::from(v6.segments()[7]),
-            )))
+    let segments = v6.segments();
+    let first = segments[0];
+    if first & 0xe000 != 0x2000 {
+        return true;
+    }
+    // Documentation, 2001:db8::/32, and Teredo, 2001::/32 (a tunnel to any IPv4 address).
+    if first == 0x2001 && (segments[1] == 0x0db8 || segments[1] == 0) {
+        return true;
+    }
+    // 6to4, 2002::/16: the IPv4 address it carries decides.
+    if first == 0x2002 {
+        return is_inside_v4(Ipv4Addr::from_bits(
+            (u32::from(segments[1]) << 16) | u32::from(segments[2]),
+        ));
+    }
+    false
 }
 
 #[cfg(test)]
@@ -419,6 +424,9 @@ mod tests {
             "::ffff:127.0.0.1",
             "::ffff:169.254.169.254",
             "64:ff9b::a9fe:a9fe",
+            "2002:7f00:1::1",
+            "2001:0:4136:e378::1",
+            "100::1",
             // The host's own public address.
             "203.0.113.7",
         ] {
