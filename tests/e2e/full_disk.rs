@@ -334,14 +334,16 @@ fn a_background_job_whose_spill_fails_keeps_its_tail_and_job_output_says_so() {
         .unwrap_or_else(|| panic!("no job id in {started:?}"))
         .trim_end_matches(|c: char| !c.is_ascii_digit())
         .to_string();
-    // Each read waits for news past the last cursor: a read from 0 would return at once,
-    // and hundreds of them would log more than the room left on the disk.
+    // Each read waits for news past the last cursor, asks for little of it and comes a
+    // moment after the last: the job writes all the time, so reads as fast as the machine
+    // allows would log (each read is two events) more than the room left on the disk.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut since = 0u64;
     loop {
+        std::thread::sleep(std::time::Duration::from_millis(200));
         let text = server.call_ok(
             "job_output",
-            json!({"id": id, "since": since, "wait_ms": 2000}),
+            json!({"id": id, "since": since, "wait_ms": 2000, "max_bytes": 256}),
         );
         if !text.contains(": running; next cursor") {
             break;
