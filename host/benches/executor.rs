@@ -42,6 +42,7 @@ fn spec(dir: &std::path::Path, executor: ExecutorKind) -> RunSpec {
         spill_cap: dsh::output::DEFAULT_SPILL_CAP,
         env: Vec::new(),
         executor,
+        network: None,
     }
 }
 
@@ -147,7 +148,7 @@ fn main() {
     );
     for _ in 0..RUNS {
         let started = Instant::now();
-        drop(sandbox.prepare_run(None).unwrap());
+        drop(sandbox.prepare_run(None, None).unwrap());
         prepare.push(started.elapsed());
     }
     for _ in 0..RUNS {
@@ -332,13 +333,13 @@ fn container_breakdown(work: &std::path::Path, own: &OwnFiles) {
     let mut prepare = Vec::new();
     for _ in 0..RUNS {
         let started = Instant::now();
-        drop(container.prepare_run(None).unwrap());
+        drop(container.prepare_run(None, None).unwrap());
         prepare.push(started.elapsed());
     }
     let mut sandbox_prepare = Vec::new();
     for _ in 0..RUNS {
         let started = Instant::now();
-        drop(sandbox.prepare_run(None).unwrap());
+        drop(sandbox.prepare_run(None, None).unwrap());
         sandbox_prepare.push(started.elapsed());
     }
     println!("container setup ({RUNS} runs, medians):");

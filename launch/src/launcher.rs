@@ -52,6 +52,9 @@ pub struct Command<'a> {
     pub executor: ExecutorKind,
     /// A descriptor that becomes the process's descriptor 3 (a long command's script).
     pub fd3: Option<BorrowedFd<'a>>,
+    /// Its network by policy ([`Launch::network_for`]): it runs in a namespace of its
+    /// own whose one way out is the policy's proxy. None: the executor's own network.
+    pub network: Option<&'a crate::network::Network>,
 }
 
 /// A started process in its containment run. Dropping it kills the run: the process
@@ -62,6 +65,9 @@ pub struct Contained {
     /// The run's confinement (`None` under `local`); its `TMPDIR` goes when this is
     /// dropped.
     pub sandbox: Option<executor::Prepared>,
+    /// Its proxy while it lives (a run with a network by policy): dropping it ends the
+    /// run's connections.
+    pub egress: Option<Box<dyn crate::network::RunEgress>>,
 }
 
 fn c_string(bytes: &[u8]) -> Result<CString, LaunchError> {
@@ -99,10 +105,28 @@ impl Launch {
             Stdio::Pty { path, .. } => Some(path),
             _ => None,
         };
-        let sandbox = self.prepare(command.executor, command.cwd, terminal)?;
+        let (namespace, served) = match command.network {
+            Some(network) if command.executor != ExecutorKind::Local => {
+                let made = crate::network::RunNetwork::open().map_err(LaunchError::Network)?;
+                let egress = network
+                    .policy
+                    .serve(made.listener, &network.label)
+                    .map_err(|why| LaunchError::Network(std::io::Error::other(why)))?;
+                (Some(made.namespace), Some((network, egress)))
+            }
+            _ => (None, None),
+        };
+        let sandbox = self.prepare(command.executor, command.cwd, terminal, namespace)?;
         let mut env = command.env.to_vec();
         if let Some(prepared) = &sandbox {
             env.push(("TMPDIR".into(), prepared.tmp().display().to_string()));
+            if let Some((network, _)) = &served {
+                let variables = network
+                    .policy
+                    .environment(prepared.tmp())
+                    .map_err(|why| LaunchError::Network(std::io::Error::other(why)))?;
+                env.extend(variables);
+            }
         }
         let argv = command
             .args
@@ -148,6 +172,7 @@ impl Launch {
             child,
             run,
             sandbox,
+            egress: served.map(|(_, egress)| egress),
         })
     }
 }

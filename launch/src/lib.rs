@@ -24,6 +24,7 @@ pub mod config;
 pub mod containment;
 pub mod executor;
 pub mod launcher;
+pub mod network;
 pub mod os;
 pub mod own_files;
 pub mod peer;
@@ -59,6 +60,9 @@ pub enum LaunchError {
     /// own preparing the run (see each executor's `From` into this).
     #[error("{0}")]
     Executor(Box<dyn std::error::Error + Send + Sync>),
+    /// The run's network by policy could not be made or served.
+    #[error("cannot give the run its network: {0}")]
+    Network(std::io::Error),
 }
 
 /// `name` looked up on `PATH` (a name with a `/` is taken as a path).
@@ -87,6 +91,8 @@ pub struct Launch {
     /// when the configuration names it, else at first use; a failure refuses every run
     /// under it, with its reason.
     executors: Box<[std::sync::OnceLock<executor::Built>]>,
+    /// The host's egress proxy, once installed: which confined runs get a network.
+    egress: std::sync::OnceLock<std::sync::Arc<dyn network::Egress>>,
 }
 
 /// Where a host's runs are: the session workspace (a sandboxed run's writable root and
@@ -122,6 +128,7 @@ impl Launch {
                 .iter()
                 .map(|_| std::sync::OnceLock::new())
                 .collect(),
+            egress: std::sync::OnceLock::new(),
         };
         let named = &config.named;
         for kind in named {
@@ -131,6 +138,38 @@ impl Launch {
             launch.report_places();
         }
         Ok(launch)
+    }
+
+    /// Installs the host's egress proxy (once; a second is ignored and says so).
+    pub fn install_egress(&self, egress: std::sync::Arc<dyn network::Egress>) {
+        if self.egress.set(egress).is_err() {
+            tracing::warn!("an egress proxy was installed twice; the first stays");
+        }
+    }
+
+    /// The network a run of `tool` in `scope`, started by the call `call` of `owner`,
+    /// gets under `executor` (none: no network, and none for `local`, which is not
+    /// confined and has the host's).
+    pub fn network_for(
+        &self,
+        executor: ExecutorKind,
+        scope: &str,
+        tool: &str,
+        owner: &std::sync::Arc<str>,
+        call: &str,
+    ) -> Option<network::Network> {
+        if executor == ExecutorKind::Local {
+            return None;
+        }
+        let policy = self.egress.get()?.policy_for(scope, tool)?;
+        Some(network::Network {
+            policy,
+            label: network::RunLabel {
+                owner: owner.clone(),
+                call: call.into(),
+                tool: tool.into(),
+            },
+        })
     }
 
     /// The shell every command runs in (`bash` on `PATH`, else `/bin/bash`).
@@ -223,8 +262,9 @@ impl Launch {
         kind: ExecutorKind,
         cwd: &std::path::Path,
         terminal: Option<&std::path::Path>,
+        network: Option<OwnedFd>,
     ) -> Result<Option<executor::Prepared>, LaunchError> {
-        self.executor(kind)?.prepare(cwd, terminal)
+        self.executor(kind)?.prepare(cwd, terminal, network)
     }
 
     /// What the child of a run confined by `prepared` applies before `exec` (data only,

@@ -56,6 +56,7 @@ macro_rules! for_each_capability {
             subagent: ::std::sync::Arc<$crate::services::subagent::SubagentService>,
             sampling: $crate::services::sampling::SamplingCapability,
             elicitation: $crate::services::elicitation::ElicitationCapability,
+            egress: ::std::sync::Arc<$crate::services::egress::EgressService>,
         }
     };
 }
@@ -194,6 +195,9 @@ impl std::fmt::Debug for CallScratch {
 pub enum CapabilityError {
     #[error(transparent)]
     Containment(#[from] process::containment::ContainmentError),
+    /// What its section asks cannot be set up (said whole).
+    #[error("{0}")]
+    Setup(String),
 }
 
 /// What every capability is built on: the launcher every process starts through
@@ -355,6 +359,18 @@ impl<S> CallCtx<'_, S> {
         self.foundation
             .executors
             .executor_for(&self.call.scope, &self.call.tool)
+    }
+
+    /// The network by policy (`[egress]`) a run this call starts gets under its
+    /// executor: none under `local`, or where no policy allows a host.
+    pub fn network(&self) -> Option<dsh_launch::network::Network> {
+        self.foundation.launch.network_for(
+            self.executor(),
+            &self.call.scope,
+            &self.call.tool,
+            &self.call.owner,
+            &self.call.call_id,
+        )
     }
 
     /// Runs `work`, the host call `name` (`process.run`, `lsp.query`, …): its wall time

@@ -209,54 +209,10 @@ impl NetPool {
     }
 }
 
-/// A new, empty network namespace, made by this thread (`unshare` of the network
-/// namespace is per thread) which then goes back `home`; `loopback`: with its `lo` up.
+/// A new, empty network namespace, made by this thread which then goes back `home`;
+/// `loopback`: with its `lo` up.
 fn make_net_namespace(home: &std::fs::File, loopback: bool) -> std::io::Result<OwnedFd> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: unshare and setns of this thread's network namespace only.
-    unsafe {
-        if libc::unshare(libc::CLONE_NEWNET) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let made = match loopback {
-            true => loopback_up().and_then(|()| std::fs::File::open("/proc/thread-self/ns/net")),
-            false => std::fs::File::open("/proc/thread-self/ns/net"),
-        };
-        if libc::setns(home.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
-            // A thread left in another namespace must not go on.
-            let error = std::io::Error::last_os_error();
-            tracing::error!(%error, "cannot return to dsh's network namespace");
-            libc::abort();
-        }
-        made.map(OwnedFd::from)
-    }
-}
-
-/// Sets `lo` up in this thread's network namespace (`SIOCSIFFLAGS`, as `ip link set lo
-/// up` does).
-fn loopback_up() -> std::io::Result<()> {
-    use std::os::fd::{AsRawFd, FromRawFd};
-    // SAFETY: a new socket, owned here; an ifreq for "lo" read and written by two
-    // ioctls on it.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let socket = OwnedFd::from_raw_fd(fd);
-        let mut request: libc::ifreq = std::mem::zeroed();
-        for (to, from) in request.ifr_name.iter_mut().zip(b"lo") {
-            *to = *from as libc::c_char;
-        }
-        if libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-        if libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS, &request) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
+    crate::network::in_new_namespace(home, loopback, || Ok(()))
 }
 
 /// A contained run's own parts, which its child uses.
@@ -359,14 +315,23 @@ impl Container {
 
     /// One run's confinement: the sandbox's (its slot, a ruleset of its own, its
     /// `TMPDIR` and `/dev/shm` owned by the container's root) and its idmapped workspace.
-    pub fn prepare_run(&self, terminal: Option<&Path>) -> Result<ContainerRun, ContainerError> {
-        let prepared = self.sandbox.prepare_run(terminal)?;
+    pub fn prepare_run(
+        &self,
+        terminal: Option<&Path>,
+        network: Option<OwnedFd>,
+    ) -> Result<ContainerRun, ContainerError> {
+        let proxied = network.is_some();
+        let prepared = self.sandbox.prepare_run(terminal, network)?;
         let own = std::iter::once(prepared.tmp().to_path_buf()).chain(prepared.shm());
         for dir in own {
             std::os::unix::fs::chown(&dir, Some(self.uid), Some(self.gid))
                 .map_err(|source| SandboxError::Tmp { path: dir, source })?;
         }
-        let net_ns = if self.nets.loopback {
+        let net_ns = if proxied {
+            // It joins the namespace its network by policy is in (the sandbox's run
+            // carries it).
+            None
+        } else if self.nets.loopback {
             // Its loopback must be up: a namespace `clone` made would have it down.
             Some(self.nets.take_or_make().map_err(|source| {
                 SandboxError::Setup(format!(
@@ -376,9 +341,9 @@ impl Container {
         } else {
             self.nets.take()
         };
-        let clone_flags = match net_ns {
-            Some(_) => CLONE_FLAGS & !libc::CLONE_NEWNET,
-            None => CLONE_FLAGS,
+        let clone_flags = match net_ns.is_some() || proxied {
+            true => CLONE_FLAGS & !libc::CLONE_NEWNET,
+            false => CLONE_FLAGS,
         };
         let parts = RunParts {
             clone_flags,
@@ -468,10 +433,16 @@ impl From<ContainerRun> for Option<Prepared> {
             clone_flags: parts.clone_flags,
             workspace_tree: parts.workspace_tree.as_raw_fd(),
             container_ns: parts.user_ns.as_raw_fd(),
-            net_ns: parts.net_ns.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
             ids: parts.ids,
             proc_access: parts.proc_access,
             ..run.sandbox.child()
+        };
+        let child = match &parts.net_ns {
+            Some(net) => crate::spawn::ChildSandbox {
+                net_ns: net.as_raw_fd(),
+                ..child
+            },
+            None => child,
         };
         let marker = run.sandbox.marker().to_string();
         let tmp = run.sandbox.tmp().to_path_buf();
@@ -501,9 +472,14 @@ impl Executor for Container {
         Container::new(host.config, host.workspace()?, &host.places.own)
     }
 
-    fn prepare(&self, cwd: &Path, terminal: Option<&Path>) -> Result<ContainerRun, ContainerError> {
+    fn prepare(
+        &self,
+        cwd: &Path,
+        terminal: Option<&Path>,
+        network: Option<OwnedFd>,
+    ) -> Result<ContainerRun, ContainerError> {
         self.check_cwd(cwd)?;
-        self.prepare_run(terminal)
+        self.prepare_run(terminal, network)
     }
 
     fn marker(&self) -> Option<&str> {

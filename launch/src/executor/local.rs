@@ -39,7 +39,12 @@ impl Executor for Local {
         Ok(Local)
     }
 
-    fn prepare(&self, _: &Path, _: Option<&Path>) -> Result<Unconfined, Infallible> {
+    fn prepare(
+        &self,
+        _: &Path,
+        _: Option<&Path>,
+        _: Option<std::os::fd::OwnedFd>,
+    ) -> Result<Unconfined, Infallible> {
         Ok(Unconfined)
     }
 

@@ -44,6 +44,7 @@ pub mod container;
 pub mod local;
 pub mod sandbox;
 
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 pub use local::Local;
@@ -204,8 +205,15 @@ pub trait Executor: std::fmt::Debug + Send + Sync + Sized + 'static {
     /// One run's confinement, made in the parent before the spawn: the run starts in
     /// `cwd` (a confined run's must lie in the workspace, else
     /// [`SandboxError::OutsideWorkspace`]); `terminal` is a terminal session's own PTY,
-    /// which the run may open again.
-    fn prepare(&self, cwd: &Path, terminal: Option<&Path>) -> Result<Self::Prepared, Self::Error>;
+    /// which the run may open again; `network` the network namespace of a run with a
+    /// network by policy ([`crate::network`]), which it joins (the launcher makes none for
+    /// an executor that does not confine).
+    fn prepare(
+        &self,
+        cwd: &Path,
+        terminal: Option<&Path>,
+        network: Option<OwnedFd>,
+    ) -> Result<Self::Prepared, Self::Error>;
 
     /// The line a confined run's result carries (`[sandbox: fs=workspace net=off]`);
     /// `None` for a run that is not confined.
@@ -218,8 +226,12 @@ pub trait Executor: std::fmt::Debug + Send + Sync + Sized + 'static {
 /// An [`Executor`] as the launcher holds it: its prepared run made into a [`Prepared`],
 /// its error into a [`LaunchError`].
 pub(crate) trait AnyExecutor: std::fmt::Debug + Send + Sync {
-    fn prepare(&self, cwd: &Path, terminal: Option<&Path>)
-        -> Result<Option<Prepared>, LaunchError>;
+    fn prepare(
+        &self,
+        cwd: &Path,
+        terminal: Option<&Path>,
+        network: Option<OwnedFd>,
+    ) -> Result<Option<Prepared>, LaunchError>;
     fn lacks(&self) -> Vec<Lack>;
 }
 
@@ -228,8 +240,9 @@ impl<E: Executor> AnyExecutor for E {
         &self,
         cwd: &Path,
         terminal: Option<&Path>,
+        network: Option<OwnedFd>,
     ) -> Result<Option<Prepared>, LaunchError> {
-        Executor::prepare(self, cwd, terminal)
+        Executor::prepare(self, cwd, terminal, network)
             .map(Into::into)
             .map_err(Into::into)
     }
@@ -310,7 +323,7 @@ mod tests {
         let work = dir.path().join("work");
         assert_eq!(ExecutorKind::Local.name(), "local");
         assert!(Executor::marker(&Local).is_none() && Executor::lacks(&Local).is_empty());
-        assert!(AnyExecutor::prepare(&Local, Path::new("/"), None)
+        assert!(AnyExecutor::prepare(&Local, Path::new("/"), None, None)
             .unwrap()
             .is_none());
 
@@ -329,7 +342,7 @@ mod tests {
         assert!(lacks[0].what.starts_with("Landlock net (ABI 4") && lacks[0].refuses);
         assert!(lacks[1].what.starts_with("Landlock signals (ABI 6") && !lacks[1].refuses);
         assert!(matches!(
-            executor.prepare(&work, None),
+            executor.prepare(&work, None, None),
             Err(LaunchError::Sandbox(SandboxError::Unavailable { .. }))
         ));
         assert_eq!(
@@ -339,10 +352,12 @@ mod tests {
         // A working directory outside the workspace is refused before anything else.
         let kernel = Sandbox::new(&SandboxConfig::default(), &work, &own).unwrap();
         assert!(matches!(
-            Executor::prepare(&kernel, dir.path(), None),
+            Executor::prepare(&kernel, dir.path(), None, None),
             Err(SandboxError::OutsideWorkspace { .. })
         ));
-        let prepared = AnyExecutor::prepare(&kernel, &work, None).unwrap().unwrap();
+        let prepared = AnyExecutor::prepare(&kernel, &work, None, None)
+            .unwrap()
+            .unwrap();
         assert_eq!(prepared.marker(), kernel.marker_line());
     }
 
@@ -412,7 +427,12 @@ mod tests {
             fn for_host(_: &HostSetup<'_>) -> Result<Self, Infallible> {
                 Ok(Strong)
             }
-            fn prepare(&self, _: &Path, _: Option<&Path>) -> Result<local::Unconfined, Infallible> {
+            fn prepare(
+                &self,
+                _: &Path,
+                _: Option<&Path>,
+                _: Option<OwnedFd>,
+            ) -> Result<local::Unconfined, Infallible> {
                 Ok(local::Unconfined)
             }
             fn marker(&self) -> Option<&str> {
@@ -433,7 +453,12 @@ mod tests {
             fn for_host(_: &HostSetup<'_>) -> Result<Self, Infallible> {
                 Ok(Weak)
             }
-            fn prepare(&self, _: &Path, _: Option<&Path>) -> Result<local::Unconfined, Infallible> {
+            fn prepare(
+                &self,
+                _: &Path,
+                _: Option<&Path>,
+                _: Option<OwnedFd>,
+            ) -> Result<local::Unconfined, Infallible> {
                 Ok(local::Unconfined)
             }
             fn marker(&self) -> Option<&str> {

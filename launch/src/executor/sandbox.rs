@@ -88,6 +88,12 @@ pub enum SandboxError {
          in the session workspace (give a workdir inside it, or none)"
     )]
     OutsideWorkspace { path: PathBuf, workspace: PathBuf },
+    #[error(
+        "a network by policy needs dsh to run as root (it makes the run's network namespace \
+         and joins the run to it); this dsh is not root, so the call was not run: run dsh as \
+         root, or give this scope and tool no [egress] allow entries"
+    )]
+    NetworkNeedsRoot,
 }
 
 /// One step of a run's mount namespace set-up, done by the child before anything else
@@ -184,6 +190,8 @@ pub struct Sandbox {
     for_container: bool,
     /// What its results say: `[sandbox: …]`.
     marker: String,
+    /// What the results of its runs with a network by policy say (`net=proxy`).
+    proxied_marker: String,
     /// The mount steps every run shares that do not depend on the mount table: all
     /// read-only, the writable roots, dsh's files in them pinned.
     base: Vec<MountStep>,
@@ -265,6 +273,9 @@ pub struct SandboxRun {
     slot: Option<Slot>,
     pool: Weak<Mutex<Vec<Slot>>>,
     marker: String,
+    /// The network namespace it joins, with only its loopback and dsh's proxy
+    /// ([`crate::network`]); none: the host's (`tcp_ports` governs it), or a container's own.
+    network: Option<OwnedFd>,
 }
 
 impl Drop for SandboxRun {
@@ -326,7 +337,7 @@ impl SandboxRun {
             clone_flags: 0,
             workspace_tree: -1,
             container_ns: -1,
-            net_ns: -1,
+            net_ns: self.network.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
             ids: (0, 0),
             proc_access: 0,
         }
@@ -352,9 +363,14 @@ impl Executor for Sandbox {
         Sandbox::new(host.config, host.workspace()?, &host.places.own)
     }
 
-    fn prepare(&self, cwd: &Path, terminal: Option<&Path>) -> Result<SandboxRun, SandboxError> {
+    fn prepare(
+        &self,
+        cwd: &Path,
+        terminal: Option<&Path>,
+        network: Option<OwnedFd>,
+    ) -> Result<SandboxRun, SandboxError> {
         self.check_cwd(cwd)?;
-        self.prepare_run(terminal)
+        self.prepare_run(terminal, network)
     }
 
     fn marker(&self) -> Option<&str> {
@@ -630,6 +646,7 @@ impl Sandbox {
             user_ns,
             for_container,
             marker: String::new(),
+            proxied_marker: String::new(),
             base,
             writable_roots,
             own: own.clone(),
@@ -641,7 +658,8 @@ impl Sandbox {
             tmp_root,
             slots: Default::default(),
         };
-        sandbox.marker = sandbox.describe();
+        sandbox.marker = sandbox.describe(false);
+        sandbox.proxied_marker = sandbox.describe(true);
         Ok(sandbox)
     }
 
@@ -735,21 +753,37 @@ impl Sandbox {
     }
 
     /// One run's confinement. `terminal`: the run's own PTY (its slave's path), which it
-    /// may open again (`/dev/stderr` is that terminal in a terminal session). The run's
-    /// working directory is checked by the caller ([`Sandbox::check_cwd`]).
-    pub fn prepare_run(&self, terminal: Option<&Path>) -> Result<SandboxRun, SandboxError> {
+    /// may open again (`/dev/stderr` is that terminal in a terminal session). `network`:
+    /// the namespace of a run with a network by policy ([`crate::network`]), which it
+    /// joins; TCP is then not governed by Landlock's port rules (nothing but dsh's proxy
+    /// answers in that namespace). The run's working directory is checked by the caller
+    /// ([`Sandbox::check_cwd`]).
+    pub fn prepare_run(
+        &self,
+        terminal: Option<&Path>,
+        network: Option<OwnedFd>,
+    ) -> Result<SandboxRun, SandboxError> {
         if let Some(feature) = self.missing {
             return Err(SandboxError::Unavailable {
                 feature,
                 abi: self.abi,
             });
         }
+        if network.is_some() && self.user_ns.is_some() {
+            return Err(SandboxError::NetworkNeedsRoot);
+        }
         let slot = self.take_slot()?;
+        let proxied = network.is_some();
         let ruleset = match terminal {
             // A terminal's ruleset is its own (terminals open rarely); so is a
-            // container run's (its child adds a rule for its own `/proc`).
-            Some(pty) => self.ruleset(&slot.dir, Some(pty))?.map(Arc::new),
-            None if self.for_container => self.ruleset(&slot.dir, None)?.map(Arc::new),
+            // container run's (its child adds a rule for its own `/proc`) and a run's
+            // with a network (no TCP port rules).
+            Some(pty) => self
+                .ruleset_for(&slot.dir, Some(pty), proxied)?
+                .map(Arc::new),
+            None if self.for_container || proxied => {
+                self.ruleset_for(&slot.dir, None, proxied)?.map(Arc::new)
+            }
             None => slot.ruleset.clone(),
         };
         let steps = match terminal {
@@ -771,7 +805,11 @@ impl Sandbox {
             tmp: Some(tmp),
             slot: Some(slot),
             pool: Arc::downgrade(&self.slots),
-            marker: self.marker.clone(),
+            marker: match proxied {
+                true => self.proxied_marker.clone(),
+                false => self.marker.clone(),
+            },
+            network,
         })
     }
 
@@ -889,14 +927,17 @@ impl Sandbox {
         )
     }
 
-    /// What the result line says was confined.
-    fn describe(&self) -> String {
+    /// What the result line says was confined; `proxied`: for a run with a network by
+    /// policy (`net=proxy`, and `+unix` where Unix sockets are allowed).
+    fn describe(&self, proxied: bool) -> String {
         if self.for_container {
-            let net = match (self.own_loopback, self.unix_sockets) {
-                (true, true) => "loopback+unix",
-                (true, false) => "loopback",
-                (false, true) => "unix",
-                (false, false) => "off",
+            let net = match (proxied, self.own_loopback, self.unix_sockets) {
+                (true, _, true) => "proxy+unix",
+                (true, _, false) => "proxy",
+                (false, true, true) => "loopback+unix",
+                (false, true, false) => "loopback",
+                (false, false, true) => "unix",
+                (false, false, false) => "off",
             };
             let fs = if self.has(SandboxFeature::Fs) {
                 "workspace"
@@ -915,7 +956,12 @@ impl Sandbox {
         } else {
             "unconfined"
         };
-        let net = if !self.has(SandboxFeature::Net) {
+        let net = if proxied {
+            match self.unix_sockets {
+                true => "proxy+unix".to_string(),
+                false => "proxy".to_string(),
+            }
+        } else if !self.has(SandboxFeature::Net) {
             "unconfined".to_string()
         } else {
             let mut reach = Vec::new();
@@ -949,6 +995,17 @@ impl Sandbox {
         tmp: &Path,
         terminal: Option<&Path>,
     ) -> Result<Option<OwnedFd>, SandboxError> {
+        self.ruleset_for(tmp, terminal, false)
+    }
+
+    /// [`Sandbox::ruleset`]; `proxied`: for a run in a network namespace of its own whose
+    /// only way out is dsh's proxy (TCP is not governed: there is nothing else to reach).
+    fn ruleset_for(
+        &self,
+        tmp: &Path,
+        terminal: Option<&Path>,
+        proxied: bool,
+    ) -> Result<Option<OwnedFd>, SandboxError> {
         if ![
             SandboxFeature::Fs,
             SandboxFeature::Net,
@@ -964,7 +1021,7 @@ impl Sandbox {
         if self.has(SandboxFeature::Fs) {
             ruleset = ruleset.handle_access(AccessFs::from_all(abi))?;
         }
-        let governs_tcp = self.has(SandboxFeature::Net) && !self.own_loopback;
+        let governs_tcp = self.has(SandboxFeature::Net) && !self.own_loopback && !proxied;
         if governs_tcp {
             ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
         }
@@ -1516,7 +1573,7 @@ mod tests {
         std::fs::create_dir_all(&work).unwrap();
         std::fs::create_dir_all(&state).unwrap();
         let sandbox = Sandbox::new(&config, &work, &own(&state)).unwrap();
-        let error = sandbox.prepare_run(None).unwrap_err();
+        let error = sandbox.prepare_run(None, None).unwrap_err();
         assert!(
             matches!(
                 error,
@@ -1534,7 +1591,7 @@ mod tests {
             ..SandboxConfig::default()
         };
         let sandbox = Sandbox::new(&config, &work, &own(&state)).unwrap();
-        let prepared = sandbox.prepare_run(None).unwrap();
+        let prepared = sandbox.prepare_run(None, None).unwrap();
         assert_eq!(
             prepared.marker(),
             "[sandbox: fs=workspace net=unconfined signals=unscoped]"
@@ -1559,7 +1616,7 @@ mod tests {
             0
         );
         // The next run takes the same slot, its ruleset, and a new directory.
-        let again = sandbox.prepare_run(None).unwrap();
+        let again = sandbox.prepare_run(None, None).unwrap();
         assert_ne!(again.tmp(), tmp);
         assert_eq!(again.tmp().parent(), tmp.parent());
     }

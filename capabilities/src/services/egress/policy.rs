@@ -64,6 +64,49 @@ pub enum Refusal {
     },
     #[error("`{0}` is not a host name or an address")]
     BadName(String),
+    #[error("{host} cannot be resolved: {why}")]
+    Unresolved { host: String, why: String },
+    #[error("the tunnel to {host} opened TLS for another host, {sni}")]
+    OtherName { host: String, sni: String },
+    #[error(
+        "{host} gets a header from dsh's variable {variable}, which was not set when dsh started"
+    )]
+    NoValue { host: String, variable: String },
+}
+
+impl Refusal {
+    /// The host it names (none for a name that is not one).
+    pub fn host(&self) -> Option<&str> {
+        match self {
+            Refusal::NotAllowed { host, .. }
+            | Refusal::Denied { host, .. }
+            | Refusal::Port { host, .. }
+            | Refusal::Inside { host, .. }
+            | Refusal::Unresolved { host, .. }
+            | Refusal::OtherName { host, .. }
+            | Refusal::NoValue { host, .. } => Some(host),
+            Refusal::BadName(_) => None,
+        }
+    }
+
+    /// `host:port (why)`, as a call's result line lists it.
+    pub fn summary(&self, port: u16) -> String {
+        let why = match self {
+            Refusal::NotAllowed { .. } => "not allowed".to_string(),
+            Refusal::Denied { rule, .. } => format!("denied by {rule}"),
+            Refusal::Port { .. } => "port not allowed".to_string(),
+            Refusal::Inside { address, .. } => format!("resolves inside, to {address}"),
+            Refusal::BadName(name) => return format!("{name} (not a host name)"),
+            Refusal::Unresolved { .. } => "not resolved".to_string(),
+            Refusal::OtherName { sni, .. } => format!("TLS names {sni}"),
+            Refusal::NoValue { variable, .. } => format!("{variable} not set"),
+        };
+        let host = self.host().unwrap_or_default();
+        match host.contains(':') {
+            true => format!("[{host}]:{port} ({why})"),
+            false => format!("{host}:{port} ({why})"),
+        }
+    }
 }
 
 /// `[process.network] allow` and `deny`, parsed.
@@ -137,8 +180,20 @@ impl EgressPolicy {
         rule: &HostRule,
         address: IpAddr,
     ) -> Result<(), Refusal> {
+        self.check_address_among(host, rule, address, &self.own)
+    }
+
+    /// [`Self::check_address`] with `own` as the host's own addresses (read afresh by the
+    /// proxy, as interfaces come and go).
+    pub fn check_address_among(
+        &self,
+        host: &str,
+        rule: &HostRule,
+        address: IpAddr,
+        own: &[IpAddr],
+    ) -> Result<(), Refusal> {
         let address = canonical(address);
-        if !is_inside(address) && !self.own.iter().any(|own| canonical(*own) == address) {
+        if !is_inside(address) && !own.iter().any(|own| canonical(*own) == address) {
             return Ok(());
         }
         let named_inside = match &rule.host {

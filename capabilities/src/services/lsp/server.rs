@@ -323,6 +323,7 @@ impl Server {
             mut child,
             run,
             sandbox,
+            ..
         } = launch
             .start(&launcher::Command {
                 program: &bash,
@@ -335,6 +336,8 @@ impl Server {
                 },
                 executor,
                 fd3: None,
+                // A language server reads the workspace; it gets no network.
+                network: None,
             })
             .map_err(|e| start(&e))?;
         drop((stdin_fd, stdout_fd));

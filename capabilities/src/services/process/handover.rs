@@ -191,6 +191,7 @@ impl ProcessService {
                 group,
                 sandbox: None,
                 handed_tmp: process.private_tmp,
+                egress: None,
             };
             self.drive_job(job, tree, process.marker);
         }

@@ -105,6 +105,9 @@ pub struct RunSpec {
     pub env: Vec<(String, String)>,
     /// What runs it.
     pub executor: ExecutorKind,
+    /// Its network by policy (`[egress]`), if the executor confines it and a policy
+    /// allows any host.
+    pub network: Option<dsh_launch::network::Network>,
 }
 
 /// How a command ended.
@@ -196,8 +199,9 @@ impl ProcessService {
             &spec.cwd,
             &spec.env,
             spec.executor,
+            spec.network.as_ref(),
         )?;
-        let sandbox = tree.sandbox.as_ref().map(|s| s.marker().to_string());
+        let mut sandbox = tree.sandbox.as_ref().map(|s| s.marker().to_string());
         let mut capture = BoundedCapture::new(spec.capture_bytes, spec.spill_path.clone())
             .spill_cap(spec.spill_cap);
         let ended = self
@@ -206,6 +210,10 @@ impl ProcessService {
                 Ok(())
             })
             .await?;
+        if let (Some(marker), Some(line)) = (&mut sandbox, network_line(&ended.refused)) {
+            marker.push('\n');
+            marker.push_str(&line);
+        }
         Ok(RunOutcome {
             output: capture.finish(),
             exit_code: ended.status.code(),
@@ -230,9 +238,10 @@ impl ProcessService {
         env: Vec<(String, String)>,
         description: String,
         executor: ExecutorKind,
+        network: Option<dsh_launch::network::Network>,
     ) -> Result<String, ToolError> {
         let job = jobs.create("bash", owner.clone(), description, command.clone())?;
-        let tree = match self.launch(&owner, &command, &cwd, &env, executor) {
+        let tree = match self.launch(&owner, &command, &cwd, &env, executor, network.as_ref()) {
             Ok(tree) => tree,
             Err(error) => {
                 job.finish(JobState::Failed {
@@ -279,6 +288,9 @@ impl ProcessService {
             if let Some(marker) = marker {
                 let _ = job.push_output(marker.as_bytes());
             }
+            if let Some(line) = ended.as_ref().ok().and_then(|e| network_line(&e.refused)) {
+                let _ = job.push_output(format!("{line}\n").as_bytes());
+            }
             let state = match ended {
                 Ok(Ended {
                     cut_off: Some(reason),
@@ -315,6 +327,7 @@ impl ProcessService {
         cwd: &std::path::Path,
         env: &[(String, String)],
         executor: ExecutorKind,
+        network: Option<&dsh_launch::network::Network>,
     ) -> Result<ProcessTree, ProcessError> {
         let (pipe_writer, output) = tokio::net::unix::pipe::pipe().map_err(ProcessError::Spawn)?;
         let write_fd: OwnedFd = pipe_writer
@@ -337,6 +350,7 @@ impl ProcessService {
             child,
             run,
             sandbox,
+            egress,
         } = self.launch.start(&launcher::Command {
             program: self.launch.bash(),
             args: &[b"bash", b"-c", argument],
@@ -345,6 +359,7 @@ impl ProcessService {
             stdio: launcher::Stdio::Output(write_fd.as_fd()),
             executor,
             fd3: script.as_ref().map(|script| script.as_fd()),
+            network,
         })?;
         // The pipe's write end (and the script) now live only in the child.
         drop(write_fd);
@@ -356,6 +371,7 @@ impl ProcessService {
             group,
             sandbox,
             handed_tmp: None,
+            egress,
         })
     }
 
@@ -389,6 +405,7 @@ impl ProcessService {
             group,
             sandbox,
             handed_tmp,
+            egress,
         } = tree;
         let pgid = child.pid();
         let mut buf = vec![0u8; 64 * 1024];
@@ -411,6 +428,7 @@ impl ProcessService {
                         group,
                         sandbox,
                         handed_tmp,
+                        egress,
                     })));
                 },
                 read = pipe_reader.read(&mut buf), if !eof => match read {
@@ -465,11 +483,14 @@ impl ProcessService {
         if let Some(tmp) = handed_tmp {
             let _ = std::fs::remove_dir_all(tmp);
         }
+        // Its proxy's connections end with it.
+        let refused = egress.map(|egress| egress.refused()).unwrap_or_default();
         let status = status.expect("loop ends only after the shell exited");
         Ok(Drove::Ended(Ended {
             status,
             timed_out,
             cut_off,
+            refused,
         }))
     }
 }
@@ -523,6 +544,8 @@ struct ProcessTree {
     /// A sandboxed run handed over at an upgrade: its temporary directory, removed at
     /// its end.
     handed_tmp: Option<PathBuf>,
+    /// Its egress proxy (a run with a network by policy), which ends with it.
+    egress: Option<Box<dyn dsh_launch::network::RunEgress>>,
 }
 
 /// How a drive stopped.
@@ -546,6 +569,14 @@ struct Ended {
     timed_out: bool,
     /// Set when the sink stopped the tree.
     cut_off: Option<String>,
+    /// What its egress proxy refused (`host:port (why)`).
+    refused: Vec<String>,
+}
+
+/// The line a result with a network ends with when the proxy refused a connection:
+/// `[network: refused example.com:443 (not allowed)]`; none when it refused nothing.
+pub fn network_line(refused: &[String]) -> Option<String> {
+    (!refused.is_empty()).then(|| format!("[network: refused {}]", refused.join(", ")))
 }
 
 async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
@@ -716,6 +747,7 @@ mod tests {
             spill_cap: crate::output::DEFAULT_SPILL_CAP,
             env: Vec::new(),
             executor: ExecutorKind::Local,
+            network: None,
         }
     }
 

@@ -59,6 +59,7 @@ impl Host for CallCtx<'_, Own> {
                 request.env,
                 request.description,
                 self.executor(),
+                self.network(),
             )
             .map_err(Into::into)
     }
@@ -80,6 +81,7 @@ impl CallCtx<'_, Own> {
             spill_cap: self.call.spill_cap,
             env: request.env,
             executor: self.executor(),
+            network: self.network(),
         };
         let process = self.service;
         let outcome = self

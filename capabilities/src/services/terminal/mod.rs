@@ -62,6 +62,8 @@ pub struct OpenSpec {
     pub rows: u16,
     /// What runs the shell (a sandboxed session may write `cwd`).
     pub executor: dsh_launch::ExecutorKind,
+    /// Its network by policy (`[egress]`), kept for the session's life.
+    pub network: Option<dsh_launch::network::Network>,
 }
 
 /// What is known of one session.
@@ -351,6 +353,7 @@ mod tests {
             cols: 120,
             rows: 40,
             executor: crate::services::process::ExecutorKind::Local,
+            network: None,
         };
         let id = terminals.open(owner.clone(), spec).unwrap().id;
         let wait = SendWait {

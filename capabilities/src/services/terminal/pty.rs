@@ -33,6 +33,8 @@ pub(super) struct Shell {
     /// A sandboxed session's confinement; its TMPDIR goes when this is dropped (when the
     /// shell exits).
     pub sandbox: Option<dsh_launch::executor::Prepared>,
+    /// Its egress proxy (a session with a network by policy), for the shell's life.
+    pub egress: Option<Box<dyn dsh_launch::network::RunEgress>>,
 }
 
 /// Starts `program` (named `shell_name`; bash gets `--noprofile --norc -i` and a `$ `
@@ -63,6 +65,7 @@ pub(super) fn start_shell(
         child,
         run,
         sandbox,
+        egress,
     } = launch
         .start(&launcher::Command {
             program,
@@ -75,6 +78,7 @@ pub(super) fn start_shell(
             },
             executor: spec.executor,
             fd3: None,
+            network: spec.network.as_ref(),
         })
         .map_err(|error| match error {
             LaunchError::Spawn(e) => internal("cannot start the shell", e),
@@ -92,6 +96,7 @@ pub(super) fn start_shell(
         child,
         run,
         sandbox,
+        egress,
     })
 }
 

@@ -351,7 +351,13 @@ impl TerminalService {
         }
 
         let shell = start_shell(&self.launch, &spec, &shell_name, &program, is_bash)?;
-        let (master, child, run, sandbox) = (shell.master, shell.child, shell.run, shell.sandbox);
+        let (master, child, run, sandbox, egress) = (
+            shell.master,
+            shell.child,
+            shell.run,
+            shell.sandbox,
+            shell.egress,
+        );
 
         table.next += 1;
         let id = format!("term-{}", table.next);
@@ -383,6 +389,7 @@ impl TerminalService {
         tokio::spawn(async move {
             watch_shell(watched, child).await;
             drop(sandbox);
+            drop(egress);
         });
         table.sessions.insert(id, session.clone());
         drop(table);

@@ -76,6 +76,7 @@ impl Host for CallCtx<'_, Own> {
             cols: request.cols.unwrap_or(120).clamp(10, 1000),
             rows: request.rows.unwrap_or(40).clamp(2, 500),
             executor: self.executor(),
+            network: self.network(),
         };
         let _span = crate::traces::host_call_span("terminal.open").entered();
         Ok(to_wit(self.service.open(self.call.owner.clone(), spec)?))
