@@ -14,6 +14,7 @@ mod container_executor;
 mod containment;
 mod contract;
 mod cpu_budget;
+mod egress;
 mod egress_world;
 mod environment;
 mod event_log;
