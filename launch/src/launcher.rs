@@ -107,6 +107,9 @@ impl Launch {
         };
         let (namespace, served) = match command.network {
             Some(network) if command.executor != ExecutorKind::Local => {
+                if crate::euid() != 0 {
+                    return Err(executor::SandboxError::NetworkNeedsRoot.into());
+                }
                 let made = crate::network::RunNetwork::open().map_err(LaunchError::Network)?;
                 let egress = network
                     .policy
@@ -168,6 +171,9 @@ impl Launch {
         }
         .map_err(LaunchError::Spawn)?;
         run.started(child.pid());
+        if let Some((_, egress)) = &served {
+            egress.started(child.pid());
+        }
         Ok(Contained {
             child,
             run,

@@ -153,8 +153,8 @@ impl Launch {
     pub fn network_for(
         &self,
         executor: ExecutorKind,
-        scope: &str,
-        tool: &str,
+        scope: &std::sync::Arc<str>,
+        tool: &std::sync::Arc<str>,
         owner: &std::sync::Arc<str>,
         call: &str,
     ) -> Option<network::Network> {
@@ -167,7 +167,8 @@ impl Launch {
             label: network::RunLabel {
                 owner: owner.clone(),
                 call: call.into(),
-                tool: tool.into(),
+                tool: tool.clone(),
+                scope: scope.clone(),
             },
         })
     }

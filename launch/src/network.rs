@@ -31,8 +31,9 @@ pub struct RunLabel {
     pub owner: Arc<str>,
     /// The call that started the run (`call-N`).
     pub call: Arc<str>,
-    /// The tool it was started by.
+    /// The tool it was started by, in this scope.
     pub tool: Arc<str>,
+    pub scope: Arc<str>,
 }
 
 /// The host's egress proxy as the launcher sees it: which runs get a network, and the
@@ -63,6 +64,10 @@ pub trait RunEgress: Send + Sync + std::fmt::Debug {
     /// What it refused so far, one entry each (`example.com:443 (not allowed)`), in order,
     /// without repeats.
     fn refused(&self) -> Vec<String>;
+
+    /// The run started: `leader` is its first process (whose end, after an upgrade,
+    /// ends the proxy the next binary serves for it).
+    fn started(&self, leader: i32);
 }
 
 /// A run's network as the caller asks for it: the policy and who the run is.
@@ -108,6 +113,47 @@ impl RunNetwork {
                 .unwrap_or_else(|_| Err(std::io::Error::other("the thread making it panicked")))
         })
     }
+}
+
+/// A proxy listener handed over at an upgrade, kept open across the `exec`, by its
+/// number, closed on `exec` again. The caller takes each number once: it was kept open
+/// for one run alone, and nothing else here owns it.
+pub fn adopt_listener(fd: i32) -> std::io::Result<std::net::TcpListener> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: the descriptor was kept open across the exec for one run's proxy alone; its
+    // number comes from the binary that held it, and nothing else here owns it.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    crate::containment::close_on_exec(&owned);
+    let listener = std::net::TcpListener::from(owned);
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// A descriptor of `listener` of its own (closed on `exec`), for handing it over.
+pub fn duplicate(listener: &std::net::TcpListener) -> std::io::Result<OwnedFd> {
+    use std::os::fd::AsFd;
+    listener.as_fd().try_clone_to_owned()
+}
+
+/// Resolves when the process `pid` has exited (at once when it is gone already or cannot
+/// be watched). From a Tokio context.
+pub async fn exited(pid: i32) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open returns a new descriptor we own, or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: `fd` is fresh and ours.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    // SAFETY: the pidfd is ours and stays open while registered (it moves in).
+    let registered = unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE)
+    };
+    let Ok(watched) = registered else {
+        return;
+    };
+    let _ = watched.readable().await;
 }
 
 /// A new, empty network namespace, made by this thread (`unshare` of the network

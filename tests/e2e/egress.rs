@@ -171,6 +171,11 @@ fn a_host_not_allowed_gets_a_403_naming_it_the_result_says_so_and_nothing_reache
         refused.iter().all(|e| e["host"] == "evil.test"),
         "{refused:?}"
     );
+    // `dsh stats` counts them per host.
+    let stats = env.dsh().args(["stats", "--json"]).output().unwrap();
+    let stats: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
+    assert_eq!(stats["hosts"]["evil.test:443"]["refused"], 1, "{stats}");
+    assert_eq!(stats["hosts"]["evil.test:80"]["refused"], 1, "{stats}");
 }
 
 #[test]
@@ -321,4 +326,149 @@ fn a_credential_is_added_on_the_way_and_the_run_never_sees_it() {
             .any(|e| e["event"] == "egress/connection" && e["host"] == "api.test"),
         "the connection is an event"
     );
+}
+
+#[test]
+fn a_runs_tunnels_end_with_the_run_and_an_unset_credential_refuses_its_host() {
+    let Some(world) = world() else { return };
+    let env = Env::new();
+    let config = config(&world, "container", "");
+    // A tunnel held open by a process that would outlive the shell; the run times out.
+    let hold = r#"/usr/bin/python3 - <<'PY' &
+import socket, time
+s = socket.create_connection(("127.0.0.1", 3128))
+s.sendall(b"CONNECT other.test:443 HTTP/1.1\r\nHost: other.test:443\r\n\r\n")
+print(s.recv(64).split(b"\r\n")[0].decode(), flush=True)
+time.sleep(600)
+PY
+sleep 600"#;
+    let args = json!({"command": hold, "description": "hold a tunnel", "timeoutMs": 3_000});
+    let output = dsh(&env, &world, &config)
+        .args(["call", "bash", &args.to_string(), "--json"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let out = CallOutput::parse(output);
+    assert!(out.content.contains("HTTP/1.1 200"), "{out:?}");
+    // The world's side of the tunnel is gone once the run is.
+    let established = || {
+        let listed = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                world.netns(),
+                "ss",
+                "-Htn",
+                "state",
+                "established",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&listed.stdout)
+            .lines()
+            .filter(|line| line.contains(":443"))
+            .count()
+    };
+    assert!(
+        crate::support::wait_for(Duration::from_secs(3), || established() == 0),
+        "a tunnel outlived its run"
+    );
+
+    // A credential whose variable dsh did not get: its host is refused, never reached.
+    let args =
+        json!({"command": "curl -sS -m 10 https://api.test/whoami", "description": "no key"});
+    let output = env
+        .dsh_configured(&config)
+        .env_remove(AUTH_VARIABLE)
+        .args(["call", "bash", &args.to_string(), "--json"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let out = CallOutput::parse(output);
+    let line = format!("[network: refused api.test:443 ({AUTH_VARIABLE} not set)]");
+    assert!(out.content.contains(&line), "{out:?}");
+    assert!(
+        !world.requests().iter().any(|r| r.starts_with("api.test")),
+        "{:?}",
+        world.requests()
+    );
+}
+
+#[test]
+fn a_terminal_with_a_network_keeps_it_across_a_plugin_reload_and_an_upgrade() {
+    let Some(world) = world() else { return };
+    let env = Env::new();
+    // The terminal plugin from the plugins directory needs its grant.
+    let config =
+        config(&world, "container", "") + "\n[plugins.terminal]\ninterfaces = [\"terminal\"]\n";
+    let server = McpServer::start_command(&env, dsh(&env, &world, &config));
+    let opened = server.call_ok("terminal_open", json!({}));
+    let term = opened
+        .split_whitespace()
+        .find(|word| word.starts_with("term-"))
+        .unwrap_or_else(|| panic!("no session id in {opened:?}"))
+        .to_string();
+    let reach = |round: &str| {
+        let reply = server.call(
+            "terminal_send",
+            json!({
+                "id": term,
+                "input": format!("curl -sS -m 10 https://other.test/{round}; echo; echo done-{round}"),
+                "wait": {"pattern": format!("done-{round}"), "timeout_ms": 20_000}
+            }),
+        );
+        assert!(
+            reply.text.contains("reached other.test"),
+            "{round}: the terminal lost its network: {reply:?}"
+        );
+    };
+    reach("before");
+    // The terminal plugin is swapped for a copy of itself: a reload.
+    // (A custom section appended makes it another version: a byte copy is the version
+    // already serving, which a reload leaves alone.)
+    let staged = env.plugins_dir().join("terminal.wasm.partial");
+    let mut component = std::fs::read(crate::support::built_plugin("terminal")).unwrap();
+    component.extend_from_slice(b"\x00\x0f\x08dsh-testreload");
+    std::fs::write(&staged, component).unwrap();
+    std::fs::rename(&staged, env.plugins_dir().join("terminal.wasm")).unwrap();
+    // The running server's plugin list shows the copy in force (its source the plugins
+    // directory).
+    let swapped = || {
+        let listed = env.dsh().args(["plugins", "--json"]).output().unwrap();
+        let plugins: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap_or_default();
+        plugins.as_array().is_some_and(|all| {
+            all.iter().any(|p| {
+                p["name"] == "terminal"
+                    && p["status"] == "serving"
+                    && p["source"]
+                        .as_str()
+                        .is_some_and(|s| s.contains("terminal.wasm"))
+            })
+        })
+    };
+    assert!(
+        crate::support::wait_for(Duration::from_secs(30), swapped),
+        "the terminal plugin was not reloaded: {}\n{}",
+        String::from_utf8_lossy(
+            &env.dsh()
+                .args(["plugins", "--json"])
+                .output()
+                .unwrap()
+                .stdout
+        ),
+        server.stderr()
+    );
+    reach("after-reload");
+    let upgraded = env.dsh().arg("upgrade").output().unwrap();
+    assert!(upgraded.status.success(), "{upgraded:?}");
+    reach("after-upgrade");
+    let requests = world.requests();
+    for round in ["before", "after-reload", "after-upgrade"] {
+        assert!(
+            requests
+                .iter()
+                .any(|r| r == &format!("other.test GET /{round}")),
+            "{round}: {requests:?}"
+        );
+    }
 }

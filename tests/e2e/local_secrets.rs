@@ -495,6 +495,27 @@ fn a_non_root_dsh_refuses_a_contained_call_and_runs_nothing() {
     assert!(!marker.exists(), "the refused call ran");
 }
 
+/// A sandboxed call whose scope and tool have a network by policy: a non-root dsh cannot
+/// make the run's network namespace, so it refuses the call, saying why, and runs nothing.
+#[test]
+fn a_non_root_dsh_refuses_a_sandboxed_call_with_a_network_and_runs_nothing() {
+    let env = Unprivileged::new();
+    let marker = env.path("work").join(format!("ran-{}", unique_marker()));
+    let script = format!("touch {}", marker.display());
+    let result = env.try_bash_configured(
+        "[process.executor]\ndefault = \"sandbox\"\n[egress]\nallow = [\"pypi.org\"]\n",
+        &script,
+    );
+    assert_eq!(result.code.as_deref(), Some("INTERNAL"), "{result:?}");
+    assert!(
+        result
+            .message
+            .contains("a network by policy needs dsh to run as root"),
+        "{result:?}"
+    );
+    assert!(!marker.exists(), "the refused call ran");
+}
+
 /// Where no namespace can be made (a non-root dsh on a kernel without unprivileged user
 /// namespaces: here `unshare` answers `ENOSYS` to dsh and what it starts), every
 /// sandboxed call is refused naming the step that failed, and runs nothing.

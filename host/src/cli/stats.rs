@@ -1,5 +1,7 @@
 //! `dsh stats`: per-tool metrics, from the running server or from a session's event log,
-//! and per operator model (the subagents' `subagent/model` events of the session).
+//! per operator model (the subagents' `subagent/model` events of the session) and per host
+//! contained runs reached or were refused through the egress proxy (its
+//! `egress/connection` events).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -17,7 +19,8 @@ pub struct Args {
     /// Print JSON: {origin (the server or session the figures are from), tools: {NAME:
     /// {calls, errors, retries, latency_buckets, latency_total_us, latency_max_us}},
     /// latency_bucket_bounds_ms, models: {NAME: {requests, errors, input_tokens,
-    /// output_tokens, duration_total_ms}}}
+    /// output_tokens, duration_total_ms}}, hosts: {HOST: {connections, refused, bytes_up,
+    /// bytes_down}}}
     #[arg(long)]
     json: bool,
     /// Which running server to ask, by pid (needed when several are running)
@@ -30,21 +33,22 @@ pub struct Args {
 
 /// Prints the metrics; starts no host.
 pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
-    let (origin, tools, models) = match (&args.session, globals.chosen_server(args.server)?) {
+    let (origin, tools, events) = match (&args.session, globals.chosen_server(args.server)?) {
         (None, Some(server)) => {
             let pid = server.pid;
             let answer = ask(server, "stats").await?;
             let tools = serde_json::from_value(answer["tools"].clone())
                 .context("the server's stats are not what this dsh understands")?;
             let session = answer["session"].as_str().unwrap_or("?");
-            // The models' figures are the session's events (the log is flushed per line).
-            let models = session_events(&globals.state_dir(), Some(session))
-                .map(|(_, events)| model_stats(&events))
+            // The models' and hosts' figures are the session's events (the log is flushed
+            // per line).
+            let events = session_events(&globals.state_dir(), Some(session))
+                .map(|(_, events)| events)
                 .unwrap_or_default();
             (
                 format!("dsh serve, pid {pid}, session {session}"),
                 tools,
-                models,
+                events,
             )
         }
         (session, _) => {
@@ -52,11 +56,12 @@ pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
             (
                 format!("session {id} (from its event log)"),
                 Metrics::from_events(&events).snapshot(),
-                model_stats(&events),
+                events,
             )
         }
     };
-    print_stats(&origin, &tools, &models, args.json)?;
+    let (models, hosts) = (model_stats(&events), host_stats(&events));
+    print_stats(&origin, &tools, &models, &hosts, args.json)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -115,10 +120,39 @@ fn model_stats(events: &[serde_json::Value]) -> BTreeMap<String, ModelStats> {
     models
 }
 
+/// What contained runs did with one host through the egress proxy in a session.
+#[derive(Debug, Default, serde::Serialize)]
+struct HostStats {
+    connections: u64,
+    refused: u64,
+    bytes_up: u64,
+    bytes_down: u64,
+}
+
+/// Per host, from the session's `egress/connection` events.
+fn host_stats(events: &[serde_json::Value]) -> BTreeMap<String, HostStats> {
+    let mut hosts: BTreeMap<String, HostStats> = BTreeMap::new();
+    for event in events.iter().filter(|e| e["event"] == "egress/connection") {
+        let Some(host) = event["host"].as_str() else {
+            continue;
+        };
+        let port = event["port"].as_u64().unwrap_or(0);
+        let stats = hosts.entry(format!("{host}:{port}")).or_default();
+        match event["decision"].as_str() {
+            Some("refused") => stats.refused += 1,
+            _ => stats.connections += 1,
+        }
+        stats.bytes_up += event["bytes_up"].as_u64().unwrap_or(0);
+        stats.bytes_down += event["bytes_down"].as_u64().unwrap_or(0);
+    }
+    hosts
+}
+
 fn print_stats(
     origin: &str,
     tools: &BTreeMap<String, ToolStats>,
     models: &BTreeMap<String, ModelStats>,
+    hosts: &BTreeMap<String, HostStats>,
     json: bool,
 ) -> anyhow::Result<()> {
     if json {
@@ -127,6 +161,7 @@ fn print_stats(
             "tools": tools,
             "latency_bucket_bounds_ms": LATENCY_BUCKETS_MS,
             "models": models,
+            "hosts": hosts,
         }));
     }
     println!("{origin}\n");
@@ -177,6 +212,18 @@ fn print_stats(
                 stats.input_tokens,
                 stats.output_tokens,
                 stats.duration_total_ms / stats.requests.max(1) as f64
+            );
+        }
+    }
+    if !hosts.is_empty() {
+        println!(
+            "\n{:<32} {:>11} {:>8} {:>12} {:>12}",
+            "HOST (egress)", "CONNECTIONS", "REFUSED", "BYTES UP", "BYTES DOWN"
+        );
+        for (name, stats) in hosts {
+            println!(
+                "{:<32} {:>11} {:>8} {:>12} {:>12}",
+                name, stats.connections, stats.refused, stats.bytes_up, stats.bytes_down
             );
         }
     }

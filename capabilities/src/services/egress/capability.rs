@@ -1,14 +1,22 @@
 //! What the host sees of the egress capability: its grant, how it starts (it installs
 //! itself as the launch platform's proxy when any policy allows a host), its figures, and
-//! what it cannot hand over to an upgrade yet (live runs' proxies).
+//! what it hands the next binary at an upgrade: each live run's listener, served there
+//! again until the run's leader ends.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::error::ErrorCode;
+use crate::services::handover::{
+    checked_entry, entry, to_entry, Adopted, Handed, HandoverError, HandoverFuture,
+};
 use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation, Gauge, ToolRunner};
 
+use super::proxy::HandedRun;
 use super::{EgressConfig, EgressService};
+
+/// The snapshot's entry of the runs with a network.
+const HANDED: &str = "egress_runs";
 
 impl Capability for Arc<EgressService> {
     type Config = EgressConfig;
@@ -102,13 +110,25 @@ impl Capability for Arc<EgressService> {
         ]
     }
 
-    fn upgrade_blockers(&self) -> Vec<String> {
-        match self.live_runs() {
-            0 => Vec::new(),
-            n => vec![format!(
-                "{n} run(s) reach the network through the egress proxy, whose listeners are \
-                 not handed over yet: end them (job_kill, terminal_close) and upgrade again"
-            )],
+    fn hand_over(
+        &self,
+    ) -> HandoverFuture<'_, Result<Vec<(&'static str, serde_json::Value)>, HandoverError>> {
+        Box::pin(async { Ok(vec![to_entry(HANDED, &self.shared().live_runs())?]) })
+    }
+
+    fn check_handed(handed: &Handed) -> Result<(), String> {
+        entry::<Vec<HandedRun>>(handed, HANDED).map(drop)
+    }
+
+    fn handed_descriptors(handed: &Handed) -> Vec<i32> {
+        let runs: Vec<HandedRun> = checked_entry(handed, HANDED);
+        runs.iter().map(|run| run.fd).collect()
+    }
+
+    fn restore(&self, handed: &Handed, _adopted: &mut Adopted, _foundation: &Foundation) {
+        let runs: Vec<HandedRun> = checked_entry(handed, HANDED);
+        for run in runs {
+            EgressService::restore(self, run);
         }
     }
 }

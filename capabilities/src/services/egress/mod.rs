@@ -161,6 +161,42 @@ impl EgressService {
         self.shared.live.load(Ordering::Relaxed)
     }
 
+    /// Serves again, in the next binary, the proxy of a run handed over at an upgrade
+    /// (under this binary's policies for its scope and tool: none left, and the run's
+    /// listener is closed, its network gone), until the run's leader ends.
+    pub fn restore(&self, run: proxy::HandedRun) {
+        let listener = match dsh_launch::network::adopt_listener(run.fd) {
+            Ok(listener) => listener,
+            Err(error) => {
+                tracing::error!(%error, owner = %run.owner, "cannot take back a run's egress listener");
+                return;
+            }
+        };
+        let policies = self.policies_for(&run.scope, &run.tool);
+        if !policies.iter().all(|policy| policy.allows_any()) {
+            tracing::info!(owner = %run.owner, tool = %run.tool, "a run's network is gone: this configuration gives its scope and tool none");
+            return;
+        }
+        let label = RunLabel {
+            owner: run.owner.as_str().into(),
+            call: run.call.as_str().into(),
+            tool: run.tool.as_str().into(),
+            scope: run.scope.as_str().into(),
+        };
+        match proxy::serve_run(self.shared.clone(), policies, listener, &label, run.refused) {
+            Ok(served) => {
+                served.started(run.leader);
+                tokio::spawn(async move {
+                    dsh_launch::network::exited(run.leader).await;
+                    drop(served);
+                });
+            }
+            Err(error) => {
+                tracing::error!(%error, owner = %run.owner, "cannot serve a handed-over run's egress listener");
+            }
+        }
+    }
+
     /// The proxy's counters, for `/metrics`.
     pub fn shared(&self) -> &Arc<Shared> {
         &self.shared
@@ -206,8 +242,14 @@ impl RunPolicy for Policies {
         listener: std::net::TcpListener,
         label: &RunLabel,
     ) -> Result<Box<dyn RunEgress>, String> {
-        proxy::serve_run(self.shared.clone(), self.policies.clone(), listener, label)
-            .map(|run| Box::new(run) as Box<dyn RunEgress>)
+        proxy::serve_run(
+            self.shared.clone(),
+            self.policies.clone(),
+            listener,
+            label,
+            Vec::new(),
+        )
+        .map(|run| Box::new(run) as Box<dyn RunEgress>)
     }
 
     fn environment(&self, tmp: &Path) -> Result<Vec<(String, String)>, String> {

@@ -56,6 +56,8 @@ pub struct Shared {
     pub counters: Counters,
     /// Runs served now.
     pub live: std::sync::atomic::AtomicUsize,
+    /// Every run served, for an upgrade's handover (those gone are skipped and pruned).
+    runs: Mutex<Vec<std::sync::Weak<RunState>>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -103,13 +105,7 @@ pub struct Counters {
     pub refused: AtomicU64,
     pub bytes_up: AtomicU64,
     pub bytes_down: AtomicU64,
-    /// By host: connections allowed, refused, bytes (the hosts a policy allows are
-    /// bounded by it; refused ones are counted under `(refused)` past 256 names).
-    pub by_host: Mutex<BTreeMap<String, [u64; 3]>>,
 }
-
-/// Most host names counted apart.
-const HOSTS_COUNTED: usize = 256;
 
 impl Shared {
     pub fn new(
@@ -127,6 +123,7 @@ impl Shared {
             events: OnceLock::new(),
             counters: Counters::default(),
             live: std::sync::atomic::AtomicUsize::new(0),
+            runs: Mutex::new(Vec::new()),
         }
     }
 
@@ -145,25 +142,37 @@ impl Shared {
         own.1.clone()
     }
 
+    /// The runs served now, with their listeners, for an upgrade.
+    pub fn live_runs(&self) -> Vec<HandedRun> {
+        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        runs.retain(|run| run.strong_count() > 0);
+        runs.iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .filter(|run| run.leader.load(Ordering::Relaxed) > 0)
+            .map(|run| {
+                use std::os::fd::AsRawFd;
+                HandedRun {
+                    fd: run.listener.as_raw_fd(),
+                    owner: run.label.owner.to_string(),
+                    call: run.label.call.to_string(),
+                    tool: run.label.tool.to_string(),
+                    scope: run.label.scope.to_string(),
+                    leader: run.leader.load(Ordering::Relaxed),
+                    refused: run
+                        .refused
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clone(),
+                }
+            })
+            .collect()
+    }
+
     fn injection(&self, host: &str, port: u16) -> Vec<&Injection> {
         self.inject
             .iter()
             .filter(|rule| rule.port == port && rule.host == host)
             .collect()
-    }
-
-    fn count_host(&self, host: &str, slot: usize, by: u64) {
-        let mut hosts = self
-            .counters
-            .by_host
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let key = if hosts.contains_key(host) || hosts.len() < HOSTS_COUNTED {
-            host
-        } else {
-            "(others)"
-        };
-        hosts.entry(key.to_string()).or_default()[slot] += by;
     }
 }
 
@@ -189,6 +198,24 @@ impl RunEgress for RunProxy {
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
+
+    fn started(&self, leader: i32) {
+        self.state.leader.store(leader, Ordering::Relaxed);
+    }
+}
+
+/// A run's proxy as an upgrade hands it to the next binary: its listener (kept open
+/// across the `exec`), who the run is, its leader (whose end ends the proxy) and what
+/// was refused so far.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct HandedRun {
+    pub fd: i32,
+    pub owner: String,
+    pub call: String,
+    pub tool: String,
+    pub scope: String,
+    pub leader: i32,
+    pub refused: Vec<String>,
 }
 
 /// What one run's connections share.
@@ -200,6 +227,10 @@ struct RunState {
     refused: Mutex<Vec<String>>,
     slots: Arc<tokio::sync::Semaphore>,
     bytes: AtomicU64,
+    /// The run's first process (0 until it started).
+    leader: std::sync::atomic::AtomicI32,
+    /// A descriptor of the listener of its own, handed over at an upgrade.
+    listener: std::os::fd::OwnedFd,
 }
 
 /// Most refusals one run keeps for its result line.
@@ -291,11 +322,13 @@ pub fn serve_run(
     policies: Vec<Arc<EgressPolicy>>,
     listener: std::net::TcpListener,
     label: &RunLabel,
+    refused: Vec<String>,
 ) -> Result<RunProxy, String> {
     let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
         "the egress proxy runs on dsh's async runtime, and none is here".to_string()
     })?;
     let _entered = runtime.enter();
+    let kept = dsh_launch::network::duplicate(&listener).map_err(|e| e.to_string())?;
     let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
     let state = Arc::new(RunState {
         label: label.clone(),
@@ -304,9 +337,17 @@ pub fn serve_run(
             shared.limits.connections_per_run,
         )),
         shared,
-        refused: Mutex::new(Vec::new()),
+        refused: Mutex::new(refused),
         bytes: AtomicU64::new(0),
+        leader: std::sync::atomic::AtomicI32::new(0),
+        listener: kept,
     });
+    state
+        .shared
+        .runs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(Arc::downgrade(&state));
     let cancel = CancellationToken::new();
     state.shared.live.fetch_add(1, Ordering::Relaxed);
     runtime.spawn(accept_loop(listener, state.clone(), cancel.clone()));
@@ -466,7 +507,6 @@ impl Connection {
             .counters
             .refused
             .fetch_add(1, Ordering::Relaxed);
-        self.state.shared.count_host(host, 1, 1);
         self.state.event(serde_json::json!({
             "owner": &*self.state.label.owner,
             "call": &*self.state.label.call,
@@ -491,7 +531,6 @@ impl Connection {
         let counters = &self.state.shared.counters;
         counters.bytes_up.fetch_add(up, Ordering::Relaxed);
         counters.bytes_down.fetch_add(down, Ordering::Relaxed);
-        self.state.shared.count_host(host, 2, up + down);
         self.state.event(serde_json::json!({
             "owner": &*self.state.label.owner,
             "call": &*self.state.label.call,
@@ -506,13 +545,12 @@ impl Connection {
         }));
     }
 
-    fn allowed(&self, host: &str) {
+    fn allowed(&self) {
         self.state
             .shared
             .counters
             .allowed
             .fetch_add(1, Ordering::Relaxed);
-        self.state.shared.count_host(host, 0, 1);
     }
 
     /// Connects to the first of `addresses` that answers within the connect timeout.
@@ -560,7 +598,7 @@ impl Connection {
                 )
             }
         };
-        self.allowed(&host);
+        self.allowed();
         let connection = self.clone();
         tokio::spawn(async move {
             let this = connection.clone();
@@ -757,7 +795,7 @@ impl Connection {
                 )
             }
         };
-        self.allowed(&host);
+        self.allowed();
         let path = request
             .uri()
             .path_and_query()
