@@ -936,6 +936,7 @@ const WHOLE_CAPABILITIES: &[&str] = &[
     "subagent",
     "sampling",
     "elicitation",
+    "egress",
 ];
 
 /// How code outside capability `name`'s folder names it (its module, its field of the
