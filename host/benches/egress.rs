@@ -237,12 +237,12 @@ async fn throughput(proxy: SocketAddr, upstream: SocketAddr, relays: [SocketAddr
          no HTTP server, policy or metering):"
     );
     println!(
-        "    {:3} KiB buffers (the tunnel's) {small_relay:8.1} MB/s  ratio {:.2}",
+        "    {:3} KiB buffers (tokio's)  {small_relay:8.1} MB/s  ratio {:.2}",
         SMALL_RELAY_BUFFER / 1024,
         small_relay / direct
     );
     println!(
-        "    {:3} KiB buffers               {large_relay:8.1} MB/s  ratio {:.2}",
+        "    {:3} KiB buffers (dsh's)    {large_relay:8.1} MB/s  ratio {:.2}",
         LARGE_RELAY_BUFFER / 1024,
         large_relay / direct
     );
