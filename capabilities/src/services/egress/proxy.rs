@@ -500,7 +500,18 @@ impl Connection {
 
     /// A refusal answered and kept; the event written.
     fn refused(&self, refusal: Refusal, port: u16, how: &str) -> Response<Body> {
-        self.state.refuse(&refusal, port);
+        self.note_refusal(&refusal, port, how);
+        let summary = refusal.summary(port);
+        answer(
+            StatusCode::FORBIDDEN,
+            Some(&summary),
+            format!("dsh egress proxy refused {summary}: {refusal}\n"),
+        )
+    }
+
+    /// A refusal kept for the result line, counted and written as an event.
+    fn note_refusal(&self, refusal: &Refusal, port: u16, how: &str) {
+        self.state.refuse(refusal, port);
         let host = refusal.host().unwrap_or_default();
         self.state
             .shared
@@ -517,12 +528,6 @@ impl Connection {
             "decision": "refused",
             "reason": refusal.to_string(),
         }));
-        let summary = refusal.summary(port);
-        answer(
-            StatusCode::FORBIDDEN,
-            Some(&summary),
-            format!("dsh egress proxy refused {summary}: {refusal}\n"),
-        )
     }
 
     /// The connection's end, as an event and counters.
@@ -574,6 +579,33 @@ impl Connection {
         Err(last)
     }
 
+    /// Decides `authority` (its port, else `default_port`) and connects to it: the host,
+    /// port, upstream and address, or the answer the run gets (a refusal, a 502).
+    async fn open(
+        &self,
+        authority: &hyper::http::uri::Authority,
+        default_port: u16,
+        via: &str,
+    ) -> Result<(String, u16, TcpStream, SocketAddr), Response<Body>> {
+        let host = authority.host().trim_end_matches('.').to_ascii_lowercase();
+        let port = authority.port_u16().unwrap_or(default_port);
+        let addresses = match self.state.decide(&host, port).await {
+            Ok(addresses) => addresses,
+            Err(refusal) => return Err(self.refused(refusal, port, via)),
+        };
+        match self.dial(&addresses).await {
+            Ok((upstream, address)) => {
+                self.allowed();
+                Ok((host, port, upstream, address))
+            }
+            Err(why) => Err(answer(
+                StatusCode::BAD_GATEWAY,
+                None,
+                format!("dsh egress proxy: cannot reach {host}:{port}: {why}\n"),
+            )),
+        }
+    }
+
     async fn connect(&self, request: Request<Incoming>) -> Response<Body> {
         let Some(authority) = request.uri().authority().cloned() else {
             return answer(
@@ -582,23 +614,10 @@ impl Connection {
                 "dsh egress proxy: CONNECT needs host:port\n".into(),
             );
         };
-        let host = authority.host().trim_end_matches('.').to_ascii_lowercase();
-        let port = authority.port_u16().unwrap_or(443);
-        let addresses = match self.state.decide(&host, port).await {
-            Ok(addresses) => addresses,
-            Err(refusal) => return self.refused(refusal, port, "connect"),
+        let (host, port, upstream, address) = match self.open(&authority, 443, "connect").await {
+            Ok(opened) => opened,
+            Err(answer) => return answer,
         };
-        let (upstream, address) = match self.dial(&addresses).await {
-            Ok(dialed) => dialed,
-            Err(why) => {
-                return answer(
-                    StatusCode::BAD_GATEWAY,
-                    None,
-                    format!("dsh egress proxy: cannot reach {host}:{port}: {why}\n"),
-                )
-            }
-        };
-        self.allowed();
         let connection = self.clone();
         tokio::spawn(async move {
             let this = connection.clone();
@@ -636,22 +655,7 @@ impl Connection {
                     host: host.to_string(),
                     sni: name.to_string(),
                 };
-                self.state.refuse(&refusal, port);
-                self.state
-                    .shared
-                    .counters
-                    .refused
-                    .fetch_add(1, Ordering::Relaxed);
-                self.state.event(serde_json::json!({
-                    "owner": &*self.state.label.owner,
-                    "call": &*self.state.label.call,
-                    "tool": &*self.state.label.tool,
-                    "host": host,
-                    "port": port,
-                    "via": "connect",
-                    "decision": "refused",
-                    "reason": refusal.to_string(),
-                }));
+                self.note_refusal(&refusal, port, "connect");
                 return "refused";
             }
         }
@@ -785,23 +789,10 @@ impl Connection {
                 "dsh egress proxy: the URL names no host\n".into(),
             );
         };
-        let host = authority.host().trim_end_matches('.').to_ascii_lowercase();
-        let port = authority.port_u16().unwrap_or(80);
-        let addresses = match self.state.decide(&host, port).await {
-            Ok(addresses) => addresses,
-            Err(refusal) => return self.refused(refusal, port, "http"),
+        let (host, port, upstream, address) = match self.open(&authority, 80, "http").await {
+            Ok(opened) => opened,
+            Err(answer) => return answer,
         };
-        let (upstream, address) = match self.dial(&addresses).await {
-            Ok(dialed) => dialed,
-            Err(why) => {
-                return answer(
-                    StatusCode::BAD_GATEWAY,
-                    None,
-                    format!("dsh egress proxy: cannot reach {host}:{port}: {why}\n"),
-                )
-            }
-        };
-        self.allowed();
         let path = request
             .uri()
             .path_and_query()
