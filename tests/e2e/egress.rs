@@ -472,3 +472,22 @@ fn a_terminal_with_a_network_keeps_it_across_a_plugin_reload_and_an_upgrade() {
         );
     }
 }
+
+#[test]
+fn an_idle_tunnel_is_closed_after_the_idle_timeout() {
+    let Some(world) = world() else { return };
+    let env = Env::new();
+    let config = config(&world, "container", "idle_timeout_ms = 300");
+    let idle = r#"/usr/bin/python3 - <<'PY'
+import socket, time
+s = socket.create_connection(("127.0.0.1", 3128))
+s.sendall(b"CONNECT other.test:443 HTTP/1.1\r\nHost: other.test:443\r\n\r\n")
+print(s.recv(64).split(b"\r\n")[0].decode(), flush=True)
+time.sleep(2)
+s.settimeout(5)
+print("after idle:", "closed" if s.recv(64) == b"" else "open")
+PY"#;
+    let out = bash(&env, &world, &config, idle);
+    assert!(out.content.contains("HTTP/1.1 200"), "{out:?}");
+    assert!(out.content.contains("after idle: closed"), "{out:?}");
+}
