@@ -134,6 +134,11 @@ struct EraLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabels {
+    plugin: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LimitLabels {
     plugin: String,
     limit: Limit,
@@ -153,6 +158,11 @@ pub struct Metrics {
     stages: [Histogram; 5],
     admission_wait: Histogram,
     limit_hits: Family<LimitLabels, Counter>,
+    /// Each middleware's own time per call (its runs of the rest of the call not counted).
+    middleware_duration: HistogramFamily<PluginLabels>,
+    /// Records each observer saw, and those dropped because its queue was full.
+    observed: Family<PluginLabels, Counter>,
+    observer_drops: Family<PluginLabels, Counter>,
     owners: Gauge,
     http_requests: Family<EraLabels, Counter>,
     reloads: Counter,
@@ -178,6 +188,9 @@ impl Metrics {
                 .map(|stage| stage_duration.get_or_create_owned(&StageLabels { stage })),
             admission_wait: duration_histogram(),
             limit_hits: Family::default(),
+            middleware_duration: Family::new_with_constructor(duration_histogram),
+            observed: Family::default(),
+            observer_drops: Family::default(),
             owners: Gauge::default(),
             http_requests: Family::default(),
             reloads: Counter::default(),
@@ -211,6 +224,23 @@ impl Metrics {
                 "dsh_plugin_limit_hits",
                 "Plugin calls stopped by a bound, by plugin and limit (cpu, memory)",
                 metrics.limit_hits.clone(),
+            );
+            registry.register(
+                "dsh_middleware_duration_seconds",
+                "A middleware's own time in a call, by plugin (the rest of the call it runs \
+                 through `next` not counted)",
+                metrics.middleware_duration.clone(),
+            );
+            registry.register(
+                "dsh_observer_records",
+                "Event log records an observer was given, by plugin",
+                metrics.observed.clone(),
+            );
+            registry.register(
+                "dsh_observer_dropped",
+                "Event log records an observer missed because its queue was full ([limits] \
+                 observer_queue), by plugin",
+                metrics.observer_drops.clone(),
             );
             registry.register(
                 "dsh_owners",
@@ -285,6 +315,33 @@ impl Metrics {
             .get_or_create(&LimitLabels {
                 plugin: plugin.to_string(),
                 limit,
+            })
+            .inc();
+    }
+
+    /// Records middleware `plugin`'s own time in one call.
+    pub fn observe_middleware(&self, plugin: &str, own: Duration) {
+        self.middleware_duration
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_string(),
+            })
+            .observe(own.as_secs_f64());
+    }
+
+    /// Counts a record observer `plugin` was given.
+    pub fn observed(&self, plugin: &str) {
+        self.observed
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_string(),
+            })
+            .inc();
+    }
+
+    /// Counts a record observer `plugin` missed (its queue was full).
+    pub fn observer_dropped(&self, plugin: &str) {
+        self.observer_drops
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_string(),
             })
             .inc();
     }

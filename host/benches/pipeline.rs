@@ -131,11 +131,15 @@ async fn main() {
                     let started = Instant::now();
                     let executed = dsh::pipeline::s3_execute::execute(
                         &pipeline.runtime,
+                        Vec::new(),
                         &echo,
                         context,
                         &args_json,
-                        Duration::from_secs(60),
-                        0,
+                        dsh::pipeline::s3_execute::ExecuteLimits {
+                            timeout: Duration::from_secs(60),
+                            max_retries: 0,
+                            max_next_runs: 1,
+                        },
                     )
                     .await;
                     wrapped.push(started.elapsed());

@@ -215,11 +215,26 @@ impl LiveConfig {
         let _loading = pipeline.loads.lock().await;
         let old = pipeline.config();
         let mut changed = Vec::new();
-        if old.pipeline.guards != config.pipeline.guards {
-            changed.push(format!("pipeline.guards {:?}", config.pipeline.guards));
+        for (key, before, now) in [
+            ("guards", &old.pipeline.guards, &config.pipeline.guards),
+            (
+                "middleware",
+                &old.pipeline.middleware,
+                &config.pipeline.middleware,
+            ),
+            ("filters", &old.pipeline.filters, &config.pipeline.filters),
+            (
+                "observers",
+                &old.pipeline.observers,
+                &config.pipeline.observers,
+            ),
+        ] {
+            if before != now {
+                changed.push(format!("pipeline.{key} {now:?}"));
+            }
         }
-        if old.pipeline.filters != config.pipeline.filters {
-            changed.push(format!("pipeline.filters {:?}", config.pipeline.filters));
+        if !same(&old.pipeline.select, &config.pipeline.select) {
+            changed.push("pipeline.select".into());
         }
         if !same(&old.gate, &config.gate) {
             changed.push("gate".into());

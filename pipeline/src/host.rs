@@ -61,6 +61,9 @@ impl crate::services::ToolRunner for PipelineRunner {
     }
 }
 
+/// How long a host that ends waits for its observers to see the records they were given.
+pub const OBSERVER_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Why a host could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -207,6 +210,12 @@ impl Host {
         *self.loading.complete.borrow()
     }
 
+    /// Lets the observers see what they were given, for at most [`OBSERVER_DRAIN`]: the
+    /// first step of a host that ends (then [`Host::shutdown`]).
+    pub async fn close_observers(&self) {
+        self.pipeline.close_observers(OBSERVER_DRAIN).await;
+    }
+
     /// Kills everything the host owns, and lets the removal of past sessions finish.
     pub fn shutdown(&self) {
         self.services.shutdown();
@@ -226,26 +235,20 @@ fn register_live_gauges(metrics: &crate::metrics::Metrics, services: &Services) 
     }
 }
 
-/// Says so when a guard or filter that `[pipeline]` names is not serving: until it is,
-/// every call is denied (a guard) or every result withheld (a filter).
+/// Says so when a stage that `[pipeline]` names is not serving: until it is, every call
+/// is denied (a guard), fails (a middleware), has its result withheld (a filter), or goes
+/// unobserved (an observer).
 pub fn warn_about_missing_stages(registry: &Registry, config: &Config) {
     let catalog = registry.snapshot();
-    for (names, kind, effect) in [
-        (
-            &config.pipeline.guards,
-            PluginKind::Guard,
-            "every call is denied",
-        ),
-        (
-            &config.pipeline.filters,
-            PluginKind::ResultFilter,
-            "every result is withheld",
-        ),
-    ] {
-        for name in names {
-            if catalog.stage(name, kind).is_none() {
-                tracing::warn!(plugin = %name, %kind, "named in [pipeline] but no {kind} of that name is serving: {effect} until it loads");
-            }
+    for (name, kind) in config.pipeline.stages() {
+        if catalog.stage(name, kind).is_none() {
+            let effect = match kind {
+                PluginKind::Guard => "every call is denied",
+                PluginKind::Middleware => "every call it is for fails",
+                PluginKind::ResultFilter => "every result is withheld",
+                _ => "no record reaches it",
+            };
+            tracing::warn!(plugin = %name, %kind, "named in [pipeline] but no {kind} of that name is serving: {effect} until it loads");
         }
     }
 }
@@ -277,10 +280,7 @@ fn load_in_background(
     dir: Option<&Path>,
 ) -> Result<PluginLoading, StartError> {
     let set = plugin_set(registry, config, dir)?;
-    let is_stage = |name: &str| {
-        config.pipeline.guards.iter().any(|g| g == name)
-            || config.pipeline.filters.iter().any(|f| f == name)
-    };
+    let is_stage = |name: &str| config.pipeline.names(name);
     let (first, later): (Vec<_>, Vec<_>) = set
         .into_iter()
         .partition(|(name, (source, _))| *source == PluginSource::Embedded || is_stage(name));

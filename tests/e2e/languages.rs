@@ -447,3 +447,134 @@ fn a_python_guard_denies_and_allows_bash_commands_and_is_hot_swapped_in_place() 
     );
     assert!(allowed.contains(&marker), "{allowed}");
 }
+
+/// Builds the Python example `examples/plugins/python/NAME` against `world` of the
+/// current contract (again only when its source or the contract changed) and returns
+/// the component.
+fn build_python_example(name: &str, world: &str) -> PathBuf {
+    locked(&format!("langs-{name}"), || {
+        let dir = root().join("examples/plugins/python").join(name);
+        let text = std::fs::read_to_string(dir.join("app.py")).unwrap()
+            + &std::fs::read_to_string(root().join("wit/v0.2.0/plugin.wit")).unwrap();
+        let out = tmp().join(format!("langs-build/{name}/{name}.wasm"));
+        let stamp = out.with_extension("source");
+        if out.exists() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(&text) {
+            return out;
+        }
+        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+        componentize_python(&dir, world, &out);
+        std::fs::write(&stamp, text).unwrap();
+        out
+    })
+}
+
+#[test]
+fn a_python_middleware_runs_a_failed_call_again_and_returns_the_second_result() {
+    let wasm = build_python_example("retry_flaky", "middleware");
+    let env = Env::new();
+    env.add_plugins(&[("flaky", "flaky")]);
+    let scratch = env.dir.path().join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let marker = scratch.join("marker");
+    let args = json!({ "marker": marker });
+    // The host's own retry of idempotent tools is off: only the middleware runs `flaky`
+    // again (its first run creates the marker and fails with `internal`).
+    let granted = format!(
+        "[limits]\nmax_retries = 0\n[plugins.flaky]\nfs = [{{ path = {:?}, mode = \"rw\" }}]\n",
+        scratch.display().to_string()
+    );
+    let alone = env.call_configured(&granted, "flaky", &args, &[]);
+    assert_eq!(alone.code.as_deref(), Some("INTERNAL"), "{alone:?}");
+    assert!(alone.message.contains("failed on purpose"), "{alone:?}");
+
+    std::fs::remove_file(&marker).unwrap();
+    std::fs::copy(&wasm, env.plugins_dir().join("retry_flaky.wasm")).unwrap();
+    let config = format!(
+        "[pipeline]\nmiddleware = [\"retry_flaky\"]\n{granted}[plugins.retry_flaky]\n\
+         interfaces = [\"log\"]\n"
+    );
+    let retried = env.call_configured(&config, "flaky", &args, &[]);
+    assert_eq!(retried.code, None, "{retried:?}");
+    assert_eq!(
+        retried.content,
+        format!("flaky: succeeded (marker {} was there)", marker.display()),
+        "{retried:?}"
+    );
+
+    // `attempts = 1`: one run, its failure returned as it is.
+    std::fs::remove_file(&marker).unwrap();
+    let once = format!("{config}[plugins.retry_flaky.settings]\nattempts = 1\n");
+    let failed = env.call_configured(&once, "flaky", &args, &[]);
+    assert_eq!(failed.code.as_deref(), Some("INTERNAL"), "{failed:?}");
+    assert!(failed.message.contains("failed on purpose"), "{failed:?}");
+}
+
+#[test]
+fn a_python_observer_appends_the_call_and_result_records_of_a_call_to_its_granted_file() {
+    let wasm = build_python_example("event_sink", "observer");
+    let env = Env::new();
+    env.add_plugins(&[("echo", "echo")]);
+    std::fs::copy(&wasm, env.plugins_dir().join("event_sink.wasm")).unwrap();
+    // The file its settings name, in the directory granted to it read-write.
+    let sink = env.dir.path().join("sink");
+    std::fs::create_dir_all(&sink).unwrap();
+    let file = sink.join("events.jsonl");
+    let config = format!(
+        "[pipeline]\nobservers = [\"event_sink\"]\n[plugins.event_sink]\ninterfaces = [\"log\"]\n\
+         fs = [{{ path = {:?}, mode = \"rw\" }}]\nsettings = {{ path = {:?} }}\n",
+        sink.display().to_string(),
+        file.display().to_string()
+    );
+    let server = McpServer::start(&env, &config);
+    let marker = crate::support::unique_marker();
+    assert_eq!(server.call_ok("echo", json!({ "text": marker })), marker);
+
+    // The records come off the call's path: within a few seconds, the echo's `tool/call`
+    // and the `tool/result` of the same call. Whole lines only: the last may be half
+    // written yet.
+    let records = || -> Vec<Value> {
+        std::fs::read_to_string(&file)
+            .unwrap_or_default()
+            .split_inclusive('\n')
+            .filter_map(|line| line.strip_suffix('\n'))
+            .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line:?}")))
+            .collect()
+    };
+    let pair = |records: &[Value]| -> Option<(Value, Value)> {
+        let call = records.iter().find(|r| {
+            r["event"] == "tool/call" && r["tool"] == "echo" && r["args"]["text"] == marker
+        })?;
+        let result = records
+            .iter()
+            .find(|r| r["event"] == "tool/result" && r["call_id"] == call["call_id"])?;
+        Some((call.clone(), result.clone()))
+    };
+    let mut found = None;
+    crate::support::wait_for(std::time::Duration::from_secs(10), || {
+        found = pair(&records());
+        found.is_some()
+    });
+    let Some((call, result)) = found else {
+        panic!(
+            "no tool/call and tool/result of the echo in {}: {:#?}\n{}",
+            file.display(),
+            records(),
+            server.stderr()
+        );
+    };
+    assert!(
+        call["call_id"].as_str().is_some_and(|id| !id.is_empty()),
+        "{call}"
+    );
+    assert_eq!(result["is_error"], false, "{result}");
+    // Each line is the record as the session's event log has it.
+    let logged = env.events();
+    assert!(
+        logged.contains(&call),
+        "{call} is not in the event log: {logged:#?}"
+    );
+    assert!(
+        logged.contains(&result),
+        "{result} is not in the event log: {logged:#?}"
+    );
+}

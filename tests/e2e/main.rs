@@ -29,6 +29,7 @@ mod long_running;
 mod lsp;
 mod mcp_clients;
 mod mcp_typescript;
+mod middleware;
 mod network_grants;
 mod operator_view;
 mod plugin_cli;

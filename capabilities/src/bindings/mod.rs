@@ -28,6 +28,7 @@ wasmtime::component::bindgen!({
             import dsh:plugin/subagent@0.2.0;
             import dsh:plugin/sampling@0.2.0;
             import dsh:plugin/elicitation@0.2.0;
+            import dsh:plugin/tally@0.2.0;
         }
     ",
     world: "tool",
@@ -58,6 +59,36 @@ pub mod result_filter {
         exports: { default: async },
         with: {
             "dsh:plugin/types": super::dsh::plugin::types,
+            "dsh:plugin/log": super::dsh::plugin::log,
+        },
+    });
+}
+
+/// The `middleware` world shares `types`, `log` and `tally` with `tool`; its `next`
+/// interface (the rest of the call) is its own, served by the engine.
+pub mod middleware {
+    wasmtime::component::bindgen!({
+        path: "../wit/v0.2.0",
+        world: "middleware",
+        // `next.run` past `[limits] max_next_runs` stops the middleware (a trap).
+        imports: { "dsh:plugin/next.run": async | trappable, default: async },
+        exports: { default: async },
+        with: {
+            "dsh:plugin/types": super::dsh::plugin::types,
+            "dsh:plugin/log": super::dsh::plugin::log,
+            "dsh:plugin/tally": super::dsh::plugin::tally,
+        },
+    });
+}
+
+/// The `observer` world shares `log` with `tool`.
+pub mod observer {
+    wasmtime::component::bindgen!({
+        path: "../wit/v0.2.0",
+        world: "observer",
+        imports: { default: async },
+        exports: { default: async },
+        with: {
             "dsh:plugin/log": super::dsh::plugin::log,
         },
     });

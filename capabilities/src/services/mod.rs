@@ -25,6 +25,7 @@ pub mod resource_changes;
 pub mod resources;
 pub mod sampling;
 pub mod subagent;
+pub mod tally;
 pub mod terminal;
 pub mod wit;
 
@@ -57,6 +58,7 @@ macro_rules! for_each_capability {
             sampling: $crate::services::sampling::SamplingCapability,
             elicitation: $crate::services::elicitation::ElicitationCapability,
             egress: ::std::sync::Arc<$crate::services::egress::EgressService>,
+            tally: ::std::sync::Arc<$crate::services::tally::TallyService>,
         }
     };
 }

@@ -176,6 +176,9 @@ mod serve;
 pub const MAX_LIVE_INSTANCES: u32 = 512;
 /// Instances kept for loading plugins (`describe()` runs one while calls are running).
 const LOAD_RESERVE: u32 = 32;
+/// The most observers `[pipeline] observers` may name: each holds one instance while it
+/// sees a record, out of [`LOAD_RESERVE`] (loads take one at a time).
+pub const MAX_OBSERVERS: usize = 8;
 /// Instances made ahead of their calls that may exist at once (one per plugin version
 /// at most: the plugins loaded past this many instantiate at the call).
 pub const MAX_SPARES: u32 = 64;
@@ -315,14 +318,106 @@ impl TracesConfig {
     }
 }
 
-/// Which guards and result filters every call passes, in order.
+/// Which guards, middleware, result filters and observers every call passes, in order,
+/// and which calls each is for.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PipelineConfig {
     /// Guard plugins by name, in the order they run (after the gate).
     pub guards: Vec<String>,
+    /// Middleware plugins by name, the first outermost: each wraps the ones after it and
+    /// the tool's execution.
+    pub middleware: Vec<String>,
     /// Result filter plugins by name, in the order they run (before finalize).
     pub filters: Vec<String>,
+    /// Observer plugins by name: each sees the event log's records of every call,
+    /// approval and job, off the call's path.
+    pub observers: Vec<String>,
+    /// Which calls a guard, middleware or filter is for (`[pipeline.select.NAME]`): one
+    /// not named here is for every call.
+    pub select: BTreeMap<String, StageSelect>,
+}
+
+/// The calls one stage is for: those whose tool matches one of `tools` and whose scope
+/// matches one of `scopes` (globs, `*` any run of characters; empty: any).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StageSelect {
+    pub tools: Vec<String>,
+    pub scopes: Vec<String>,
+}
+
+impl StageSelect {
+    /// Whether a call of `tool` in `scope` is one of these.
+    pub fn selects(&self, tool: &str, scope: &str) -> bool {
+        let any = |patterns: &[String], text: &str| {
+            patterns.is_empty() || patterns.iter().any(|p| crate::glob::glob_match(p, text))
+        };
+        any(&self.tools, tool) && any(&self.scopes, scope)
+    }
+}
+
+impl PipelineConfig {
+    /// Every stage named, with the kind of plugin it must be.
+    pub fn stages(&self) -> impl Iterator<Item = (&str, plugin::PluginKind)> {
+        use plugin::PluginKind;
+        [
+            (&self.guards, PluginKind::Guard),
+            (&self.middleware, PluginKind::Middleware),
+            (&self.filters, PluginKind::ResultFilter),
+            (&self.observers, PluginKind::Observer),
+        ]
+        .into_iter()
+        .flat_map(|(names, kind)| names.iter().map(move |name| (name.as_str(), kind)))
+    }
+
+    /// Whether `name` is a stage of this pipeline.
+    pub fn names(&self, name: &str) -> bool {
+        self.stages().any(|(stage, _)| stage == name)
+    }
+
+    /// Whether stage `name` is for a call of `tool` in `scope`.
+    pub fn selects(&self, name: &str, tool: &str, scope: &str) -> bool {
+        self.select
+            .get(name)
+            .is_none_or(|select| select.selects(tool, scope))
+    }
+
+    fn check(&self, limits: &Limits) -> Result<(), String> {
+        for (name, _) in self.stages() {
+            if self.stages().filter(|(other, _)| *other == name).count() > 1 {
+                return Err(format!(
+                    "pipeline: {name:?} is named twice (a plugin is one stage, once)"
+                ));
+            }
+        }
+        for name in self.select.keys() {
+            if !self.names(name) || self.observers.contains(name) {
+                return Err(format!(
+                    "pipeline.select.{name}: no guard, middleware or filter of that name in [pipeline] (observers see every record)"
+                ));
+            }
+        }
+        if self.observers.len() > MAX_OBSERVERS {
+            return Err(format!(
+                "pipeline.observers: at most {MAX_OBSERVERS} observers (each holds one plugin instance of the pool's reserve while it sees a record), not {}",
+                self.observers.len()
+            ));
+        }
+        // A call holds an instance of each middleware around the tool's: the calls in
+        // flight times that must fit the instance pool's share for calls.
+        let held = self.middleware.len() + 1;
+        if limits.max_calls_in_flight.saturating_mul(held) > MAX_CALL_SLOTS {
+            return Err(format!(
+                "pipeline.middleware: with {} middleware a call holds {held} plugin instances at once, and limits.max_calls_in_flight = {} such calls would need {} of the {MAX_CALL_SLOTS} the pool has for calls; lower max_calls_in_flight to {} or name fewer middleware",
+                self.middleware.len(),
+                limits.max_calls_in_flight,
+                limits.max_calls_in_flight * held,
+                MAX_CALL_SLOTS / held,
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Limits that apply to every call.
@@ -350,6 +445,13 @@ pub struct Limits {
     /// Calls waiting for a turn when `max_calls_in_flight` are running; they are taken
     /// round-robin between owners, each owner's in order. One more call gets `BUSY`.
     pub max_queued_calls: usize,
+    /// The most times the middleware of one call may run the rest of it (`next.run`),
+    /// all of them together; the run past it stops the middleware and fails the call
+    /// (`LIMIT_EXCEEDED`, naming it).
+    pub max_next_runs: u32,
+    /// Records each observer's queue holds; what arrives while it is full is dropped
+    /// and counted (`dsh_observer_dropped_total`, an `observer/dropped` event).
+    pub observer_queue: usize,
 }
 
 impl Default for Limits {
@@ -361,6 +463,8 @@ impl Default for Limits {
             max_spill_bytes: 1 << 30,
             max_calls_in_flight: 64,
             max_queued_calls: 1024,
+            max_next_runs: 8,
+            observer_queue: 1024,
         }
     }
 }
@@ -373,6 +477,15 @@ impl Limits {
             return Err(format!(
                 "limits.max_calls_in_flight must be between 1 and {most} (the plugin instance pool less its reserve for loads), not {}",
                 self.max_calls_in_flight
+            ));
+        }
+        if self.max_next_runs == 0 {
+            return Err("limits.max_next_runs must be at least 1 (a middleware that runs the call needs one)".into());
+        }
+        if !(1..=1 << 20).contains(&self.observer_queue) {
+            return Err(format!(
+                "limits.observer_queue must be between 1 and 1048576 records, not {}",
+                self.observer_queue
             ));
         }
         Ok(())
@@ -446,6 +559,7 @@ impl Config {
         config.check_capabilities()?;
         config.serve.check()?;
         config.limits.check()?;
+        config.pipeline.check(&config.limits)?;
         config.traces.check()?;
         let secrets = config.services().secret_variables();
         for (name, plugin) in &config.plugins {

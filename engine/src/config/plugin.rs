@@ -1,6 +1,7 @@
 //! `[plugins.NAME]` in `dsh.toml`: one plugin's bounds, settings and grants (host
 //! interfaces, environment, network patterns, directories), and the network pattern
-//! syntax (`HOST:PORT`, CIDR blocks through `ipnet`). The engine resolves these into a
+//! syntax (`HOST:PORT`, CIDR blocks through `ipnet`), and the kinds of plugin (what
+//! `[pipeline]` names each must be). The engine resolves these into a
 //! plugin's effective grants (`engine::grants`).
 
 use std::net::{IpAddr, SocketAddr};
@@ -257,5 +258,41 @@ mod tests {
             AddressPattern::parse("example.com:443"),
             Ok(ParsedPattern::Name { .. })
         ));
+    }
+}
+
+/// What a plugin is, by the world its component exports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PluginKind {
+    Tool,
+    Guard,
+    Middleware,
+    ResultFilter,
+    Observer,
+}
+
+impl PluginKind {
+    /// `a tool`, `a guard`, `a middleware`, `a result filter`, `an observer`.
+    pub fn with_article(self) -> &'static str {
+        match self {
+            PluginKind::Tool => "a tool",
+            PluginKind::Guard => "a guard",
+            PluginKind::Middleware => "a middleware",
+            PluginKind::ResultFilter => "a result filter",
+            PluginKind::Observer => "an observer",
+        }
+    }
+}
+
+impl std::fmt::Display for PluginKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PluginKind::Tool => "tool",
+            PluginKind::Guard => "guard",
+            PluginKind::Middleware => "middleware",
+            PluginKind::ResultFilter => "result-filter",
+            PluginKind::Observer => "observer",
+        })
     }
 }

@@ -40,14 +40,11 @@ pub fn component(name: &str) -> Option<crate::engine::plugin::ComponentBytes> {
 }
 
 /// Whether the embedded plugin `name` is loaded under `config`: every tool, and the
-/// guards and result filters `[pipeline]` names.
+/// stages (guards, middleware, filters, observers) `[pipeline]` names.
 pub fn wanted(name: &str, config: &crate::config::Config) -> bool {
     match set::find(name) {
         Some(plugin) if plugin.kind == Kind::Tool => true,
-        Some(_) => {
-            config.pipeline.guards.iter().any(|g| g == name)
-                || config.pipeline.filters.iter().any(|f| f == name)
-        }
+        Some(_) => config.pipeline.names(name),
         None => false,
     }
 }

@@ -478,7 +478,9 @@ impl Grants {
             .filter_map(|import| import.strip_prefix(HOST_PACKAGE))
             .map(|rest| rest.split('@').next().unwrap_or(rest))
             .filter(|interface| {
-                *interface != "types" && crate::services::capabilities::needs_grant(interface)
+                // `next` is the middleware world's own (the rest of its call), no grant.
+                !matches!(*interface, "types" | "next")
+                    && crate::services::capabilities::needs_grant(interface)
             })
             .collect();
         let missing: Vec<&str> = needed

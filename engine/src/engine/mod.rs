@@ -15,6 +15,7 @@ pub mod cache;
 pub mod compile_settings;
 pub mod embedded;
 pub mod grants;
+pub mod middleware;
 pub mod plugin;
 pub mod store;
 
@@ -157,6 +158,7 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         grants::add_name_lookup_to_linker(&mut linker, CallState::name_lookup)?;
         services::wit::add_to_linker(&mut linker)?;
+        middleware::add_to_linker(&mut linker)?;
 
         let ticker_stop = Arc::new(AtomicBool::new(false));
         let (weak_engine, stop) = (engine.weak(), ticker_stop.clone());

@@ -1,7 +1,8 @@
 //! Plugin loading and calling: a `.wasm` becomes a [`Plugin`] (compiled once, its
 //! imports checked against its grants, linked once into an instance-pre, its tool
 //! manuals read with `describe()`), and each call instantiates it in a fresh store. A
-//! plugin is a tool, a guard or a result filter, by the world its component exports, and
+//! plugin is a tool, a guard, a middleware, a result filter or an observer, by the world
+//! its component exports, and
 //! is built against one version of the contract, by the names it imports and exports
 //! ([`ContractVersion`]); a frozen version's exports are called through its adapter
 //! (`bindings::v0_1_0`), so everything past this module sees the latest types.
@@ -28,6 +29,8 @@ use super::store::{arm_for_call, metered, new_store, Bounds, CallState};
 use super::Runtime;
 use crate::bindings::dsh::plugin::types as wit;
 use crate::bindings::guard::{Guard, GuardPre, Verdict as WitVerdict};
+use crate::bindings::middleware::{Middleware, MiddlewarePre};
+use crate::bindings::observer::{ObservedEvent, Observer, ObserverPre};
 use crate::bindings::result_filter::{ResultFilter, ResultFilterPre};
 use crate::bindings::{v0_1_0, ContractVersion, Tool, ToolPre, VersionError};
 use crate::call::{CallContext, CallResult};
@@ -64,7 +67,7 @@ pub enum LoadError {
     Version(#[from] VersionError),
     #[error("cannot be linked (an import dsh does not provide): {0:#}")]
     Link(wasmtime::Error),
-    #[error("exports none of the worlds dsh runs (`tool`, `guard`, `result-filter`)")]
+    #[error("exports none of the worlds dsh runs (`tool`, `guard`, `middleware`, `result-filter`, `observer`)")]
     NoWorld,
     #[error("describe() failed: {0}")]
     Describe(ToolError),
@@ -92,12 +95,9 @@ fn refuse_client_asks(name: &str, kind: PluginKind, granted: &[String]) -> Resul
     if asks.is_empty() {
         return Ok(());
     }
-    let what = match kind {
-        PluginKind::Guard => "a guard",
-        _ => "a result filter",
-    };
+    let what = kind.with_article();
     Err(LoadError::NotGranted(format!(
-        "it is {what} and is granted {}: only a tool plugin may ask the caller's client (its model or its user); {what} runs on every call and decides on its own. Take {} out of [plugins.{name}] interfaces in dsh.toml",
+        "it is {what} and is granted {}: only a tool plugin may ask the caller's client (its model or its user); {what} runs on every call and acts on its own. Take {} out of [plugins.{name}] interfaces in dsh.toml",
         asks.join(" and "),
         if asks.len() == 1 { "it" } else { "them" },
     )))
@@ -121,30 +121,15 @@ pub struct ToolSpec {
     pub output_schema_text: Option<String>,
 }
 
-/// What a plugin is, by the world its component exports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PluginKind {
-    Tool,
-    Guard,
-    ResultFilter,
-}
-
-impl std::fmt::Display for PluginKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            PluginKind::Tool => "tool",
-            PluginKind::Guard => "guard",
-            PluginKind::ResultFilter => "result-filter",
-        })
-    }
-}
+pub use crate::config::plugin::PluginKind;
 
 /// The instance-pre of the plugin's world, in the contract version it is built against.
 enum Pre {
     Tool(ToolPre<CallState>),
     Guard(GuardPre<CallState>),
     ResultFilter(ResultFilterPre<CallState>),
+    Middleware(MiddlewarePre<CallState>),
+    Observer(ObserverPre<CallState>),
     ToolV0_1_0(v0_1_0::ToolPre<CallState>),
     GuardV0_1_0(v0_1_0::guard::GuardPre<CallState>),
     ResultFilterV0_1_0(v0_1_0::result_filter::ResultFilterPre<CallState>),
@@ -216,6 +201,8 @@ enum Instance {
     Tool(Tool),
     Guard(Guard),
     ResultFilter(ResultFilter),
+    Middleware(Middleware),
+    Observer(Observer),
 }
 
 /// Counts one spare of the process for as long as it lives.
@@ -449,8 +436,12 @@ impl Plugin {
                     Pre::Tool(tool)
                 } else if let Ok(guard) = GuardPre::new(instance_pre.clone()) {
                     Pre::Guard(guard)
-                } else if let Ok(filter) = ResultFilterPre::new(instance_pre) {
+                } else if let Ok(filter) = ResultFilterPre::new(instance_pre.clone()) {
                     Pre::ResultFilter(filter)
+                } else if let Ok(middleware) = MiddlewarePre::new(instance_pre.clone()) {
+                    Pre::Middleware(middleware)
+                } else if let Ok(observer) = ObserverPre::new(instance_pre) {
+                    Pre::Observer(observer)
                 } else {
                     return Err(LoadError::NoWorld);
                 }
@@ -469,17 +460,18 @@ impl Plugin {
             }
         };
         refuse_client_asks(name, kind_of(&pre), &grants.view.interfaces)?;
+        refuse_next_outside_middleware(kind_of(&pre), &imports)?;
         // Only a tool can answer a call with why its `files` directories were withheld:
-        // a guard or a filter without them is refused, as it would fail closed anyway.
-        if let (Some(why), PluginKind::Guard | PluginKind::ResultFilter) =
-            (&grants.withheld, kind_of(&pre))
-        {
-            return Err(LoadError::NotGranted(why.clone()));
+        // a pipeline stage without them is refused, as it would fail closed anyway.
+        if let (Some(why), kind) = (&grants.withheld, kind_of(&pre)) {
+            if kind != PluginKind::Tool {
+                return Err(LoadError::NotGranted(why.clone()));
+            }
         }
         let settings_json = serde_json::to_string(&config.settings).unwrap_or_else(|_| "{}".into());
         let default_cpu_ms = match kind_of(&pre) {
             PluginKind::Tool => DEFAULT_CPU_MS,
-            PluginKind::Guard | PluginKind::ResultFilter => DEFAULT_GUARD_CPU_MS,
+            _ => DEFAULT_GUARD_CPU_MS,
         };
         let bounds = Bounds {
             cpu: Duration::from_millis(config.cpu_ms.unwrap_or(default_cpu_ms)),
@@ -647,7 +639,11 @@ impl Plugin {
             drop(used);
             let instantiable = matches!(
                 plugin.pre,
-                Pre::Tool(_) | Pre::Guard(_) | Pre::ResultFilter(_)
+                Pre::Tool(_)
+                    | Pre::Guard(_)
+                    | Pre::ResultFilter(_)
+                    | Pre::Middleware(_)
+                    | Pre::Observer(_)
             );
             if !instantiable
                 || plugin.spare_slot().is_some()
@@ -663,6 +659,14 @@ impl Plugin {
                     .instantiate_async(&mut store)
                     .await
                     .map(Instance::ResultFilter),
+                Pre::Middleware(pre) => pre
+                    .instantiate_async(&mut store)
+                    .await
+                    .map(Instance::Middleware),
+                Pre::Observer(pre) => pre
+                    .instantiate_async(&mut store)
+                    .await
+                    .map(Instance::Observer),
                 _ => return,
             };
             match instance {
@@ -813,6 +817,87 @@ impl Plugin {
         filtered
     }
 
+    /// Runs this middleware on `call` in a fresh instance, `rest` being what its
+    /// `next.run` runs. An error is the middleware failing (a trap, its CPU or memory
+    /// bound, running the rest past the cap), never the call's own failure, which is a
+    /// result. Its own time (not the rest's) goes to the metrics.
+    pub async fn handle(
+        self: &Arc<Self>,
+        runtime: &Runtime,
+        call: PendingCall<'_>,
+        rest: super::middleware::RestOfCall,
+    ) -> Result<CallResult, ToolError> {
+        let _in_flight = InFlight::enter(&self.in_flight);
+        if self.kind() != PluginKind::Middleware {
+            return Err(self.not_a(PluginKind::Middleware));
+        }
+        let started = Instant::now();
+        let pending = self.wit_pending(&call);
+        let (mut store, spare) = self.store_for_call(runtime, call.context);
+        store.data_mut().rest = Some(rest);
+        let guest_cpu = store.data().guest_cpu.clone();
+        let outcome = metered(guest_cpu, async {
+            match (&self.pre, spare) {
+                (_, Some(Instance::Middleware(middleware))) => {
+                    middleware.call_handle(&mut store, &pending).await
+                }
+                (Pre::Middleware(pre), _) => {
+                    let middleware = pre.instantiate_async(&mut store).await?;
+                    middleware.call_handle(&mut store, &pending).await
+                }
+                _ => Err(wasmtime::Error::msg("not a middleware")),
+            }
+        })
+        .await;
+        let handled = match outcome {
+            Ok(result) => Ok(result.into()),
+            Err(error) => Err(self.failure(runtime, store.data(), error)),
+        };
+        let own = started.elapsed().saturating_sub(store.data().in_next);
+        runtime.metrics.observe_middleware(&self.name, own);
+        store.data_mut().rest = None;
+        self.finish(runtime, store);
+        handled
+    }
+
+    /// Gives this observer one record of the event log (`kind`, the record as JSON
+    /// text) in a fresh instance, as `owner`'s. An error is the observer failing.
+    pub async fn observe(
+        self: &Arc<Self>,
+        runtime: &Runtime,
+        context: CallContext,
+        kind: &str,
+        json: &str,
+    ) -> Result<(), ToolError> {
+        let _in_flight = InFlight::enter(&self.in_flight);
+        if self.kind() != PluginKind::Observer {
+            return Err(self.not_a(PluginKind::Observer));
+        }
+        let event = ObservedEvent {
+            kind: kind.to_string(),
+            json: json.to_string(),
+            settings_json: self.settings_json.clone(),
+        };
+        let (mut store, spare) = self.store_for_call(runtime, context);
+        let guest_cpu = store.data().guest_cpu.clone();
+        let outcome = metered(guest_cpu, async {
+            match (&self.pre, spare) {
+                (_, Some(Instance::Observer(observer))) => {
+                    observer.call_observe(&mut store, &event).await
+                }
+                (Pre::Observer(pre), _) => {
+                    let observer = pre.instantiate_async(&mut store).await?;
+                    observer.call_observe(&mut store, &event).await
+                }
+                _ => Err(wasmtime::Error::msg("not an observer")),
+            }
+        })
+        .await;
+        let observed = outcome.map_err(|error| self.failure(runtime, store.data(), error));
+        self.finish(runtime, store);
+        observed
+    }
+
     /// A failed guest run as the model sees it; a CPU or memory limit hit is counted in
     /// the host's metrics.
     fn failure(&self, runtime: &Runtime, state: &CallState, error: wasmtime::Error) -> ToolError {
@@ -831,7 +916,12 @@ impl Plugin {
     fn not_a(&self, kind: PluginKind) -> ToolError {
         ToolError::new(
             ErrorCode::Internal,
-            format!("plugin {} is a {}, not a {kind}", self.name, self.kind()),
+            format!(
+                "plugin {} is {}, not {}",
+                self.name,
+                self.kind().with_article(),
+                kind.with_article()
+            ),
         )
     }
 
@@ -862,5 +952,22 @@ fn kind_of(pre: &Pre) -> PluginKind {
         Pre::Tool(_) | Pre::ToolV0_1_0(_) => PluginKind::Tool,
         Pre::Guard(_) | Pre::GuardV0_1_0(_) => PluginKind::Guard,
         Pre::ResultFilter(_) | Pre::ResultFilterV0_1_0(_) => PluginKind::ResultFilter,
+        Pre::Middleware(_) => PluginKind::Middleware,
+        Pre::Observer(_) => PluginKind::Observer,
     }
+}
+
+/// Refuses any plugin but a middleware that imports `next`: only a middleware's call
+/// has a rest to run.
+fn refuse_next_outside_middleware(kind: PluginKind, imports: &[String]) -> Result<(), LoadError> {
+    let imports_next = imports
+        .iter()
+        .any(|import| import.starts_with(&format!("{}next@", crate::bindings::PACKAGE)));
+    if imports_next && kind != PluginKind::Middleware {
+        return Err(LoadError::NotGranted(format!(
+            "it is {} and imports `dsh:plugin/next`, which only a middleware may import (the rest of a call is a middleware's to run)",
+            kind.with_article()
+        )));
+    }
+    Ok(())
 }

@@ -197,6 +197,13 @@ pub struct CallState {
     /// Made ahead of its call ([`super::plugin`]'s spare instance) and not yet given
     /// one: the guest may not call the host (the call hook refuses it).
     warming: bool,
+    /// A middleware's call: the rest of the call below it (`next.run`).
+    pub rest: Option<super::middleware::RestOfCall>,
+    /// Wall time a middleware spent running the rest of its call (not its own).
+    pub in_next: Duration,
+    /// Why the host stopped the guest, when it did (a middleware past the runs it may
+    /// make): the error the call fails with.
+    pub stopped: Option<ToolError>,
 }
 
 impl CallState {
@@ -224,6 +231,9 @@ impl CallState {
             cpu_at_stop: Duration::ZERO,
             memory_total: 0,
             warming: false,
+            rest: None,
+            in_next: Duration::ZERO,
+            stopped: None,
         }
     }
 
@@ -268,6 +278,9 @@ impl CallState {
 
     /// Turns a failed guest call into the structured error the model sees.
     pub fn classify(&self, error: wasmtime::Error) -> ToolError {
+        if let Some(stopped) = &self.stopped {
+            return stopped.clone();
+        }
         match self.bound_hit {
             Some(BoundHit::Cpu) => ToolError::new(
                 ErrorCode::PluginCpuLimit,

@@ -7,12 +7,15 @@
 //! where the line began, so the lines before it and after it (once there is room
 //! again) stay whole. The `tool/call` event is written with [`EventLog::try_write`],
 //! whose error refuses the call: nothing runs unlogged.
+//!
+//! A [`EventTap`] (the observer components' queues) is told of each line once it is in
+//! the file; with none set, a write checks one flag.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use serde::Serialize;
 
@@ -38,6 +41,16 @@ pub struct EventLog {
     /// The longest line written so far (up to [`MAX_LINE_HINT`]): the next line's
     /// buffer starts that big.
     longest_line: AtomicUsize,
+    /// Told of each line written, when set.
+    tap: RwLock<Option<Arc<dyn EventTap>>>,
+    tapped: AtomicBool,
+}
+
+/// What is told of each record once it is in the file.
+pub trait EventTap: Send + Sync {
+    /// `event` is the record's kind, `line` the record (one JSON object, no newline).
+    /// Called on the writer's path: it must not block.
+    fn written(&self, event: &str, line: &[u8]);
 }
 
 /// A line longer than this (a call with a large argument) does not make every later
@@ -51,7 +64,16 @@ impl EventLog {
             path: path.to_path_buf(),
             file: Mutex::new(None),
             longest_line: AtomicUsize::new(256),
+            tap: RwLock::new(None),
+            tapped: AtomicBool::new(false),
         }
+    }
+
+    /// Tells `tap` of every line written from now on (`None`: nobody).
+    pub fn set_tap(&self, tap: Option<Arc<dyn EventTap>>) {
+        let mut current = self.tap.write().unwrap_or_else(|e| e.into_inner());
+        self.tapped.store(tap.is_some(), Ordering::Release);
+        *current = tap;
     }
 
     fn open(&self) -> std::io::Result<File> {
@@ -137,6 +159,13 @@ impl EventLog {
             });
         }
         *file = Some(opened);
+        drop(file);
+        if self.tapped.load(Ordering::Acquire) {
+            let tap = self.tap.read().unwrap_or_else(|e| e.into_inner()).clone();
+            if let Some(tap) = tap {
+                tap.written(event, &line[..line.len() - 1]);
+            }
+        }
         Ok(())
     }
 }

@@ -67,6 +67,7 @@ pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
             println!("{text}");
         }
     }
+    host.close_observers().await;
     host.shutdown();
     Ok(if result.is_error() {
         ExitCode::from(1)

@@ -32,13 +32,13 @@ pub struct Args {
 enum Command {
     /// Load a plugin file as `dsh serve` would and print what it is and needs
     ///
-    /// Prints its kind (tool, guard, result-filter) and contract version, its tools with
+    /// Prints its kind (tool, guard, middleware, result-filter, observer) and contract version, its tools with
     /// their schemas (validated as at load), its imports and the `dsh.toml` grant lines
     /// it needs, its size and compile time. Exit status 1 when `dsh serve` would refuse
     /// it under the configuration in use, with the reason.
     Check(CheckArgs),
-    /// Write a new plugin project (Rust, Python or JavaScript; a tool, guard or result
-    /// filter) that builds with one command, printed and in its README
+    /// Write a new plugin project (Rust, Python or JavaScript; a tool, guard, middleware,
+    /// result filter or observer) that builds with one command, printed and in its README
     New(super::plugin_new::NewArgs),
 }
 
@@ -259,9 +259,11 @@ fn host_interfaces(imports: &[String]) -> impl Iterator<Item = &str> {
         .filter(|interface| *interface != "types")
 }
 
-/// The host interfaces among `imports` that need a grant (progress needs none).
+/// The host interfaces among `imports` that need a grant (progress and tally need none,
+/// nor does `next`, the middleware world's own).
 fn granted_interfaces(imports: &[String]) -> BTreeSet<&str> {
     host_interfaces(imports)
+        .filter(|interface| *interface != "next")
         .filter(|interface| dsh::services::capabilities::needs_grant(interface))
         .collect()
 }

@@ -1,8 +1,11 @@
-//! `dsh plugin new NAME --lang rust|python|js --kind tool|guard|filter`: writes a plugin
-//! project that builds with one command (printed, and in the project's README) against
-//! the current contract, whose WIT it carries in `wit/plugin.wit`. A Rust project gets
-//! the Rust SDK (`plugins/sdk`, embedded in dsh) vendored as `sdk/`, a path dependency
-//! whose bindings read the project's `wit/`.
+//! `dsh plugin new NAME --lang rust|python|js --kind tool|guard|filter|middleware|observer`:
+//! writes a plugin project that builds with one command (printed, and in the project's
+//! README) against the current contract, whose WIT it carries in `wit/plugin.wit`. Each
+//! kind is a world of the contract: `tool`, `guard`, `result-filter`, `middleware` (a
+//! pass-through that runs the rest of the call once) or `observer` (it logs the kind of
+//! each event log record it sees). A Rust project gets the Rust SDK (`plugins/sdk`,
+//! embedded in dsh) vendored as `sdk/`, a path dependency whose bindings read the
+//! project's `wit/`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -53,9 +56,18 @@ pub enum Lang {
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Kind {
+    /// A tool (world `tool`)
     Tool,
+    /// A guard (world `guard`): allows, rewrites, denies or asks before a call runs
     Guard,
+    /// A result filter (world `result-filter`): may replace a result
     Filter,
+    /// A middleware (world `middleware`): wraps a call's execution and runs the rest of
+    /// it (`next.run`) not at all, once or several times
+    Middleware,
+    /// An observer (world `observer`): sees each record of the session's event log, off
+    /// the call's path
+    Observer,
 }
 
 #[derive(clap::Args)]
@@ -66,7 +78,7 @@ pub struct NewArgs {
     /// The language of the project
     #[arg(long, value_enum)]
     lang: Lang,
-    /// What the plugin is: a tool, a guard or a result filter
+    /// What the plugin is: a tool, a guard, a result filter, a middleware or an observer
     #[arg(long, value_enum, default_value = "tool")]
     kind: Kind,
     /// Where to write the project [default: ./NAME]; must not exist or be empty
@@ -127,6 +139,8 @@ fn world(kind: Kind) -> &'static str {
         Kind::Tool => "tool",
         Kind::Guard => "guard",
         Kind::Filter => "result-filter",
+        Kind::Middleware => "middleware",
+        Kind::Observer => "observer",
     }
 }
 
@@ -147,6 +161,8 @@ fn project(name: &str, lang: Lang, kind: Kind) -> Project {
                         Kind::Tool => RUST_TOOL,
                         Kind::Guard => RUST_GUARD,
                         Kind::Filter => RUST_FILTER,
+                        Kind::Middleware => RUST_MIDDLEWARE,
+                        Kind::Observer => RUST_OBSERVER,
                     }),
                 ),
             ]
@@ -164,6 +180,8 @@ fn project(name: &str, lang: Lang, kind: Kind) -> Project {
                     Kind::Tool => PYTHON_TOOL,
                     Kind::Guard => PYTHON_GUARD,
                     Kind::Filter => PYTHON_FILTER,
+                    Kind::Middleware => PYTHON_MIDDLEWARE,
+                    Kind::Observer => PYTHON_OBSERVER,
                 }),
             )],
             build: format!(
@@ -180,6 +198,8 @@ fn project(name: &str, lang: Lang, kind: Kind) -> Project {
                     Kind::Tool => JS_TOOL,
                     Kind::Guard => JS_GUARD,
                     Kind::Filter => JS_FILTER,
+                    Kind::Middleware => JS_MIDDLEWARE,
+                    Kind::Observer => JS_OBSERVER,
                 }),
             )],
             build: format!(
@@ -205,11 +225,45 @@ fn readme(name: &str, kind: Kind, project: &Project) -> String {
         Kind::Filter => format!(
             "[pipeline]\nfilters = [\"{name}\"]\n[plugins.{name}]\ninterfaces = [\"log\"]\n"
         ),
+        Kind::Middleware => format!(
+            "[pipeline]\nmiddleware = [\"{name}\"]\n[plugins.{name}]\ninterfaces = [\"log\"]\n"
+        ),
+        Kind::Observer => format!(
+            "[pipeline]\nobservers = [\"{name}\"]\n[plugins.{name}]\ninterfaces = [\"log\"]\n"
+        ),
+    };
+    let about = match kind {
+        Kind::Tool => {
+            "`describe` lists its tools; `call` answers one call, each in a fresh instance."
+        }
+        Kind::Guard => {
+            "`check` sees every call before it runs, each in a fresh instance, and allows, \
+             rewrites, denies or asks."
+        }
+        Kind::Filter => {
+            "`filter` sees each result before the model does, each in a fresh instance, and \
+             may replace it."
+        }
+        Kind::Middleware => {
+            "`handle` wraps the execution of every call, each in a fresh instance: `next.run` \
+             runs the rest of the call (the middleware after it in `[pipeline] middleware`, \
+             then the tool) and may be called not at all, once or several times; what \
+             `handle` returns is the call's result. As written it runs the rest once and \
+             returns its result: add your behaviour there."
+        }
+        Kind::Observer => {
+            "`observe` sees each record of the session's event log (`tool/call`, \
+             `tool/result`, `approval`, `job/start`, `job/end`: its kind and its JSON), each \
+             in a fresh instance, off the call's path, and can change nothing. As written it \
+             logs each record's kind; to keep records somewhere, grant it what a sink needs \
+             (a directory: `fs = [{ path = \"DIR\", mode = \"rw\" }]`, or a network address) \
+             and name the place in its settings (`event.settings_json`)."
+        }
     };
     format!(
         "# {name}\n\nA dsh {} plugin ({}) against `dsh:plugin@0.2.0` (`wit/plugin.wit`, world \
-         `{}`).\n\n```sh\n{install}\n{}\ndsh plugin check {}\n```\n\nTo serve it, put the \
-         component in a plugin directory (`dsh serve --plugins DIR`) and grant what \
+         `{}`). {about}\n\n```sh\n{install}\n{}\ndsh plugin check {}\n```\n\nTo serve it, put \
+         the component in a plugin directory (`dsh serve --plugins DIR`) and grant what \
          `dsh plugin check` lists in `dsh.toml`:\n\n```toml\n{config}```\n",
         world(kind),
         project.summary,
@@ -312,6 +366,49 @@ impl Filter for Plugin {
 dsh_plugin::export!(result_filter: Plugin);
 "#;
 
+const RUST_MIDDLEWARE: &str = r#"//! {NAME}: a dsh middleware. `handle` wraps the execution of every call it is selected
+//! for (in a fresh instance): `next::run` runs the rest of the call (the middleware
+//! after it, then the tool) and may be called not at all, once or several times; what
+//! `handle` returns is the call's result.
+
+use dsh_plugin::middleware::next;
+use dsh_plugin::{Middleware, PendingCall, ToolResult};
+
+struct Plugin;
+
+impl Middleware for Plugin {
+    fn handle(_call: PendingCall) -> ToolResult {
+        // A pass-through: runs the rest once and returns its result. Add behaviour here:
+        // before the run (answer without running it: a cache, a refusal), around it (a
+        // deadline with `next::run(Some(ms))`, a retry) or after it (measure or rewrite
+        // the result). `_call.settings::<T>()` reads `[plugins.{NAME}.settings]`.
+        next::run(None)
+    }
+}
+
+dsh_plugin::export!(middleware: Plugin);
+"#;
+
+const RUST_OBSERVER: &str = r#"//! {NAME}: a dsh observer. `observe` sees each record of the session's event log
+//! (`tool/call`, `tool/result`, `approval`, `job/start`, `job/end`) in a fresh instance,
+//! off the call's path, and can change nothing.
+
+use dsh_plugin::observer::log::{self, Level};
+use dsh_plugin::{ObservedEvent, Observer};
+
+struct Plugin;
+
+impl Observer for Plugin {
+    fn observe(event: ObservedEvent) {
+        // `event.json` is the whole record (one JSON object); `event.settings_json` holds
+        // `[plugins.{NAME}.settings]`.
+        log::write(Level::Info, &format!("{NAME}: saw {}", event.kind));
+    }
+}
+
+dsh_plugin::export!(observer: Plugin);
+"#;
+
 const PYTHON_TOOL: &str = r#""""{NAME}: a dsh tool. `describe` is its manual; `call` answers one call, in a fresh
 instance, with arguments the host already validated against the schema."""
 
@@ -376,6 +473,39 @@ class WitWorld(wit_world.WitWorld):
         return None
 "#;
 
+const PYTHON_MIDDLEWARE: &str = r#""""{NAME}: a dsh middleware. `handle` wraps the execution of every call it is selected
+for (in a fresh instance): `next.run` runs the rest of the call (the middleware after it,
+then the tool) and may be called not at all, once or several times; what `handle` returns
+is the call's result."""
+
+import wit_world
+from wit_world.imports import next as rest
+
+
+class WitWorld(wit_world.WitWorld):
+    def handle(self, call):
+        # A pass-through: runs the rest once and returns its result. Add behaviour here:
+        # before the run (answer without running it: a cache, a refusal), around it (a
+        # deadline with `rest.run(ms)`, a retry) or after it (measure or rewrite the
+        # result). `call.context.settings_json` holds `[plugins.{NAME}.settings]`.
+        return rest.run(None)
+"#;
+
+const PYTHON_OBSERVER: &str = r#""""{NAME}: a dsh observer. `observe` sees each record of the session's event log
+(`tool/call`, `tool/result`, `approval`, `job/start`, `job/end`) in a fresh instance, off
+the call's path, and can change nothing."""
+
+import wit_world
+from wit_world.imports import log
+
+
+class WitWorld(wit_world.WitWorld):
+    def observe(self, event):
+        # `event.json` is the whole record (one JSON object); `event.settings_json` holds
+        # `[plugins.{NAME}.settings]`.
+        log.write(log.Level.INFO, f"{NAME}: saw {event.kind}")
+"#;
+
 const JS_TOOL: &str = r#"// {NAME}: a dsh tool. `describe` is its manual; `call` answers one call, in a fresh
 // instance, with arguments the host already validated against the schema.
 
@@ -432,6 +562,35 @@ export function filter(call, outcome) {
 }
 "#;
 
+const JS_MIDDLEWARE: &str = r#"// {NAME}: a dsh middleware. `handle` wraps the execution of every call it is selected
+// for (in a fresh instance): `run` (dsh:plugin/next) runs the rest of the call (the
+// middleware after it, then the tool) and may be called not at all, once or several
+// times; what `handle` returns is the call's result.
+
+import { run } from "dsh:plugin/next@0.2.0";
+
+export function handle(call) {
+  // A pass-through: runs the rest once and returns its result. Add behaviour here:
+  // before the run (answer without running it: a cache, a refusal), around it (a
+  // deadline with `run(ms)`, a retry) or after it (measure or rewrite the result).
+  // `call.context.settingsJson` holds `[plugins.{NAME}.settings]`.
+  return run(undefined);
+}
+"#;
+
+const JS_OBSERVER: &str = r#"// {NAME}: a dsh observer. `observe` sees each record of the session's event log
+// (`tool/call`, `tool/result`, `approval`, `job/start`, `job/end`) in a fresh instance,
+// off the call's path, and can change nothing.
+
+import { write as log } from "dsh:plugin/log@0.2.0";
+
+export function observe(event) {
+  // `event.json` is the whole record (one JSON object); `event.settingsJson` holds
+  // `[plugins.{NAME}.settings]`.
+  log("info", `{NAME}: saw ${event.kind}`);
+}
+"#;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -474,5 +633,177 @@ mod tests {
         assert!(file("Cargo.toml").contains(r#"dsh-plugin-sdk = { path = "sdk" }"#));
         assert!(file("src/lib.rs").contains("dsh_plugin::export!(tool: Plugin);"));
         assert!(file("sdk/Cargo.toml").contains(r#"name = "dsh-plugin-sdk""#));
+    }
+
+    fn file<'a>(project: &'a Project, name: &str) -> &'a str {
+        &project
+            .files
+            .iter()
+            .find(|(p, _)| *p == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+            .1
+    }
+
+    #[test]
+    fn a_middleware_project_targets_the_middleware_world_and_runs_the_rest_once() {
+        let rust = project("timing", Lang::Rust, Kind::Middleware);
+        let lib = file(&rust, "src/lib.rs");
+        assert!(
+            lib.contains("dsh_plugin::export!(middleware: Plugin);"),
+            "{lib}"
+        );
+        assert!(lib.contains("impl Middleware for Plugin"), "{lib}");
+        assert!(
+            lib.contains("fn handle(_call: PendingCall) -> ToolResult"),
+            "{lib}"
+        );
+        // It runs the rest once, and returns what that run returned.
+        assert_eq!(lib.matches("next::run(None)").count(), 1, "{lib}");
+        assert!(lib.contains("        next::run(None)\n    }\n"), "{lib}");
+        assert!(!lib.contains("{NAME}") && lib.contains("[plugins.timing.settings]"));
+
+        let python = project("timing", Lang::Python, Kind::Middleware);
+        assert_eq!(
+            python.build,
+            "componentize-py -d wit -w middleware componentize app -o timing.wasm"
+        );
+        let app = file(&python, "app.py");
+        assert!(app.contains("def handle(self, call):"), "{app}");
+        assert!(
+            app.contains("from wit_world.imports import next as rest"),
+            "{app}"
+        );
+        assert!(app.contains("return rest.run(None)"), "{app}");
+
+        let js = project("timing", Lang::Js, Kind::Middleware);
+        assert!(js.build.contains("--world-name middleware"), "{}", js.build);
+        let app = file(&js, "app.js");
+        assert!(app.contains("export function handle(call)"), "{app}");
+        assert!(app.contains(r#"import { run } from "dsh:plugin/next@0.2.0";"#));
+    }
+
+    #[test]
+    fn an_observer_project_targets_the_observer_world_and_logs_each_kind() {
+        let rust = project("sink", Lang::Rust, Kind::Observer);
+        let lib = file(&rust, "src/lib.rs");
+        assert!(
+            lib.contains("dsh_plugin::export!(observer: Plugin);"),
+            "{lib}"
+        );
+        assert!(lib.contains("impl Observer for Plugin"), "{lib}");
+        assert!(lib.contains("fn observe(event: ObservedEvent)"), "{lib}");
+        assert!(
+            lib.contains("use dsh_plugin::observer::log::{self, Level};"),
+            "{lib}"
+        );
+        assert!(
+            lib.contains(r#"log::write(Level::Info, &format!("sink: saw {}", event.kind));"#),
+            "{lib}"
+        );
+
+        let python = project("sink", Lang::Python, Kind::Observer);
+        assert_eq!(
+            python.build,
+            "componentize-py -d wit -w observer componentize app -o sink.wasm"
+        );
+        let app = file(&python, "app.py");
+        assert!(app.contains("def observe(self, event):"), "{app}");
+        assert!(
+            app.contains(r#"log.write(log.Level.INFO, f"sink: saw {event.kind}")"#),
+            "{app}"
+        );
+
+        let js = project("sink", Lang::Js, Kind::Observer);
+        assert!(js.build.contains("--world-name observer"), "{}", js.build);
+        let app = file(&js, "app.js");
+        assert!(app.contains("export function observe(event)"), "{app}");
+    }
+
+    #[test]
+    fn every_kind_fills_its_template_and_names_its_world_in_the_readme() {
+        for (kind, world, pipeline) in [
+            (Kind::Tool, "tool", None),
+            (Kind::Guard, "guard", Some("guards")),
+            (Kind::Filter, "result-filter", Some("filters")),
+            (Kind::Middleware, "middleware", Some("middleware")),
+            (Kind::Observer, "observer", Some("observers")),
+        ] {
+            for lang in [Lang::Rust, Lang::Python, Lang::Js] {
+                let project = project("p1", lang, kind);
+                for (path, text) in &project.files {
+                    if !path.starts_with("sdk/") {
+                        assert!(
+                            !text.contains("{NAME}") && !text.contains("{WORLD}"),
+                            "{path}"
+                        );
+                    }
+                }
+                let readme = readme("p1", kind, &project);
+                assert!(
+                    readme.contains(&format!("A dsh {world} plugin"))
+                        && readme.contains(&format!("world `{world}`")),
+                    "{readme}"
+                );
+                if let Some(list) = pipeline {
+                    assert!(
+                        readme.contains(&format!("[pipeline]\n{list} = [\"p1\"]\n")),
+                        "{readme}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_middleware_and_an_observer_project_are_written_with_their_world() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, lang, kind, world, source) in [
+            (
+                "mw_rust",
+                Lang::Rust,
+                Kind::Middleware,
+                "middleware",
+                "src/lib.rs",
+            ),
+            (
+                "mw_py",
+                Lang::Python,
+                Kind::Middleware,
+                "middleware",
+                "app.py",
+            ),
+            (
+                "obs_rust",
+                Lang::Rust,
+                Kind::Observer,
+                "observer",
+                "src/lib.rs",
+            ),
+            ("obs_py", Lang::Python, Kind::Observer, "observer", "app.py"),
+        ] {
+            let project_dir = dir.path().join(name);
+            let args = NewArgs {
+                name: name.into(),
+                lang,
+                kind,
+                dir: Some(project_dir.clone()),
+            };
+            assert_eq!(run(args).unwrap(), ExitCode::SUCCESS);
+            let read = |path: &str| std::fs::read_to_string(project_dir.join(path)).unwrap();
+            // The contract the project builds against has the world it targets.
+            let wit = read("wit/plugin.wit");
+            assert!(wit.contains(&format!("\nworld {world} {{")), "{name}");
+            let readme = read("README.md");
+            assert!(readme.contains(&format!("world `{world}`")), "{readme}");
+            let source = read(source);
+            match lang {
+                Lang::Rust => {
+                    assert!(source.contains(&format!("dsh_plugin::export!({world}: Plugin);")));
+                    assert!(read("Cargo.toml").contains(&format!("name = \"{name}\"")));
+                    assert!(read("sdk/src/lib.rs").contains(&format!("pub mod {world} {{")));
+                }
+                _ => assert!(readme.contains(&format!("-w {world} componentize app"))),
+            }
+        }
     }
 }

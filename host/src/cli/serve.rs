@@ -118,6 +118,7 @@ pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
         },
         Some(addr) => serve_http_until_signal(server, addr, upgrades, http).await,
     };
+    host.close_observers().await;
     host.shutdown();
     outcome?;
     Ok(ExitCode::SUCCESS)

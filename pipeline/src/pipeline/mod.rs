@@ -4,11 +4,15 @@
 //! 1. [`s1_gate`]: the pre-execute gate (allow/deny rules from `dsh.toml`);
 //! 2. [`s2_guards`]: guard components, in configured order, monotonic, failing closed;
 //!    an `ask` goes to the call's approver;
-//! 3. [`s3_execute`]: the dispatch to the plugin, wrapped by middleware (timeout, retry
-//!    of idempotent tools, metrics);
+//! 3. [`s3_execute`]: the dispatch to the plugin, wrapped by the host's middleware
+//!    (timeout, retry of idempotent tools, metrics) and the middleware components;
 //! 4. [`s4_post_execute`]: result filter components;
 //! 5. [`s5_finalize`]: the content cut to its budget, the full text spilled;
-//! 6. [`s6_observe`]: observers (the event log's `tool/result`, metrics).
+//! 6. [`s6_observe`]: observers (the event log's `tool/result`, metrics), and the
+//!    observer components, which get the event log's records off the call's path.
+//!
+//! `[pipeline.select.NAME]` narrows a guard, middleware or filter to the calls of some
+//! tools and scopes ([`Selected`]).
 //!
 //! Before any of them, a `tool/call` event is written to the session log (when it
 //! cannot be, the call is refused with `IO_ERROR` and nothing runs), the call is
@@ -24,7 +28,7 @@
 //! Each stage's time goes to the metrics' stage histogram and, with traces on, is a span
 //! under the call's ([`crate::traces`]).
 //!
-//! The configured parts (gate, guard chain, filter chain, limits) are one [`Configured`]
+//! The configured parts (gate, guard chain, middleware, filter chain, limits) are one [`Configured`]
 //! snapshot, swapped whole when `dsh.toml` changes ([`Pipeline::reconfigure`]); a call
 //! reads it once, with the registry's catalog, and finishes under both.
 
@@ -44,6 +48,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::call::{CallContext, CallRequest, CallResult};
 use crate::config::Config;
+use crate::engine::plugin::PluginKind;
 use crate::engine::Runtime;
 use crate::error::{ErrorCode, ToolError};
 use crate::metrics::Stage;
@@ -78,17 +83,48 @@ pub struct Configured {
     pub config: Arc<Config>,
     gate: s1_gate::Gate,
     guards: s2_guards::GuardChain,
+    middleware: Selected,
     filters: s4_post_execute::FilterChain,
 }
 
 impl Configured {
     fn new(config: Arc<Config>) -> Self {
+        let pipeline = &config.pipeline;
         Configured {
             gate: s1_gate::Gate::new(&config.gate),
-            guards: s2_guards::GuardChain::new(config.pipeline.guards.clone()),
-            filters: s4_post_execute::FilterChain::new(config.pipeline.filters.clone()),
+            guards: s2_guards::GuardChain::new(Selected::new(&pipeline.guards, pipeline)),
+            middleware: Selected::new(&pipeline.middleware, pipeline),
+            filters: s4_post_execute::FilterChain::new(Selected::new(&pipeline.filters, pipeline)),
             config,
         }
+    }
+}
+
+/// Stages of one kind by name, in order, each with the calls it is for
+/// (`[pipeline.select.NAME]`; none: every call).
+#[derive(Debug, Default)]
+pub struct Selected(Vec<(String, Option<crate::config::StageSelect>)>);
+
+impl Selected {
+    fn new(names: &[String], pipeline: &crate::config::PipelineConfig) -> Self {
+        Selected(
+            names
+                .iter()
+                .map(|name| (name.clone(), pipeline.select.get(name).cloned()))
+                .collect(),
+        )
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The stages for a call of `tool` in `scope`, in order.
+    pub fn for_call<'a>(&'a self, tool: &'a str, scope: &'a str) -> impl Iterator<Item = &'a str> {
+        self.0
+            .iter()
+            .filter(move |(_, select)| select.as_ref().is_none_or(|s| s.selects(tool, scope)))
+            .map(|(name, _)| name.as_str())
     }
 }
 
@@ -105,6 +141,8 @@ pub struct Pipeline {
     observers: s6_observe::Observers,
     /// Who runs now and who waits ([`admission`]).
     admission: admission::Admission,
+    /// The observer components' tasks (see [`s6_observe::ObserverSet`]).
+    observer_tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 /// A call's result and how many times its tool ran (0 when it never got that far, or
@@ -112,6 +150,8 @@ pub struct Pipeline {
 struct Outcome {
     result: CallResult,
     attempts: u32,
+    /// The middleware that answered without running the tool, if one did.
+    answered_by: Option<Arc<str>>,
 }
 
 impl From<ToolError> for Outcome {
@@ -119,6 +159,7 @@ impl From<ToolError> for Outcome {
         Outcome {
             result: CallResult::failed(error),
             attempts: 0,
+            answered_by: None,
         }
     }
 }
@@ -143,7 +184,7 @@ impl Pipeline {
             "Calls holding an admission slot now ([limits] max_calls_in_flight bounds them)",
             move || load.load().0 as i64,
         );
-        Pipeline {
+        let pipeline = Pipeline {
             observers: s6_observe::Observers::new(session.clone(), runtime.metrics.clone()),
             runtime,
             registry,
@@ -151,6 +192,58 @@ impl Pipeline {
             configured: RwLock::new(Arc::new(Configured::new(config))),
             loads: tokio::sync::Mutex::new(()),
             admission,
+            observer_tasks: Default::default(),
+        };
+        pipeline.start_observers(&pipeline.config());
+        pipeline
+    }
+
+    /// Starts the observers `config` names, in place of those running (which end once
+    /// they have given out what they hold).
+    fn start_observers(&self, config: &Config) {
+        let started = s6_observe::ObserverSet::start(
+            &config.pipeline.observers,
+            config.limits.observer_queue,
+            &self.runtime,
+            &self.registry,
+            &self.session,
+        );
+        let mut tasks = self
+            .observer_tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        tasks.retain(|task| !task.is_finished());
+        let tap = started.map(|(set, started)| {
+            tasks.extend(started);
+            set as Arc<dyn crate::session::event_log::EventTap>
+        });
+        self.session.events.set_tap(tap);
+    }
+
+    /// Stops giving records to the observers and waits up to `within` for them to see
+    /// what they were given (a host that ends: `dsh call` after its call, `dsh serve`
+    /// after its last request). Records written after this reach no observer.
+    pub async fn close_observers(&self, within: Duration) {
+        self.session.events.set_tap(None);
+        let tasks = std::mem::take(
+            &mut *self
+                .observer_tasks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        if tasks.is_empty() {
+            return;
+        }
+        let all = async {
+            for task in tasks {
+                let _ = task.await;
+            }
+        };
+        if tokio::time::timeout(within, all).await.is_err() {
+            tracing::warn!(
+                within_ms = within.as_millis() as u64,
+                "the observers had not seen every record they were given when the host ended"
+            );
         }
     }
 
@@ -166,6 +259,12 @@ impl Pipeline {
     /// Swaps in the gate, guard chain, filter chain and limits of `config`: calls that
     /// start from now on run under it, calls in flight finish under theirs.
     pub fn reconfigure(&self, config: Arc<Config>) {
+        let old = self.config();
+        if old.pipeline.observers != config.pipeline.observers
+            || old.limits.observer_queue != config.limits.observer_queue
+        {
+            self.start_observers(&config);
+        }
         let configured = Arc::new(Configured::new(config));
         *self.configured.write().unwrap() = configured;
     }
@@ -205,7 +304,7 @@ impl Pipeline {
                 ),
             ));
             self.observers
-                .result(&call_id, &request, &result, started.elapsed(), 0);
+                .result(&call_id, &request, &result, started.elapsed(), 0, None);
             return result;
         }
         let span = traces::call_span(
@@ -270,6 +369,7 @@ impl Pipeline {
             &outcome.result,
             started.elapsed(),
             outcome.attempts,
+            outcome.answered_by.as_deref(),
         );
         outcome.result
     }
@@ -373,16 +473,39 @@ impl Pipeline {
         // The plugin's timeout, capped by the host's.
         let cap = config.limits.call_timeout_ms;
         let timeout = Duration::from_millis(tool.plugin.config.timeout_ms.unwrap_or(cap).min(cap));
+        let mut middleware = Vec::new();
+        for name in configured
+            .middleware
+            .for_call(&tool.spec.name, &context.scope)
+        {
+            match catalog.stage(name, PluginKind::Middleware) {
+                Some(plugin) => middleware.push(plugin.clone()),
+                None => {
+                    return ToolError::new(
+                        ErrorCode::Internal,
+                        format!(
+                            "{} did not run: middleware {name} is configured in [pipeline] middleware but is not loaded (see `dsh plugins`), so every call it is for fails",
+                            tool.spec.name
+                        ),
+                    )
+                    .into()
+                }
+            }
+        }
         let executed = stage(
             metrics,
             Stage::Execute,
             s3_execute::execute(
                 &self.runtime,
+                middleware,
                 &tool,
                 context.clone(),
                 args_json,
-                timeout,
-                config.limits.max_retries,
+                s3_execute::ExecuteLimits {
+                    timeout,
+                    max_retries: config.limits.max_retries,
+                    max_next_runs: config.limits.max_next_runs,
+                },
             ),
         )
         .await;
@@ -408,6 +531,7 @@ impl Pipeline {
         Outcome {
             result,
             attempts: executed.attempts,
+            answered_by: executed.answered_by,
         }
     }
 }

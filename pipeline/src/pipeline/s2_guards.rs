@@ -31,10 +31,10 @@ pub struct Rewrite {
     pub args_json: String,
 }
 
-/// The configured guards, by name, in order.
+/// The configured guards, by name, in order, with the calls each is for.
 #[derive(Debug, Default)]
 pub struct GuardChain {
-    order: Vec<String>,
+    order: super::Selected,
 }
 
 fn denied(message: String) -> ToolError {
@@ -42,7 +42,7 @@ fn denied(message: String) -> ToolError {
 }
 
 impl GuardChain {
-    pub fn new(order: Vec<String>) -> Self {
+    pub fn new(order: super::Selected) -> Self {
         GuardChain { order }
     }
 
@@ -66,7 +66,7 @@ impl GuardChain {
         }
         let tool_name = tool.spec.name.as_str();
         let mut rewritten: Option<Rewrite> = None;
-        for name in &self.order {
+        for name in self.order.for_call(tool_name, &context.scope) {
             let args_json = rewritten
                 .as_ref()
                 .map_or(args_json, |rewrite| rewrite.args_json.as_str());

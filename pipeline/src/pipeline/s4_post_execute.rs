@@ -11,14 +11,14 @@ use crate::error::{ErrorCode, ToolError};
 use crate::registry::Catalog;
 use tracing::Instrument as _;
 
-/// The configured result filters, by name, in order.
+/// The configured result filters, by name, in order, with the calls each is for.
 #[derive(Debug, Default)]
 pub struct FilterChain {
-    order: Vec<String>,
+    order: super::Selected,
 }
 
 impl FilterChain {
-    pub fn new(order: Vec<String>) -> Self {
+    pub fn new(order: super::Selected) -> Self {
         FilterChain { order }
     }
 
@@ -36,7 +36,7 @@ impl FilterChain {
         if self.order.is_empty() {
             return result;
         }
-        for name in &self.order {
+        for name in self.order.for_call(tool, &context.scope) {
             let withheld = |why: String| {
                 CallResult::failed(ToolError::new(
                     ErrorCode::Internal,

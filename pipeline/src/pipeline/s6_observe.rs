@@ -5,6 +5,14 @@
 //! host's Prometheus metrics ([`crate::metrics`]: `dsh_calls_total`,
 //! `dsh_call_duration_seconds`) are counted here too.
 //!
+//! The observer components (`[pipeline] observers`, [`ObserverSet`]) get the event log's
+//! records of calls, approvals and jobs off the call's path: the log hands each record
+//! to every observer's bounded queue ([`crate::session::event_log::EventTap`]) and moves
+//! on; one task per observer gives them, one at a time, to a fresh instance of it. A full
+//! queue drops the record and counts it (`dsh_observer_dropped_total`, and an
+//! `observer/dropped` event when the observer takes its next record); an observer that
+//! fails is logged and counted, and the call it saw is long done.
+//!
 //! The metrics table is bounded by the tools the server has: a call naming a tool the
 //! caller cannot see (`UNKNOWN_TOOL`, it never ran) is counted under [`UNKNOWN_TOOL`],
 //! never under the name the client sent. The Prometheus metrics take the same key.
@@ -115,7 +123,9 @@ impl Metrics {
 #[derive(serde::Serialize)]
 struct ResultEvent<'a> {
     call_id: &'a str,
+    session: &'a str,
     owner: &'a str,
+    scope: &'a str,
     tool: &'a str,
     is_error: bool,
     code: Option<crate::error::ErrorCode>,
@@ -124,6 +134,9 @@ struct ResultEvent<'a> {
     full_output_path: Option<&'a std::path::Path>,
     duration_us: u64,
     attempts: u32,
+    /// The middleware that answered the call without running its tool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    answered_by: Option<&'a str>,
 }
 
 /// The observers of finished calls.
@@ -152,6 +165,7 @@ impl Observers {
         result: &CallResult,
         elapsed: Duration,
         attempts: u32,
+        answered_by: Option<&str>,
     ) {
         let code = result.error.as_ref().map(|e| e.code);
         let elapsed_us = elapsed.as_micros() as u64;
@@ -159,7 +173,9 @@ impl Observers {
             "tool/result",
             ResultEvent {
                 call_id,
+                session: &self.session.id,
                 owner: &request.owner,
+                scope: &request.scope,
                 tool: &request.tool,
                 is_error: result.is_error(),
                 code,
@@ -168,6 +184,7 @@ impl Observers {
                 full_output_path: result.full_output_path.as_deref(),
                 duration_us: elapsed_us,
                 attempts,
+                answered_by,
             },
         );
         let code_text = code.map(|c| c.to_string());
@@ -189,6 +206,165 @@ impl Observers {
             u64::from(attempts),
             elapsed_us,
         );
+    }
+}
+
+/// The kinds of record the observers see.
+pub const OBSERVED: &[&str] = &[
+    "tool/call",
+    "tool/result",
+    "approval",
+    "job/start",
+    "job/end",
+];
+
+/// One record on its way to an observer.
+struct Record {
+    kind: &'static str,
+    json: Arc<str>,
+}
+
+/// One observer's end of the tap: its queue and what it missed.
+struct ObserverQueue {
+    name: Arc<str>,
+    records: tokio::sync::mpsc::Sender<Record>,
+    /// Records dropped since the observer last took one.
+    missed: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// The observers `[pipeline] observers` names, each with its queue and its task. Dropped
+/// (a configuration without them), each task ends once it has given out what is queued.
+pub struct ObserverSet {
+    queues: Vec<ObserverQueue>,
+    prometheus: Arc<crate::metrics::Metrics>,
+}
+
+impl ObserverSet {
+    /// Starts a task per observer in `names`, each with a queue of `capacity` records,
+    /// on the current tokio runtime (none: no observer runs, and that is logged).
+    pub fn start(
+        names: &[String],
+        capacity: usize,
+        runtime: &Arc<crate::engine::Runtime>,
+        registry: &Arc<crate::registry::Registry>,
+        session: &Arc<Session>,
+    ) -> Option<(Arc<ObserverSet>, Vec<tokio::task::JoinHandle<()>>)> {
+        if names.is_empty() {
+            return None;
+        }
+        let Ok(tokio) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(observers = ?names, "no async runtime: the observers do not run");
+            return None;
+        };
+        let mut tasks = Vec::new();
+        let queues = names
+            .iter()
+            .map(|name| {
+                let (records, queued) = tokio::sync::mpsc::channel(capacity.max(1));
+                let queue = ObserverQueue {
+                    name: name.as_str().into(),
+                    records,
+                    missed: Default::default(),
+                };
+                tasks.push(tokio.spawn(serve_observer(
+                    queue.name.clone(),
+                    queued,
+                    queue.missed.clone(),
+                    runtime.clone(),
+                    registry.clone(),
+                    session.clone(),
+                )));
+                queue
+            })
+            .collect();
+        let set = Arc::new(ObserverSet {
+            queues,
+            prometheus: runtime.metrics.clone(),
+        });
+        Some((set, tasks))
+    }
+}
+
+impl crate::session::event_log::EventTap for ObserverSet {
+    fn written(&self, event: &str, line: &[u8]) {
+        let Some(kind) = OBSERVED.iter().find(|kind| **kind == event) else {
+            return;
+        };
+        // The line is JSON serde wrote: UTF-8.
+        let Ok(json) = std::str::from_utf8(line) else {
+            return;
+        };
+        let json: Arc<str> = json.into();
+        for queue in &self.queues {
+            let record = Record {
+                kind,
+                json: json.clone(),
+            };
+            match queue.records.try_send(record) {
+                Ok(()) => {}
+                Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
+                    queue
+                        .missed
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.prometheus.observer_dropped(&queue.name);
+                }
+                Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => {}
+            }
+        }
+    }
+}
+
+/// Gives observer `name` its records, one at a time, each to a fresh instance of the
+/// version serving when the record is taken.
+async fn serve_observer(
+    name: Arc<str>,
+    mut queued: tokio::sync::mpsc::Receiver<Record>,
+    missed: Arc<std::sync::atomic::AtomicU64>,
+    runtime: Arc<crate::engine::Runtime>,
+    registry: Arc<crate::registry::Registry>,
+    session: Arc<Session>,
+) {
+    use tracing::Instrument as _;
+    let mut taken: u64 = 0;
+    while let Some(record) = queued.recv().await {
+        let dropped = missed.swap(0, std::sync::atomic::Ordering::Relaxed);
+        if dropped > 0 {
+            tracing::warn!(observer = %name, dropped, "an observer's queue was full: records it never saw ([limits] observer_queue)");
+            session.events.write(
+                "observer/dropped",
+                serde_json::json!({ "observer": &*name, "dropped": dropped }),
+            );
+        }
+        let catalog = registry.snapshot();
+        let Some(plugin) = catalog
+            .stage(&name, crate::engine::plugin::PluginKind::Observer)
+            .cloned()
+        else {
+            continue;
+        };
+        drop(catalog);
+        taken += 1;
+        runtime.metrics.observed(&name);
+        let context = crate::call::CallContext {
+            owner: "dsh".into(),
+            session: session.id.clone(),
+            call_id: format!("observe-{taken}"),
+            workdir: session.workdir.clone(),
+            scope: "".into(),
+            tool: "".into(),
+            spill_dir: session.spill_dir.clone(),
+            output_budget: 0,
+            spill_cap: 0,
+            notices: Default::default(),
+            sampler: None,
+            step: None,
+        };
+        let observed = Box::pin(plugin.observe(&runtime, context, record.kind, &record.json))
+            .instrument(crate::traces::plugin_span("observer", &name))
+            .await;
+        if let Err(failure) = observed {
+            tracing::warn!(observer = %name, kind = record.kind, code = %failure.code, message = %failure.message, "an observer failed on a record (no call is affected)");
+        }
     }
 }
 

@@ -8,21 +8,25 @@
 //!   arguments are parsed into it before the handler runs, and a parse failure answers
 //!   `invalid-arguments` without running it.
 //! - A **guard** implements [`Guard`] (`check`), a **result filter** [`Filter`]
-//!   (`filter`): the contract's own traits.
+//!   (`filter`), a **middleware** [`Middleware`] (`handle`: it runs the rest of the
+//!   call with [`middleware::next`] and counts across calls with [`middleware::tally`])
+//!   and an **observer** [`Observer`] (`observe`: it sees each [`ObservedEvent`] of the
+//!   event log, and reads its settings from it with [`observer::settings`]): the contract's own
+//!   traits.
 //! - [`export!`] names the world the plugin targets and exports it:
 //!   `export!(tool: T)`, `export!(tool_process: T)`, `export!(tool_terminal: T)`,
 //!   `export!(tool_lsp: T)`, `export!(tool_files: T)`, `export!(tool_subagent: T)`,
-//!   `export!(tool_client: T)`, `export!(guard: T)` or
-//!   `export!(result_filter: T)`.
+//!   `export!(tool_client: T)`, `export!(guard: T)`, `export!(result_filter: T)`,
+//!   `export!(middleware: T)` or `export!(observer: T)`.
 //! - Results: [`text`], [`content`], [`structured`], [`failure`], and `?` on a host
 //!   call (its [`ToolError`] becomes the failed result).
 //!
 //! Each world has its module here ([`tool`], [`tool_process`], [`tool_terminal`],
 //! [`tool_lsp`], [`tool_files`], [`tool_subagent`], [`tool_client`], [`guard`],
-//! [`result_filter`]) holding the host
-//! interfaces that world imports (`tool_process::process`, `tool_terminal::terminal`,
-//! `tool_files::files`, ...). The bindings are generated once per world with
-//! wit-bindgen's `pub_export_macro`: the world's exports
+//! [`result_filter`], [`middleware`], [`observer`]) holding the host interfaces that
+//! world imports (`tool_process::process`, `tool_terminal::terminal`,
+//! `tool_files::files`, `middleware::next`, ...). The bindings are generated once per
+//! world with wit-bindgen's `pub_export_macro`: the world's exports
 //! reach a component only through the `export!` it invokes, and a component imports
 //! only the host interfaces it calls (wit-component drops the others), so a plugin that
 //! uses its world's modules imports its world's interfaces and nothing more.
@@ -57,6 +61,30 @@
 //! #     assert!(spec.input_schema.contains(r#""description":"Who to greet.""#));
 //! # }
 //! ```
+//!
+//! A middleware runs the rest of the call itself (here once, noting a failure for the
+//! model):
+//!
+//! ```
+//! use dsh_plugin::middleware::next;
+//! use dsh_plugin::{ContentItem, Middleware, PendingCall, ToolResult};
+//!
+//! struct Explain;
+//!
+//! impl Middleware for Explain {
+//!     fn handle(call: PendingCall) -> ToolResult {
+//!         let result = next::run(None);
+//!         if result.error.is_none() {
+//!             return result;
+//!         }
+//!         let note = format!("{} failed: check its arguments", call.tool);
+//!         result.with_item(ContentItem::Text(note))
+//!     }
+//! }
+//!
+//! dsh_plugin::export!(middleware: Explain);
+//! # fn main() {}
+//! ```
 
 mod results;
 mod schema;
@@ -67,6 +95,8 @@ pub use schema::{schema_for, schema_text};
 pub use tools::{call, describe, parse_args, Tool, Tools};
 
 pub use guard::{Guest as Guard, Verdict};
+pub use middleware::Guest as Middleware;
+pub use observer::{Guest as Observer, ObservedEvent};
 pub use result_filter::Guest as Filter;
 pub use types::{
     BinaryContent, CallContext, ContentItem, EmbeddedResource, ErrorCode, PendingCall,
@@ -91,10 +121,21 @@ pub mod tool {
 
 /// Bindings of a world beyond `tool`: its own interfaces generated in the module it is
 /// invoked in, the shared ones (`types`, `log`, and `progress` for a tool world) taken
-/// from [`tool`].
+/// from [`tool`]. A world that uses no type of `types` (`observer`) says `log only`:
+/// wit-bindgen refuses a remapping it does not use.
 macro_rules! bindings {
     (tool world $world:literal) => {
         bindings!($world, "dsh:plugin/progress@0.2.0": crate::tool::dsh::plugin::progress,);
+    };
+    (log only $world:literal) => {
+        wit_bindgen::generate!({
+            path: "../../wit/v0.2.0",
+            world: $world,
+            pub_export_macro: true,
+            with: {
+                "dsh:plugin/log@0.2.0": crate::tool::dsh::plugin::log,
+            },
+        });
     };
     ($world:literal $(, $($more:tt)*)?) => {
         wit_bindgen::generate!({
@@ -167,10 +208,33 @@ pub mod result_filter {
     pub use crate::tool::log;
 }
 
+/// The `middleware` world: imports `log`, `next` (run the rest of the call: the
+/// middleware after this one, the host's execute stage and the tool) and `tally` (counts
+/// the host keeps for this plugin across calls, in sliding windows); exports `handle`.
+pub mod middleware {
+    bindings!("middleware");
+    pub use self::dsh::plugin::{next, tally};
+    pub use crate::tool::log;
+}
+
+/// The `observer` world: imports `log`; exports `observe`, which sees one record of the
+/// event log (an [`ObservedEvent`]: its kind and its JSON text) off the call's path.
+pub mod observer {
+    bindings!(log only "observer");
+    pub use crate::tool::log;
+
+    /// This observer's settings from `dsh.toml` (`[plugins.NAME.settings]`), which come
+    /// with every record, as `T`; `T`'s default when there are none or they do not parse.
+    pub fn settings<T: serde::de::DeserializeOwned + Default>(event: &ObservedEvent) -> T {
+        serde_json::from_str(&event.settings_json).unwrap_or_default()
+    }
+}
+
 /// Exports `$ty` as the plugin of a world: `tool`, `tool_process`, `tool_terminal`,
 /// `tool_lsp`, `tool_files`, `tool_subagent` or `tool_client` for a type implementing
-/// [`Tools`], `guard` for a [`Guard`],
-/// `result_filter` for a [`Filter`]. Invoke it once, at the plugin crate's root.
+/// [`Tools`], `guard` for a [`Guard`], `result_filter` for a [`Filter`], `middleware`
+/// for a [`Middleware`], `observer` for an [`Observer`]. Invoke it once, at the plugin
+/// crate's root.
 #[macro_export]
 macro_rules! export {
     (tool: $ty:ident) => {
@@ -199,6 +263,12 @@ macro_rules! export {
     };
     (result_filter: $ty:ident) => {
         $crate::__export_result_filter_impl!($ty with_types_in $crate::result_filter);
+    };
+    (middleware: $ty:ident) => {
+        $crate::__export_middleware_impl!($ty with_types_in $crate::middleware);
+    };
+    (observer: $ty:ident) => {
+        $crate::__export_observer_impl!($ty with_types_in $crate::observer);
     };
 }
 

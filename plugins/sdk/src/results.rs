@@ -72,6 +72,13 @@ impl ToolResult {
         }
     }
 
+    /// The result with `item` added after its content: what a filter or a middleware
+    /// tells the model about a result without changing what the tool said.
+    pub fn with_item(mut self, item: ContentItem) -> ToolResult {
+        self.content.push(item);
+        self
+    }
+
     /// The result naming the file that holds the full output its text is a cut of.
     pub fn with_full_output_path(self, path: impl Into<Option<String>>) -> ToolResult {
         ToolResult {
@@ -108,8 +115,8 @@ impl PendingCall {
         serde_json::from_str(&self.args_json)
     }
 
-    /// The guard's or filter's own settings from `dsh.toml` as `T`; `T`'s default when
-    /// there are none or they do not parse.
+    /// The guard's, filter's or middleware's own settings from `dsh.toml` as `T`; `T`'s
+    /// default when there are none or they do not parse.
     pub fn settings<T: DeserializeOwned + Default>(&self) -> T {
         self.context.settings()
     }
@@ -144,6 +151,18 @@ mod tests {
         let result = structured(&json!({"count": 3}));
         assert_eq!(result.structured_json.as_deref(), Some(r#"{"count":3}"#));
         assert!(result.content.is_empty() && result.error.is_none());
+    }
+
+    #[test]
+    fn with_item_adds_after_the_content_and_keeps_the_rest() {
+        let result = text("out")
+            .with_error(error(ErrorCode::Timeout, "slow"))
+            .with_item(ContentItem::Text("note".into()));
+        assert!(matches!(
+            result.content.as_slice(),
+            [ContentItem::Text(a), ContentItem::Text(b)] if a == "out" && b == "note"
+        ));
+        assert_eq!(result.error.unwrap().code, ErrorCode::Timeout);
     }
 
     #[test]

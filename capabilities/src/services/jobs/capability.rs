@@ -9,7 +9,7 @@ use crate::services::handover::{
     checked_entry, entry, to_entry, Handed, HandoverError, HandoverFuture,
 };
 use crate::services::resources::{OwnedResource, ReadFuture, ResourceKind, ResourceSource};
-use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation, Gauge};
+use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation, Gauge, ToolRunner};
 
 use super::handover::JobsHandover;
 use super::{JobInfo, JobRegistry, JobsConfig};
@@ -43,6 +43,12 @@ impl Capability for Arc<JobRegistry> {
 
     /// Job processes belong to the process and terminal capabilities, which stop them.
     fn shutdown(&self) {}
+
+    /// The jobs' starts and ends go to the session's event log from now on.
+    fn attach(&self, pipeline: &Arc<dyn ToolRunner>) {
+        let pipeline = pipeline.clone();
+        self.set_events(Arc::new(move |event, fields| pipeline.event(event, fields)));
+    }
 
     fn resources(&self) -> Vec<Arc<dyn ResourceSource>> {
         vec![Arc::new(Outputs {

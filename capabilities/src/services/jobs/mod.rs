@@ -173,6 +173,8 @@ pub struct Job {
     lenders_changed: Notify,
     next_lender: std::sync::atomic::AtomicU64,
     borrows_clients: std::sync::atomic::AtomicBool,
+    /// Where its `job/end` event goes (the session's event log, once the host has one).
+    events: Option<JobEvents>,
 }
 
 /// A client lent to a job by a read waiting on it.
@@ -343,6 +345,27 @@ impl Job {
 
     /// Records the end of the job.
     pub fn finish(&self, state: JobState) {
+        if let Some(events) = &self.events {
+            let detail = match &state {
+                JobState::Exited { code } => serde_json::json!({ "exit_code": code }),
+                JobState::Killed { signal, reason } => {
+                    serde_json::json!({ "signal": signal, "reason": reason })
+                }
+                JobState::Failed { reason } => serde_json::json!({ "reason": reason }),
+                JobState::Running => serde_json::json!({}),
+            };
+            events(
+                "job/end",
+                serde_json::json!({
+                    "job": self.id,
+                    "kind": self.kind,
+                    "owner": &*self.owner,
+                    "state": state.name(),
+                    "detail": detail,
+                    "duration_ms": self.started.elapsed().as_millis() as u64,
+                }),
+            );
+        }
         let mut status = self.status.lock().unwrap();
         let state = match state {
             JobState::Killed {
@@ -601,7 +624,12 @@ pub struct JobRegistry {
     spill_dir: PathBuf,
     table: Mutex<Table>,
     changes: ResourceChanges,
+    /// Where the jobs' `job/start` and `job/end` events go, once the host has a pipeline.
+    events: std::sync::OnceLock<JobEvents>,
 }
+
+/// Writes an event (its kind and fields) to the session's event log.
+pub type JobEvents = Arc<dyn Fn(&str, serde_json::Value) + Send + Sync>;
 
 impl std::fmt::Debug for JobRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -619,7 +647,13 @@ impl JobRegistry {
             spill_dir,
             table: Mutex::default(),
             changes: ResourceChanges::default(),
+            events: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sends the jobs' start and end events to `events` from now on (set once).
+    pub fn set_events(&self, events: JobEvents) {
+        let _ = self.events.set(events);
     }
 
     /// Every owner's resource changes: what its jobs (and terminal sessions) report.
@@ -739,6 +773,18 @@ impl JobRegistry {
             },
         );
         drop(table);
+        if let Some(events) = &job.events {
+            events(
+                "job/start",
+                serde_json::json!({
+                    "job": job.id,
+                    "kind": job.kind,
+                    "owner": &*job.owner,
+                    "description": job.description,
+                    "command": job.command,
+                }),
+            );
+        }
         job.changes.report(ResourceChange::Listed);
         Ok(job)
     }
@@ -769,6 +815,7 @@ impl JobRegistry {
             lenders_changed: Notify::new(),
             next_lender: std::sync::atomic::AtomicU64::new(0),
             borrows_clients: std::sync::atomic::AtomicBool::new(false),
+            events: self.events.get().cloned(),
         });
         table.sequence += 1;
         let sequence = table.sequence;

@@ -11,7 +11,8 @@
 pub enum Kind {
     /// A tool, loaded with no configuration.
     Tool,
-    /// A guard or result filter, loaded only when `[pipeline]` in dsh.toml names it.
+    /// A pipeline stage (guard, middleware, result filter, observer), loaded only when
+    /// `[pipeline]` in dsh.toml names it.
     Stage,
 }
 
@@ -94,6 +95,19 @@ pub const EMBEDDED: &[EmbeddedPlugin] = &[
         dir: "guards/redact_secrets",
         kind: Kind::Stage,
         interfaces: &[],
+    },
+    EmbeddedPlugin {
+        name: "rate_limit",
+        dir: "middleware/rate_limit",
+        kind: Kind::Stage,
+        interfaces: &[],
+    },
+    EmbeddedPlugin {
+        name: "audit",
+        dir: "observers/audit",
+        kind: Kind::Stage,
+        // It says through the host's log when it cannot write its file.
+        interfaces: &["log"],
     },
 ];
 
