@@ -47,6 +47,13 @@
 //! tunables (no change) nor mimalloc (ratio 1.77 -> 1.68-1.71, loops one after the other)
 //! brings it near 1.3 there; an earlier 2-core machine gave 1.40-1.49 on the same code.
 //!
+//! 4. the same `echo` call through one no-op middleware component (`test_middleware`,
+//!    passing: one `next.run`) against none, and against its floor: that middleware
+//!    instantiated and run straight through the engine, its `next.run` answered at once;
+//! 5. 10,000 `echo` calls with an observer that sleeps a second on every record (its
+//!    queue 64 records long) against none: what an observer costs the call's path, and
+//!    how many records it missed.
+//!
 //! Run with `cargo bench --bench pipeline`. Figures are medians (p50) and p99.
 
 mod support;
@@ -305,5 +312,144 @@ async fn main() {
         us(full) / us(base)
     );
     guarded.shutdown();
+
+    println!("\n== echo through a no-op WASM middleware against none");
+    let wrapped_scratch = tempfile::tempdir().unwrap();
+    let wrapped_plugins = support::plugin_dir(
+        wrapped_scratch.path(),
+        &[("echo", "echo"), ("passing", "test_middleware")],
+    );
+    let mut config = dsh::config::Config::default();
+    config.pipeline.middleware = vec!["passing".into()];
+    let wrapped_host =
+        support::start_host_with(wrapped_scratch.path(), Some(wrapped_plugins), config).await;
+    // The floor: the same middleware instantiated and run straight through the engine
+    // (a fresh instance each time), its `next.run` answered at once.
+    let middleware = wrapped_host
+        .registry
+        .snapshot()
+        .stage("passing", PluginKind::Middleware)
+        .expect("the middleware is loaded")
+        .clone();
+    let canned = std::sync::Arc::new(Canned(dsh::call::CallResult::ok(text.clone())));
+    let mw_context = support::bench_context(wrapped_scratch.path(), "echo");
+    let (mut plain, mut one, mut raw_one) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for round in 0..n + 200 {
+        let started = Instant::now();
+        let pending = PendingCall {
+            tool: "echo",
+            args_json: &args_json,
+            context: mw_context.clone(),
+        };
+        let rest = dsh::engine::middleware::RestOfCall {
+            rest: canned.clone(),
+            runs: Default::default(),
+            cap: 8,
+        };
+        let handled = middleware
+            .handle(&wrapped_host.pipeline.runtime, pending, rest)
+            .await;
+        assert_eq!(handled.unwrap().content_text().len(), 1024);
+        let raw_time = started.elapsed();
+        let started = Instant::now();
+        let result = pipeline.call(request("echo", &echo_args), &never).await;
+        let plain_time = started.elapsed();
+        assert_eq!(result.content_text().len(), 1024);
+        let started = Instant::now();
+        let result = wrapped_host
+            .pipeline
+            .call(request("echo", &echo_args), &never)
+            .await;
+        let wrapped_time = started.elapsed();
+        assert_eq!(result.content_text().len(), 1024, "{}", result.text());
+        if round >= 200 {
+            plain.push(plain_time);
+            one.push(wrapped_time);
+            raw_one.push(raw_time);
+        }
+    }
+    let base = report("baseline: echo, no middleware", &mut plain);
+    let full = report("dsh: echo through 1 middleware", &mut one);
+    let floor = report("floor: instantiate + handle, no pipeline", &mut raw_one);
+    println!(
+        "added by 1 middleware p50: {:.1} µs; floor {:.1} µs (target ≤ floor + 10 µs); over the floor {:.1} µs",
+        us(full) - us(base),
+        us(floor),
+        us(full) - us(base) - us(floor)
+    );
+    wrapped_host.shutdown();
+
+    println!("\n== echo with an observer that sleeps on every record, against none (10,000 calls)");
+    let observed_scratch = tempfile::tempdir().unwrap();
+    let observed_plugins = support::plugin_dir(
+        observed_scratch.path(),
+        &[("echo", "echo"), ("sleepy", "test_observer")],
+    );
+    let mut config = dsh::config::Config::default();
+    config.pipeline.observers = vec!["sleepy".into()];
+    config.limits.observer_queue = 64;
+    let mut sleepy = dsh::config::PluginConfig {
+        interfaces: Some(vec!["log".into()]),
+        ..Default::default()
+    };
+    sleepy
+        .settings
+        .insert("mode".into(), toml::Value::String("sleep".into()));
+    sleepy
+        .settings
+        .insert("sleep_ms".into(), toml::Value::Integer(1000));
+    config.plugins.insert("sleepy".into(), sleepy);
+    let observed_host =
+        support::start_host_with(observed_scratch.path(), Some(observed_plugins), config).await;
+    let n_observed = 10_000;
+    let (mut plain, mut watched) = (
+        Vec::with_capacity(n_observed),
+        Vec::with_capacity(n_observed),
+    );
+    for round in 0..n_observed + 200 {
+        let started = Instant::now();
+        let result = pipeline.call(request("echo", &echo_args), &never).await;
+        let plain_time = started.elapsed();
+        assert_eq!(result.content_text().len(), 1024);
+        let started = Instant::now();
+        let result = observed_host
+            .pipeline
+            .call(request("echo", &echo_args), &never)
+            .await;
+        let watched_time = started.elapsed();
+        assert_eq!(result.content_text().len(), 1024, "{}", result.text());
+        if round >= 200 {
+            plain.push(plain_time);
+            watched.push(watched_time);
+        }
+    }
+    let base = report("baseline: echo, no observer", &mut plain);
+    let full = report("dsh: echo, a sleeping observer", &mut watched);
+    let metrics = observed_host.metrics().encode().unwrap();
+    let dropped = metrics
+        .lines()
+        .find(|line| line.starts_with("dsh_observer_dropped_total{plugin=\"sleepy\"}"))
+        .and_then(|line| line.rsplit(' ').next())
+        .unwrap_or("0");
+    println!(
+        "added by the observer p50: {:.2} µs (target ≤ 2 µs); records it missed: {dropped} of {}",
+        us(full) - us(base),
+        2 * (n_observed + 200)
+    );
+    observed_host.shutdown();
     host.shutdown();
+}
+
+/// The rest of a call that answers at once: what the middleware floor runs `next` into.
+struct Canned(dsh::call::CallResult);
+
+impl dsh::engine::middleware::Rest for Canned {
+    fn run(&self, _deadline: Option<Duration>) -> dsh::engine::middleware::RestFuture {
+        let result = self.0.clone();
+        Box::pin(async move { result })
+    }
 }

@@ -937,6 +937,7 @@ const WHOLE_CAPABILITIES: &[&str] = &[
     "sampling",
     "elicitation",
     "egress",
+    "tally",
 ];
 
 /// How code outside capability `name`'s folder names it (its module, its field of the

@@ -405,3 +405,57 @@ fn an_observer_writing_outside_its_grant_is_refused() {
         "the observer's write was refused: {stderr}"
     );
 }
+
+/// Builds the Rust example `name` (`examples/plugins/rust/NAME`) into the test plugins'
+/// target directory (their dependencies are built already) and returns the component.
+fn built_example(name: &str) -> PathBuf {
+    // The test plugins first: the example shares their target directory.
+    crate::support::plugin_wasm_dir();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let target = std::path::Path::new(env!("DSH_WASM_TARGET_DIR"));
+    let status = std::process::Command::new("cargo")
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--manifest-path",
+        ])
+        .arg(root.join(format!("examples/plugins/rust/{name}/Cargo.toml")))
+        .env("CARGO_TARGET_DIR", target)
+        .status()
+        .unwrap();
+    assert!(status.success(), "cargo build of the {name} example failed");
+    target.join(format!("wasm32-wasip2/release/{name}.wasm"))
+}
+
+#[test]
+fn the_rust_middleware_and_observer_examples_build_and_run() {
+    let env = env_with(&[("echo", "echo")]);
+    for name in ["slow_call_meter", "jsonl_sink"] {
+        std::fs::copy(
+            built_example(name),
+            env.plugins_dir().join(format!("{name}.wasm")),
+        )
+        .unwrap();
+    }
+    let sink = env.dir.path().join("sink");
+    std::fs::create_dir_all(&sink).unwrap();
+    let records = sink.join("records.jsonl");
+    let config = format!(
+        "[pipeline]\nmiddleware = [\"slow_call_meter\"]\nobservers = [\"jsonl_sink\"]\n[plugins.slow_call_meter.settings]\nwarn_ms = 10\n[plugins.jsonl_sink]\ninterfaces = [\"log\"]\nfs = [{{ path = {:?}, mode = \"rw\" }}]\n[plugins.jsonl_sink.settings]\npath = {:?}\n",
+        sink.display().to_string(),
+        records.display().to_string()
+    );
+    let noted = call(&env, &config, "bash", bash("sleep 0.05; echo slow"));
+    assert_eq!(noted.code, None, "{noted:?}");
+    assert!(
+        noted.content.starts_with("slow\n")
+            && noted
+                .content
+                .contains("slow_call_meter: this bash call took"),
+        "the middleware noted the call's time: {noted:?}"
+    );
+    let lines = std::fs::read_to_string(&records).unwrap_or_default();
+    assert_eq!(lines.lines().count(), 2, "the call and its result: {lines}");
+}

@@ -591,6 +591,42 @@ mod proptests;
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn middleware_that_cannot_fit_the_instance_pool_is_refused() {
+        let fits = "[pipeline]\nmiddleware = [\"a\", \"b\", \"c\", \"d\", \"e\"]\n";
+        assert!(
+            Config::parse(fits).is_ok(),
+            "64 calls × 6 instances fit 416"
+        );
+        let too_many =
+            "[pipeline]\nmiddleware = [\"a\", \"b\", \"c\", \"d\", \"e\", \"f\", \"g\"]\n";
+        let refused = Config::parse(too_many).unwrap_err();
+        assert!(
+            refused.contains("holds 8 plugin instances")
+                && refused.contains("lower max_calls_in_flight to 52"),
+            "{refused}"
+        );
+        let lowered = format!("{too_many}[limits]\nmax_calls_in_flight = 52\n");
+        assert!(Config::parse(&lowered).is_ok());
+        let twice = "[pipeline]\nguards = [\"x\"]\nmiddleware = [\"x\"]\n";
+        assert!(Config::parse(twice).unwrap_err().contains("named twice"));
+        let stray = "[pipeline.select.nobody]\ntools = [\"bash\"]\n";
+        assert!(Config::parse(stray)
+            .unwrap_err()
+            .contains("pipeline.select.nobody"));
+        let observers = format!(
+            "[pipeline]\nobservers = [{}]\n",
+            (0..9)
+                .map(|n| format!("\"o{n}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        assert!(Config::parse(&observers)
+            .unwrap_err()
+            .contains("at most 8 observers"));
+    }
+
     use super::*;
 
     #[test]
