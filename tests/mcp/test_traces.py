@@ -265,6 +265,44 @@ endpoint = "{otlp_receiver.url}"
     )
 
 
+async def test_each_middleware_is_a_span_under_the_one_around_it(
+    start_http_server, open_http_session, otlp_receiver, text_of, tmp_path
+):
+    """With two middleware, a call's `execute` span holds `middleware outer`, which holds
+    `middleware inner`, which holds the tool's host call (`process.run`)."""
+    import shutil
+    from pathlib import Path
+
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    built = Path(os.environ["DSH_PLUGIN_WASM_DIR"]) / "test_middleware.wasm"
+    for name in ("outer", "inner"):
+        shutil.copy(built, plugins / f"{name}.wasm")
+    config = f"""
+[pipeline]
+middleware = ["outer", "inner"]
+
+[traces]
+endpoint = "{otlp_receiver.url}"
+"""
+    server = start_http_server(config=config, env={**LIVE_EXPORT, "DSH_PLUGINS": str(plugins)})
+    header, trace_id, _ = traceparent()
+    async with open_http_session(server) as session:
+        ran = await session.call_tool(
+            "bash", {"command": "echo wrapped", "description": "a wrapped call"}, meta={"traceparent": header}
+        )
+        assert ran.is_error is False and "wrapped" in text_of(ran), ran
+        spans = await otlp_receiver.wait_for(
+            lambda: (s := otlp_receiver.trace(trace_id)) and any(x.name == "process.run" for x in s) and s,
+            "the wrapped call's spans",
+        )
+    outer = one(spans, "middleware outer")
+    inner = one(spans, "middleware inner")
+    assert outer.parent_span_id == one(spans, "execute").span_id
+    assert inner.parent_span_id == outer.span_id
+    assert [s.name for s in children(spans, inner)] == ["process.run"]
+
+
 async def test_the_last_spans_are_sent_when_the_server_exits(open_stdio_session, otlp_receiver, text_of):
     """With the default batching (a batch every 5 s), the spans of a call made just
     before the client goes are still sent: the server sends what it holds as it exits."""

@@ -4,7 +4,8 @@
 //! failures). Each plugin has its own keys, in memory, at most `[tally] max_keys` of them
 //! (the least recently used goes first); a window is at most an hour.
 //!
-//! A key's additions are kept by time slot (a 1024th of the window asked for), so a key
+//! A key longer than [`MAX_KEY_BYTES`] is kept as its SHA-256, so what a plugin holds is
+//! bounded whatever keys it makes. A key's additions are kept by time slot (a 1024th of the window asked for), so a key
 //! holds at most about a thousand entries whatever is added to it; an addition leaves the
 //! window with its slot.
 
@@ -19,6 +20,8 @@ use serde::Deserialize;
 
 /// The longest window a tally counts over.
 pub const MAX_WINDOW: Duration = Duration::from_secs(3600);
+/// The longest key kept as it is; a longer one is kept as its SHA-256 (hex).
+pub const MAX_KEY_BYTES: usize = 256;
 /// Slots a window is cut into: the bound on a key's entries.
 const SLOTS_PER_WINDOW: u32 = 1024;
 
@@ -94,6 +97,17 @@ impl TallyService {
         limit: Option<u64>,
     ) -> Window {
         let window = window.clamp(Duration::from_millis(1), MAX_WINDOW);
+        let hashed;
+        let key = if key.len() > MAX_KEY_BYTES {
+            use sha2::Digest as _;
+            hashed = sha2::Sha256::digest(key.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>();
+            hashed.as_str()
+        } else {
+            key
+        };
         let now = Instant::now();
         let mut plugins = self
             .plugins
@@ -181,6 +195,17 @@ mod tests {
         let again = tally.add("p", "k", 1, window, Some(2));
         assert!(again.added);
         assert_eq!(again.total, 1);
+    }
+
+    #[test]
+    fn a_long_key_is_kept_short_and_still_told_apart() {
+        let tally = TallyService::new(&TallyConfig::default());
+        let (one, two) = ("a".repeat(1 << 20), "b".repeat(1 << 20));
+        assert!(tally.add("p", &one, 1, MINUTE, Some(1)).added);
+        assert!(!tally.add("p", &one, 1, MINUTE, Some(1)).added);
+        assert!(tally.add("p", &two, 1, MINUTE, Some(1)).added);
+        let plugins = tally.plugins.lock().unwrap();
+        assert!(plugins["p"].keys().all(|key| key.len() <= MAX_KEY_BYTES));
     }
 
     #[test]
