@@ -524,10 +524,13 @@ impl Prepared {
 
     /// Executes the binary: returns only if the `exec` failed, the host taken back.
     pub async fn exec(self, host: &Host) {
+        // The observers see what they were given: the `exec` ends their tasks.
+        host.close_observers().await;
         // The spans ended so far go now: the `exec` ends the thread that batches them.
         crate::traces::flush();
         let error = exec(&self.binary, &self.snapshot, &self.descriptors);
         tracing::error!(%error, "the upgrade's exec failed; this binary serves on");
+        host.pipeline.open_observers();
         Snapshot::take_back(host).await;
     }
 }

@@ -220,6 +220,13 @@ impl Pipeline {
         self.session.events.set_tap(tap);
     }
 
+    /// Starts the observers the configuration in force names again (after
+    /// [`Pipeline::close_observers`], when the host serves on: an upgrade whose `exec`
+    /// failed).
+    pub fn open_observers(&self) {
+        self.start_observers(&self.config());
+    }
+
     /// Stops giving records to the observers and waits up to `within` for them to see
     /// what they were given (a host that ends: `dsh call` after its call, `dsh serve`
     /// after its last request). Records written after this reach no observer.
