@@ -459,3 +459,21 @@ fn the_rust_middleware_and_observer_examples_build_and_run() {
     let lines = std::fs::read_to_string(&records).unwrap_or_default();
     assert_eq!(lines.lines().count(), 2, "the call and its result: {lines}");
 }
+
+#[test]
+fn a_selected_guard_and_filter_apply_only_to_the_calls_their_selection_names() {
+    let env = env_with(&[
+        ("echo", "echo"),
+        ("denier", "test_guard"),
+        ("noting", "test_filter"),
+    ]);
+    let config = "[pipeline]\nguards = [\"denier\"]\nfilters = [\"noting\"]\n[pipeline.select.denier]\ntools = [\"echo\"]\n[pipeline.select.noting]\nscopes = [\"default\"]\ntools = [\"bash\"]\n[plugins.denier.settings]\nverdict = \"deny\"\nreason = \"not echo\"\n[plugins.noting.settings]\nnote = \"noted\"\n";
+    let denied = call(&env, config, "echo", json!({ "text": "x" }));
+    assert_eq!(denied.code.as_deref(), Some("DENIED"), "{denied:?}");
+    let ran = call(&env, config, "bash", bash("echo ran"));
+    assert_eq!(ran.code, None, "the guard is not for bash: {ran:?}");
+    assert!(
+        ran.content.ends_with("\nnoted"),
+        "the filter is for bash: {ran:?}"
+    );
+}
