@@ -72,6 +72,10 @@ macro_rules! for_each_error_code {
             /// the message gives the provider's status and its own error text (never the
             /// key or a header), after the retries its configuration allows.
             ModelUnavailable = "MODEL_UNAVAILABLE", wit;
+            /// An undo would overwrite a change it did not make: a later call, another
+            /// owner's call or something outside dsh changed one of its paths since. The
+            /// message names each path and what changed it; nothing was changed.
+            UndoConflict = "UNDO_CONFLICT", wit;
             /// The host is at its concurrency limit and its admission queue is full: the
             /// call never started; the same call may work a little later. Plugins never
             /// see it (it is given before any plugin runs).

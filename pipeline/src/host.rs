@@ -200,6 +200,17 @@ impl Host {
         let _ = complete.wait_for(|done| *done).await;
     }
 
+    /// Waits (up to a minute) until undo has taken the workspace's baseline, so what
+    /// the next call changes is recorded under it (`dsh call`, which makes its call at
+    /// once; a server's first calls before it are recorded as made outside dsh).
+    pub async fn baseline_taken(&self) {
+        let recorder = self.services.foundation().undo.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            recorder.wait_ready(std::time::Duration::from_secs(60))
+        })
+        .await;
+    }
+
     /// The host's metrics (what `/metrics` serves).
     pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
         &self.pipeline.runtime.metrics

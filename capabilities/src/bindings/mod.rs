@@ -11,7 +11,7 @@
 
 pub mod v0_1_0;
 
-// Every tool world (`tool`, `tool-process`, `tool-terminal`, `tool-lsp`, `tool-files`,
+// Every tool world (`tool`, `tool-process`, `tool-terminal`, `tool-lsp`, `tool-files` (with `undo`),
 // `tool-subagent`, `tool-client`) through
 // one binding of their union: the exports are the same, and a component importing a subset
 // links.
@@ -29,6 +29,7 @@ wasmtime::component::bindgen!({
             import dsh:plugin/sampling@0.2.0;
             import dsh:plugin/elicitation@0.2.0;
             import dsh:plugin/tally@0.2.0;
+            import dsh:plugin/undo@0.2.0;
         }
     ",
     world: "tool",

@@ -166,6 +166,7 @@ impl From<HostCode> for old::types::ErrorCode {
             HostCode::ElicitationUnavailable => O::LimitExceeded,
             // A subagent's operator model failing: to a 0.1.0 filter, the host's trouble.
             HostCode::ModelUnavailable => O::Internal,
+            HostCode::UndoConflict => O::Internal,
             // Given after the filters: no plugin sees it.
             HostCode::InvalidOutput | HostCode::Internal => O::Internal,
         }

@@ -27,6 +27,7 @@ pub mod sampling;
 pub mod subagent;
 pub mod tally;
 pub mod terminal;
+pub mod undo;
 pub mod wit;
 
 use std::collections::HashMap;
@@ -59,6 +60,7 @@ macro_rules! for_each_capability {
             elicitation: $crate::services::elicitation::ElicitationCapability,
             egress: ::std::sync::Arc<$crate::services::egress::EgressService>,
             tally: ::std::sync::Arc<$crate::services::tally::TallyService>,
+            undo: $crate::services::undo::UndoService,
         }
     };
 }
@@ -212,6 +214,9 @@ pub struct Foundation {
     pub jobs: Arc<jobs::JobRegistry>,
     /// Which executor runs a call's processes (`[process.executor]`).
     pub executors: Arc<process::config::ExecutorConfig>,
+    /// What records the workspace's changes call by call (`[undo]`): the pipeline holds
+    /// each call on it, a job or terminal session the call that started it.
+    pub undo: Arc<undo::Recorder>,
 }
 
 /// The native part of a capability: built once per host from its `dsh.toml` section,
@@ -594,7 +599,17 @@ impl Foundation {
         // The capabilities' secrets never reach a command: `exclude` wins over `include`.
         let mut process = config.process.clone();
         process.env.exclude.extend(config.secret_variables());
+        let undo = match (&places.workspace, &places.own.state_dir) {
+            (Some(workspace), Some(state_dir)) => {
+                undo::Recorder::start(&config.undo, workspace, state_dir)
+            }
+            _ => undo::Recorder::off(
+                &config.undo,
+                "this host has no workspace or no state directory",
+            ),
+        };
         Ok(Foundation {
+            undo,
             launch: Arc::new(process::Launch::for_host(&process, places)?),
             jobs: Arc::new(jobs::JobRegistry::new(
                 config.jobs.clone(),

@@ -68,6 +68,7 @@ impl Globals {
     pub async fn start(&self) -> anyhow::Result<Host> {
         let host = self.start_loading().await?;
         host.loaded().await;
+        host.baseline_taken().await;
         Ok(host)
     }
 

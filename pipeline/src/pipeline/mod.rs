@@ -499,6 +499,14 @@ impl Pipeline {
                 }
             }
         }
+        // What the call changes in the workspace is recorded under it from here to the
+        // end of its execution (`[undo]`): the filters and what follows change no file.
+        let changes = self
+            .runtime
+            .services
+            .foundation()
+            .undo
+            .hold(&crate::services::undo::CallRef::of(&context));
         let executed = stage(
             metrics,
             Stage::Execute,
@@ -516,6 +524,13 @@ impl Pipeline {
             ),
         )
         .await;
+        let changed = if changes.is_idle() {
+            changes.finish()
+        } else {
+            tokio::task::spawn_blocking(move || changes.finish())
+                .await
+                .unwrap_or(None)
+        };
         let result = stage(metrics, Stage::Filters, async {
             let result = configured
                 .filters
@@ -531,10 +546,15 @@ impl Pipeline {
             tool.check_output(result)
         })
         .await;
-        let result = stage(metrics, Stage::Finalize, async {
+        let mut result = stage(metrics, Stage::Finalize, async {
             s5_finalize::finalize(result, &context)
         })
         .await;
+        // The line saying what the call changed (and how to undo it) comes last, past
+        // the budget's cut, so the model always sees it.
+        if let Some(line) = changed {
+            result.content.push(crate::call::ContentItem::Text(line));
+        }
         Outcome {
             result,
             attempts: executed.attempts,

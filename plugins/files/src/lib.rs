@@ -1,11 +1,13 @@
 //! The model's file tools, as one plugin of the `tool-files` world: `read`, `write`,
-//! `edit`, `apply_patch`, `glob` and `grep`. The workspace, and each extra root the
-//! operator gives the file tools (`[files] extra_roots`), is a read-only WASI preopen at
-//! its own absolute path (what `glob` and `grep` walk, fast); every read that counts for
-//! freshness and every change goes through the host's `files` interface (`files.read`,
-//! and one all-or-none `files.commit` per call), which confines paths, refuses stale
-//! writes and changes in a read-only extra root (`DENIED`). A path in the workspace is
-//! shown relative to it, one in an extra root absolute.
+//! `edit`, `apply_patch`, `glob` and `grep`, and `checkpoints` and `undo` (the caller's
+//! recent calls that changed files, whatever tool made the change, and putting one's
+//! changes back, through the host's `undo` interface). The workspace, and each extra
+//! root the operator gives the file tools (`[files] extra_roots`), is a read-only WASI
+//! preopen at its own absolute path (what `glob` and `grep` walk, fast); every read that
+//! counts for freshness and every change goes through the host's `files` interface
+//! (`files.read`, and one all-or-none `files.commit` per call), which confines paths,
+//! refuses stale writes and changes in a read-only extra root (`DENIED`). A path in the
+//! workspace is shown relative to it, one in an extra root absolute.
 //!
 //! Settings (`[plugins.files.settings]` in `dsh.toml`): `max_read_bytes` (32 MiB, the
 //! largest file read, edit and apply_patch take), `glob_limit` (200 paths) and
@@ -13,8 +15,8 @@
 //!
 //! The logic lives in plain modules tested natively: [`paths`], [`sniff`], [`pager`],
 //! [`replace`], [`redaction`], [`patch`], [`fsys`], [`walk`], [`recent`], [`find`] and
-//! [`search`]; [`tools`] holds the six tools' schemas, descriptions and handlers, and
-//! [`host`] the `files` interface behind a trait.
+//! [`search`]; [`tools`] holds the eight tools' schemas, descriptions and handlers, and
+//! [`host`] the `files` interface behind a trait (`undo`'s trait is in [`tools::undo`]).
 
 pub mod find;
 pub mod fsys;
@@ -76,6 +78,17 @@ impl Tools for FileTools {
                 |c: &CallContext, a| -> ToolResult { tools::grep::run(c, a).into() },
             )
             .idempotent(),
+            Tool::new(
+                "checkpoints",
+                tools::undo::CHECKPOINTS_DESCRIPTION,
+                |c: &CallContext, a| -> ToolResult { tools::undo::checkpoints(&Host, c, a).into() },
+            )
+            .idempotent(),
+            Tool::new(
+                "undo",
+                tools::undo::UNDO_DESCRIPTION,
+                |c: &CallContext, a| -> ToolResult { tools::undo::undo(&Host, c, a).into() },
+            ),
         ]
     }
 }
@@ -87,12 +100,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn six_tools_with_valid_closed_schemas_and_descriptions() {
+    fn eight_tools_with_valid_closed_schemas_and_descriptions() {
         let specs = dsh_plugin::describe(&FileTools::tools());
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(
             names,
-            ["read", "write", "edit", "apply_patch", "glob", "grep"]
+            [
+                "read",
+                "write",
+                "edit",
+                "apply_patch",
+                "glob",
+                "grep",
+                "checkpoints",
+                "undo"
+            ]
         );
         for spec in &specs {
             let schema: serde_json::Value = serde_json::from_str(&spec.input_schema).unwrap();
@@ -119,6 +141,12 @@ mod tests {
         assert_eq!(
             edit["required"],
             serde_json::json!(["path", "old_string", "new_string"])
+        );
+        let undo: serde_json::Value = serde_json::from_str(&specs[7].input_schema).unwrap();
+        assert_eq!(undo["required"], serde_json::json!(["call_id"]));
+        assert_eq!(
+            specs.iter().map(|s| s.idempotent).collect::<Vec<_>>(),
+            [true, true, false, false, true, true, true, false]
         );
     }
 }

@@ -173,10 +173,11 @@ pub mod tool_lsp {
 }
 
 /// The `tool-files` world: `tool`'s imports plus `files` (reads the host remembers and
-/// atomic commits; the workspace itself is a read-only WASI preopen at its own path).
+/// atomic commits; the workspace itself is a read-only WASI preopen at its own path) and
+/// `undo` (the caller's recent calls that changed files, and putting one's changes back).
 pub mod tool_files {
     bindings!(tool world "tool-files");
-    pub use self::dsh::plugin::files;
+    pub use self::dsh::plugin::{files, undo};
     pub use crate::tool::{log, progress};
 }
 

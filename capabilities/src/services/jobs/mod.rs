@@ -175,6 +175,9 @@ pub struct Job {
     borrows_clients: std::sync::atomic::AtomicBool,
     /// Where its `job/end` event goes (the session's event log, once the host has one).
     events: Option<JobEvents>,
+    /// The call that started it, held live while it runs: what it changes in the
+    /// workspace is recorded under that call (`[undo]`).
+    workspace_changes: Mutex<Option<crate::services::undo::ActivityHold>>,
 }
 
 /// A client lent to a job by a read waiting on it.
@@ -343,8 +346,18 @@ impl Job {
         Ok(())
     }
 
+    /// Attributes what the job changes in the workspace to the call `hold` holds, until
+    /// the job ends (at once when it has ended already).
+    pub fn hold_workspace_changes(&self, hold: crate::services::undo::ActivityHold) {
+        if self.ended().is_none() {
+            *self.workspace_changes.lock().unwrap() = Some(hold);
+        }
+    }
+
     /// Records the end of the job.
     pub fn finish(&self, state: JobState) {
+        // Its changes are recorded under the call that started it, now that it is done.
+        drop(self.workspace_changes.lock().unwrap().take());
         if let Some(events) = &self.events {
             let detail = match &state {
                 JobState::Exited { code } => serde_json::json!({ "exit_code": code }),
@@ -816,6 +829,7 @@ impl JobRegistry {
             next_lender: std::sync::atomic::AtomicU64::new(0),
             borrows_clients: std::sync::atomic::AtomicBool::new(false),
             events: self.events.get().cloned(),
+            workspace_changes: Mutex::new(None),
         });
         table.sequence += 1;
         let sequence = table.sequence;
@@ -852,6 +866,19 @@ impl JobRegistry {
             ErrorCode::NotFound,
             format!("no job {id:?}"),
         ))
+    }
+
+    /// Attributes what `owner`'s job `id` changes in the workspace to the call `hold`
+    /// holds (the call that started it, still running now), until the job ends.
+    pub fn hold_workspace_changes(
+        &self,
+        owner: &str,
+        id: &str,
+        hold: crate::services::undo::ActivityHold,
+    ) {
+        if let Ok(job) = self.get(owner, id) {
+            job.hold_workspace_changes(hold);
+        }
     }
 
     /// The owner's jobs, oldest first.

@@ -50,18 +50,25 @@ impl Host for CallCtx<'_, Own> {
             Some(dir) => self.call.workdir.join(dir),
         };
         let _span = crate::traces::host_call_span("process.start").entered();
-        self.service
-            .start_background(
-                &self.foundation.jobs,
-                self.call.owner.clone(),
-                request.command,
-                cwd,
-                request.env,
-                request.description,
-                self.executor(),
-                self.network(),
-            )
-            .map_err(Into::into)
+        let job = self.service.start_background(
+            &self.foundation.jobs,
+            self.call.owner.clone(),
+            request.command,
+            cwd,
+            request.env,
+            request.description,
+            self.executor(),
+            self.network(),
+        )?;
+        // What the job changes in the workspace is this call's doing.
+        let hold = self
+            .foundation
+            .undo
+            .hold(&crate::services::undo::CallRef::of(self.call));
+        self.foundation
+            .jobs
+            .hold_workspace_changes(&self.call.owner, &job, hold);
+        Ok(job)
     }
 }
 

@@ -54,6 +54,15 @@ impl Host for CallCtx<'_, Own> {
 
     async fn start(&mut self, request: SubagentRequest) -> Result<String, WitToolError> {
         let _span = crate::traces::host_call_span("subagent.start").entered();
-        Ok(self.service.start(self.call, task(request))?)
+        let job = self.service.start(self.call, task(request))?;
+        // What the subagent's steps change is this call's doing too, until it ends.
+        let hold = self
+            .foundation
+            .undo
+            .hold(&crate::services::undo::CallRef::of(self.call));
+        self.foundation
+            .jobs
+            .hold_workspace_changes(&self.call.owner, &job, hold);
+        Ok(job)
     }
 }

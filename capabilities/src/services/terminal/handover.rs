@@ -208,6 +208,7 @@ impl TerminalService {
                 run,
                 scrollback_bytes: self.config.scrollback_bytes.max(1024),
                 private_tmp: handed.private_tmp.clone(),
+                last_sender: Mutex::new(None),
             });
             if !handed.exited {
                 let reader = tokio::spawn(read_loop(session.clone()));

@@ -78,6 +78,9 @@ pub struct Session {
     /// A sandboxed session's private `TMPDIR` (handed over at an upgrade, so the next
     /// binary removes it when the shell exits).
     pub(super) private_tmp: Option<PathBuf>,
+    /// The last call that opened or sent to it, held live while the shell lives: what
+    /// the shell changes in the workspace is recorded under that call (`[undo]`).
+    pub(super) last_sender: Mutex<Option<crate::services::undo::ActivityHold>>,
 }
 
 /// Marks the session's one active send; released on drop.
@@ -189,6 +192,7 @@ impl Session {
     }
 
     pub(super) fn mark_exited(&self) {
+        drop(self.last_sender.lock().unwrap().take());
         let mut output = self.output.lock().unwrap();
         let newly = !output.exited;
         if newly {
@@ -382,6 +386,7 @@ impl TerminalService {
             run,
             scrollback_bytes: self.config.scrollback_bytes.max(1024),
             private_tmp: sandbox.as_ref().map(|s| s.tmp().to_path_buf()),
+            last_sender: Mutex::new(None),
         });
         let reader = tokio::spawn(read_loop(session.clone()));
         *session.reader.lock().unwrap() = Some(reader);
@@ -395,6 +400,23 @@ impl TerminalService {
         drop(table);
         session.changes.report(ResourceChange::Listed);
         Ok(session.info())
+    }
+
+    /// Attributes what `owner`'s session `id` changes in the workspace to the call
+    /// `hold` holds (the one opening or sending to it now), until the next call that
+    /// sends to it or the shell's end.
+    pub fn hold_workspace_changes(
+        &self,
+        owner: &str,
+        id: &str,
+        hold: crate::services::undo::ActivityHold,
+    ) {
+        if let Ok(session) = self.get(owner, id) {
+            if session.alive() {
+                let previous = session.last_sender.lock().unwrap().replace(hold);
+                drop(previous);
+            }
+        }
     }
 
     /// Closes a session: every process of it is killed.

@@ -79,7 +79,15 @@ impl Host for CallCtx<'_, Own> {
             network: self.network(),
         };
         let _span = crate::traces::host_call_span("terminal.open").entered();
-        Ok(to_wit(self.service.open(self.call.owner.clone(), spec)?))
+        let info = self.service.open(self.call.owner.clone(), spec)?;
+        // What the shell changes until the first send (its start-up files) is this call's.
+        let hold = self
+            .foundation
+            .undo
+            .hold(&crate::services::undo::CallRef::of(self.call));
+        self.service
+            .hold_workspace_changes(&self.call.owner, &info.id, hold);
+        Ok(to_wit(info))
     }
 
     async fn send(&mut self, request: SendRequest) -> Result<SendResult, WitToolError> {
@@ -99,6 +107,12 @@ impl Host for CallCtx<'_, Own> {
         };
         let terminal = self.service.clone();
         let owner = self.call.owner.clone();
+        // What the shell changes from now on is this call's doing (until the next send).
+        let hold = self
+            .foundation
+            .undo
+            .hold(&crate::services::undo::CallRef::of(self.call));
+        terminal.hold_workspace_changes(&owner, &request.id, hold);
         let outcome = self
             .host_call(
                 "terminal.send",

@@ -58,7 +58,7 @@ pub const EMBEDDED: &[EmbeddedPlugin] = &[
         name: "files",
         dir: "files",
         kind: Kind::Tool,
-        interfaces: &["files"],
+        interfaces: &["files", "undo"],
     },
     EmbeddedPlugin {
         name: "subagent",

@@ -1,13 +1,16 @@
-//! The six tools as the model sees them: each one's arguments (their schema derived with
-//! schemars, doc comments as descriptions), its description, and the handler that turns
-//! a call into the plain modules' work and the host's `files` calls. Handlers take the
-//! host as a [`Files`] so the native tests run them against an in-memory workspace.
+//! The eight tools as the model sees them: each one's arguments (their schema derived
+//! with schemars, doc comments as descriptions), its description, and the handler that
+//! turns a call into the plain modules' work and the host's `files` calls (`checkpoints`
+//! and `undo`, in [`undo`], the host's `undo` calls). Handlers take the host as a
+//! [`Files`] (or an [`undo::Undo`]) so the native tests run them against an in-memory
+//! workspace (or canned answers).
 
 pub mod apply_patch;
 pub mod edit;
 pub mod glob;
 pub mod grep;
 pub mod read;
+pub mod undo;
 pub mod write;
 
 use dsh_plugin::{error, CallContext, ErrorCode, ToolError};
