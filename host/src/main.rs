@@ -68,6 +68,18 @@ enum Command {
     /// Work on one plugin: `new NAME --lang L` writes a project; `check FILE` loads it
     /// as `dsh serve` would and says what it is, what it needs, or why it is refused
     Plugin(cli::plugin::Args),
+    /// List the recorded calls that changed the workspace's files, newest first
+    ///
+    /// Every owner's calls (and changes made outside dsh), each with the paths it
+    /// created, modified, deleted, renamed or changed the mode of ([undo] in dsh.toml).
+    /// Reads the records in the state directory; starts no host.
+    Checkpoints(cli::undo::CheckpointsArgs),
+    /// Put back every path a recorded call changed, as it was before that call
+    ///
+    /// Refuses (exit status 1, nothing changed) when a later call or something outside
+    /// dsh changed one of those paths since; --and-later undoes the later calls that
+    /// changed them too. The undo is itself recorded, so it can be undone.
+    Undo(cli::undo::UndoArgs),
 }
 
 fn main() -> ExitCode {
@@ -198,5 +210,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Upgrade(args) => cli::upgrade::run(globals, args).await,
         Command::Plugins(args) => cli::plugins::run(globals, args).await,
         Command::Plugin(args) => cli::plugin::run(globals, args).await,
+        Command::Checkpoints(args) => cli::undo::checkpoints(globals, args).await,
+        Command::Undo(args) => cli::undo::undo(globals, args).await,
     }
 }

@@ -272,13 +272,13 @@ fn codex_first_session_on_an_empty_state_directory_offers_dsh_tools() {
 
 /// The operator's model dsh is given (the OpenAI chat completions API): each reply is
 /// `reply(number of requests so far)`; it keeps the request bodies.
-struct ChatEndpoint {
-    port: u16,
+pub(crate) struct ChatEndpoint {
+    pub(crate) port: u16,
     requests: Arc<Mutex<Vec<Value>>>,
 }
 
 impl ChatEndpoint {
-    fn start(reply: fn(usize) -> Value) -> ChatEndpoint {
+    pub(crate) fn start(reply: fn(usize) -> Value) -> ChatEndpoint {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -317,7 +317,7 @@ impl ChatEndpoint {
 }
 
 /// A chat completion whose message is `message`.
-fn completion(message: Value) -> Value {
+pub(crate) fn completion(message: Value) -> Value {
     json!({"id": "chatcmpl-1", "object": "chat.completion", "model": "operator-model",
         "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55}})
@@ -400,7 +400,7 @@ fn run_to_end(command: &mut Command, limit: Duration) -> String {
 }
 
 /// dsh.toml giving subagents the operator's model at `port`.
-fn operator_model_config(port: u16) -> String {
+pub(crate) fn operator_model_config(port: u16) -> String {
     format!(
         "[subagent]\nmodel = \"local\"\n[subagent.models.local]\napi = \"openai-chat\"\n\
          base_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"operator-model\"\n"

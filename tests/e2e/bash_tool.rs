@@ -349,7 +349,10 @@ fn a_command_longer_than_an_argument_may_be_runs_whole_and_keeps_its_exit_code()
     assert!(!reply.is_error, "{reply:?}\n{}", server.stderr());
     // `$0` and `$#` as under `bash -c`; the shell (so no program it runs) holds no
     // descriptor of the script.
-    assert_eq!(reply.text, "0=bash #=0 memfds=0\n[exit code: 3]");
+    assert_eq!(
+        crate::support::without_undo_line(&reply.text),
+        "0=bash #=0 memfds=0\n[exit code: 3]"
+    );
     let written = std::fs::read(env.workdir().join("written.txt")).unwrap();
     assert!(
         written == body.as_bytes(),
@@ -438,7 +441,11 @@ fn a_command_over_one_mebibyte_is_invalid_arguments_and_runs_nothing() {
         "bash",
         serde_json::json!({"command": exact, "description": "just fits"}),
     );
-    assert_eq!(reply.text, "[exit code: 0]", "{reply:?}");
+    assert_eq!(
+        crate::support::without_undo_line(&reply.text),
+        "[exit code: 0]",
+        "{reply:?}"
+    );
     assert!(marker.exists());
 }
 
@@ -480,7 +487,8 @@ fn a_command_reads_dev_null_and_holds_no_descriptor_above_two() {
     // It runs alone, its output to a file: as the first command of a pipeline it could
     // list the shell's fds while the shell still held a pipe to the next command.
     assert_eq!(
-        out.content, "/dev/null\n0 1 2 read-nothing\n[exit code: 0]",
+        crate::support::without_undo_line(&out.content),
+        "/dev/null\n0 1 2 read-nothing\n[exit code: 0]",
         "{out:?}"
     );
 }

@@ -19,14 +19,14 @@ use crate::mcp_stdio::McpServer;
 use crate::support::Env;
 
 /// A tmpfs mounted over an environment's state directory; unmounted when dropped.
-struct Tmpfs {
+pub(crate) struct Tmpfs {
     dir: PathBuf,
 }
 
 impl Tmpfs {
     /// A tmpfs of `size` (`mount -o size=…`) over `env`'s state directory, or `None`
     /// (after saying so) when it cannot be mounted here.
-    fn over_state_dir(env: &Env, size: &str) -> Option<Tmpfs> {
+    pub(crate) fn over_state_dir(env: &Env, size: &str) -> Option<Tmpfs> {
         let dir = env.state_dir();
         let mounted = Command::new("mount")
             .args([
@@ -55,7 +55,7 @@ impl Tmpfs {
     }
 
     /// Fills the tmpfs with zeros until it has no room left.
-    fn fill(&self) {
+    pub(crate) fn fill(&self) {
         let mut file = std::fs::File::create(self.filler()).unwrap();
         let zeros = vec![0u8; 64 << 10];
         loop {
@@ -70,7 +70,7 @@ impl Tmpfs {
     }
 
     /// Frees `bytes` of the filler.
-    fn free_some(&self, bytes: u64) {
+    pub(crate) fn free_some(&self, bytes: u64) {
         let file = std::fs::OpenOptions::new()
             .write(true)
             .open(self.filler())

@@ -42,3 +42,4 @@ mod sandbox_files;
 mod sandbox_syscalls;
 mod stdio_ends;
 mod tool_manuals;
+mod undo;

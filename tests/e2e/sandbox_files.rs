@@ -717,7 +717,7 @@ fn assert_state_hidden(text: &str, key: &str, state: &Path) {
 
 /// Where dsh itself writes in a state directory between calls (left out of the
 /// before-and-after comparison).
-const DSH_WRITES: &[&str] = &["sessions", "sandbox-tmp", "run"];
+const DSH_WRITES: &[&str] = &["sessions", "sandbox-tmp", "run", "undo"];
 
 #[test]
 fn the_state_directory_beside_the_workspace_is_unreadable_unlistable_and_unwritable() {

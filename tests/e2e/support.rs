@@ -166,6 +166,15 @@ impl CallOutput {
 }
 
 /// A string no other process on the machine has in its command line.
+/// `text` without the line dsh ends a result with when the call changed the workspace's
+/// files (`[changed: …; undo with undo {call_id: …}]`): what the tool itself said.
+pub fn without_undo_line(text: &str) -> &str {
+    match text.rfind("[changed: ") {
+        Some(at) => text[..at].strip_suffix('\n').unwrap_or(&text[..at]),
+        None => text,
+    }
+}
+
 pub fn unique_marker() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -39,7 +39,7 @@ from tool_results import call, expect_error, show, text
 pytestmark = pytest.mark.anyio
 
 # The embedded `files` plugin's grant, stated (the configurations these tests write keep it).
-GRANT = '[plugins.files]\ninterfaces = ["files"]\n'
+GRANT = '[plugins.files]\ninterfaces = ["files", "undo"]\n'
 
 
 # A 1x1 PNG.

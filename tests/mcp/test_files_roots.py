@@ -33,7 +33,7 @@ pytestmark = pytest.mark.anyio
 
 # The `files` plugin is served from a plugin directory, granted `files` (it is not
 # embedded yet: see the README's "The file tools").
-GRANT = '[plugins.files]\ninterfaces = ["files"]\n'
+GRANT = '[plugins.files]\ninterfaces = ["files", "undo"]\n'
 
 
 @pytest.fixture(autouse=True)

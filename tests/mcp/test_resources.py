@@ -113,7 +113,11 @@ async def test_capability_and_templates(open_stdio_session):
 
         templates = await session.list_resource_templates()
         by_template = {t.uri_template: t for t in templates.resource_templates}
-        assert set(by_template) == {"terminal://{id}/screen", "job://{id}/output"}, templates
+        assert set(by_template) == {
+            "terminal://{id}/screen",
+            "job://{id}/output",
+            "checkpoint://{id}/changes",
+        }, templates
         for template in by_template.values():
             assert template.mime_type == "text/plain", template
             assert template.name and template.description, template

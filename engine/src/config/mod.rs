@@ -143,7 +143,7 @@
 //! # Grants: a plugin gets nothing it is not granted. `[plugins.NAME]` applies to the
 //! # plugin loaded as NAME; `[plugins."sha256:HEX"]` to exactly that build (it wins).
 //! [plugins.reader]
-//! interfaces = ["log"]          # host interfaces it may import: process, terminal, jobs, log, progress, lsp, files, subagent, tally, sampling, elicitation, egress
+//! interfaces = ["log"]          # host interfaces it may import: process, terminal, jobs, log, progress, lsp, files, undo, subagent, tally, sampling, elicitation, egress
 //! env = ["LANG"]                # environment variables, values taken from the host
 //! network = ["127.0.0.1:8080"]  # HOST:PORT it may connect to (alias `connect`; see below)
 //! bind = ["127.0.0.1:9000"]     # HOST:PORT it may bind and listen on

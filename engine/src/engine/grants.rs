@@ -790,7 +790,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_embedded_plugin_gets_its_one_interface_and_a_directory_version_of_it_none() {
+    async fn an_embedded_plugin_gets_its_interfaces_and_a_directory_version_of_it_none() {
         let default = PluginConfig::default();
         let interfaces = |name: &'static str, source: PluginSource| {
             let default = default.clone();
@@ -803,16 +803,16 @@ mod tests {
             }
         };
         for (name, only) in [
-            ("bash", "process"),
-            ("jobs", "jobs"),
-            ("terminal", "terminal"),
-            ("lsp", "lsp"),
-            ("files", "files"),
-            ("subagent", "subagent"),
+            ("bash", &["process"][..]),
+            ("jobs", &["jobs"]),
+            ("terminal", &["terminal"]),
+            ("lsp", &["lsp"]),
+            ("files", &["files", "undo"]),
+            ("subagent", &["subagent"]),
         ] {
             assert_eq!(
                 interfaces(name, PluginSource::Embedded).await,
-                [only],
+                only,
                 "{name}"
             );
             let file = PluginSource::Path(format!("{name}.wasm").into());

@@ -36,6 +36,8 @@ pub struct Args {
 /// SIGHUP cancels it (what it started is killed) and its result is still printed.
 pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
     let host = globals.start().await?;
+    // What the call changes is recorded under it only once the baseline is taken.
+    host.baseline_taken().await;
     let arguments: serde_json::Value = serde_json::from_str(&args.args)
         .with_context(|| format!("arguments are not JSON: {}", args.args))?;
     let mut request = CallRequest::new(args.tool, arguments, "cli", args.scope);

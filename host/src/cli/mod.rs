@@ -11,6 +11,7 @@ pub mod print;
 pub mod serve;
 pub mod stats;
 pub mod tools;
+pub mod undo;
 pub mod upgrade;
 
 use std::path::{Path, PathBuf};
@@ -52,6 +53,11 @@ impl Globals {
         }
     }
 
+    /// The workspace named (`--workdir`, DSH_WORKDIR), when one is.
+    pub fn workdir(&self) -> Option<std::path::PathBuf> {
+        self.workdir.clone()
+    }
+
     /// The plugin directory, when one is given.
     pub fn plugins_dir(&self) -> Option<&Path> {
         self.plugins.as_deref()
@@ -68,7 +74,6 @@ impl Globals {
     pub async fn start(&self) -> anyhow::Result<Host> {
         let host = self.start_loading().await?;
         host.loaded().await;
-        host.baseline_taken().await;
         Ok(host)
     }
 

@@ -20,8 +20,11 @@ pub struct UndoConfig {
     /// only they held with them).
     pub days_kept: u32,
     /// The most files (and directories) recorded in the workspace; a larger workspace
-    /// is not recorded at all, and every result that changed files says so.
+    /// is not recorded at all (dsh says why in its log and in `dsh checkpoints`).
     pub max_files: usize,
+    /// The most bytes of file contents the baseline keeps (each recorded file is read
+    /// once when dsh starts in a workspace); past it, the workspace is not recorded.
+    pub max_baseline_bytes: u64,
     /// Follow the workspace's `.gitignore` files (and `.git/info/exclude`): what they
     /// ignore is not recorded. `.git/` itself never is.
     pub gitignore: bool,
@@ -38,6 +41,7 @@ impl Default for UndoConfig {
             max_file_bytes: 16 << 20,
             days_kept: 7,
             max_files: 200_000,
+            max_baseline_bytes: 2 << 30,
             gitignore: true,
             ignore: Vec::new(),
         }

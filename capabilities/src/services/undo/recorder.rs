@@ -74,6 +74,8 @@ pub struct Recorder {
     config: UndoConfig,
     root: PathBuf,
     dir: PathBuf,
+    /// dsh's state directory (canonical): never recorded, even inside the workspace.
+    state_dir: PathBuf,
     inner: Mutex<Inner>,
     readiness: AtomicU8,
     ready_changed: Condvar,
@@ -83,6 +85,8 @@ pub struct Recorder {
     off_reason: Mutex<Option<String>>,
     /// This process's name for the records of changes no call made.
     outside_prefix: String,
+    /// Paths read since the baseline (what a record cost: the tests and the bench).
+    paths_read: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -163,14 +167,15 @@ pub fn records_dir(state_dir: &Path, workspace: &Path) -> PathBuf {
 impl Recorder {
     /// A recorder that records nothing, for `why`.
     pub fn off(config: &UndoConfig, why: &str) -> Arc<Recorder> {
-        let recorder = Recorder::new(config, PathBuf::new(), PathBuf::new());
+        let recorder = Recorder::new(config, PathBuf::new(), PathBuf::new(), PathBuf::new());
         recorder.readiness.store(OFF, Ordering::Release);
         *recorder.off_reason.lock().unwrap() = Some(why.to_string());
         Arc::new(recorder)
     }
 
-    fn new(config: &UndoConfig, root: PathBuf, dir: PathBuf) -> Recorder {
+    fn new(config: &UndoConfig, root: PathBuf, dir: PathBuf, state_dir: PathBuf) -> Recorder {
         Recorder {
+            state_dir,
             config: config.clone(),
             inner: Mutex::new(Inner {
                 watch: None,
@@ -192,6 +197,7 @@ impl Recorder {
             stop: AtomicBool::new(false),
             off_reason: Mutex::new(None),
             outside_prefix: format!("outside-{}-{}", now_ms(), std::process::id()),
+            paths_read: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -214,7 +220,10 @@ impl Recorder {
             }
         };
         let dir = records_dir(state_dir, &root);
-        let recorder = Arc::new(Recorder::new(config, root, dir));
+        let state_dir = state_dir
+            .canonicalize()
+            .unwrap_or_else(|_| state_dir.to_path_buf());
+        let recorder = Arc::new(Recorder::new(config, root, dir, state_dir));
         let started = recorder.clone();
         let spawned = std::thread::Builder::new()
             .name("dsh-undo".into())
@@ -232,7 +241,7 @@ impl Recorder {
             .canonicalize()
             .unwrap_or_else(|_| workspace.to_path_buf());
         let dir = records_dir(state_dir, &root);
-        let recorder = Recorder::new(config, root, dir);
+        let recorder = Recorder::new(config, root, dir, state_dir.to_path_buf());
         {
             let mut inner = recorder.inner.lock().unwrap();
             let inner = &mut *inner;
@@ -255,6 +264,12 @@ impl Recorder {
         let _guard = self.ready_lock.lock().unwrap();
         self.readiness.store(to, Ordering::Release);
         self.ready_changed.notify_all();
+    }
+
+    /// How many paths were read since the baseline (each path an event named, once per
+    /// record): what the records cost.
+    pub fn paths_read(&self) -> u64 {
+        self.paths_read.load(Ordering::Relaxed)
     }
 
     /// Why nothing is recorded, when nothing is.
@@ -363,10 +378,19 @@ impl Recorder {
                 rustix::event::PollFlags::IN,
             )];
             let timeout = rustix::event::Timespec {
-                tv_sec: 0,
-                tv_nsec: wait * 1_000_000,
+                tv_sec: wait / 1000,
+                tv_nsec: (wait % 1000) * 1_000_000,
             };
-            let ready = rustix::event::poll(&mut fds, Some(&timeout)).unwrap_or(0);
+            let ready = match rustix::event::poll(&mut fds, Some(&timeout)) {
+                Ok(ready) => ready,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(error) => {
+                    // Never a busy loop: wait the period out and try again.
+                    tracing::warn!(%error, "waiting on the workspace's change notifications failed");
+                    std::thread::sleep(Duration::from_millis(wait as u64));
+                    0
+                }
+            };
             let mut inner = self.inner.lock().unwrap();
             if inner.watch.is_none() {
                 return;
@@ -420,7 +444,12 @@ impl Recorder {
                 set_known(&mut inner.index, &path, change.after, None);
             }
         }
-        let ignores = Ignores::new(&self.root, self.config.gitignore, &self.config.ignore);
+        let ignores = Ignores::new(
+            &self.root,
+            self.config.gitignore,
+            &self.config.ignore,
+            std::slice::from_ref(&self.state_dir),
+        );
         let mut watch = Watch::new(&self.root, ignores).map_err(|error| {
             format!("the kernel's change notifications cannot be used: {error}")
         })?;
@@ -440,6 +469,7 @@ impl Recorder {
         inner.watch = Some(watch);
         let mut changed = BTreeMap::new();
         let mut seen = HashSet::with_capacity(found.len());
+        let mut baseline_bytes = 0u64;
         for path in found {
             let full = self.root.join(&path);
             let known = inner.index.get(&path);
@@ -453,6 +483,13 @@ impl Recorder {
                 continue;
             };
             if let Some(contents) = &observed.contents {
+                baseline_bytes += contents.len() as u64;
+                if baseline_bytes > self.config.max_baseline_bytes {
+                    return Err(format!(
+                        "the workspace's files hold more than [undo] max_baseline_bytes ({})",
+                        bytes_text(self.config.max_baseline_bytes)
+                    ));
+                }
                 let sha = observed.state.blob().unwrap_or_default().to_string();
                 if let Err(error) = inner.blobs.put(&sha, contents) {
                     return Err(format!("the baseline's contents cannot be kept: {error}"));
@@ -664,6 +701,7 @@ impl Recorder {
         let mut outside = BTreeMap::new();
         for (path, by) in paths {
             let full = self.root.join(&path);
+            self.paths_read.fetch_add(1, Ordering::Relaxed);
             let observed = match state::read_state(&full, self.config.max_file_bytes) {
                 Ok(observed) => observed,
                 Err(error) => {
@@ -834,24 +872,29 @@ impl Recorder {
         if !still_held {
             inner.live.remove(key);
         }
-        if changes.is_empty() && not_recorded.is_empty() && undoes.is_empty() {
-            return None;
+        let mut lost = None;
+        if !(changes.is_empty() && not_recorded.is_empty() && undoes.is_empty()) {
+            let segment = Segment {
+                id: call.id.to_string(),
+                owner: Some(call.owner.to_string()),
+                tool: Some(call.tool.to_string()),
+                seq: 0,
+                at_ms: now_ms(),
+                changes,
+                not_recorded,
+                undoes,
+            };
+            lost = self.write_segment(&mut inner, segment);
         }
-        let summary = Summary::of(&changes);
-        let segment = Segment {
-            id: call.id.to_string(),
-            owner: Some(call.owner.to_string()),
-            tool: Some(call.tool.to_string()),
-            seq: 0,
-            at_ms: now_ms(),
-            changes,
-            not_recorded: not_recorded.clone(),
-            undoes,
-        };
-        let lost = self.write_segment(&mut inner, segment);
         if !line {
             return None;
         }
+        // The line says the whole record so far: what a job or subagent the call
+        // started (and waited for) changed was written when it ended.
+        let (summary, not_recorded) = match inner.records.get(&call.id) {
+            Some(record) => (Summary::of(&record.changes), record.not_recorded.clone()),
+            None => (Summary::of(&BTreeMap::new()), Vec::new()),
+        };
         let mut parts = Vec::new();
         if !summary.is_empty() {
             parts.push(format!("changed: {summary}"));
@@ -863,6 +906,9 @@ impl Recorder {
             parts.push(lost);
         } else if !summary.is_empty() {
             parts.push(format!("undo with undo {{call_id: \"{}\"}}", call.id));
+        }
+        if parts.is_empty() {
+            return None;
         }
         if still_held {
             parts.push("a job or terminal it started still runs: what it changes is recorded under this call too".into());
@@ -890,6 +936,18 @@ impl Recorder {
             .take(limit)
             .map(checkpoint_json)
             .collect()
+    }
+
+    /// The record `id` when `asker` reaches it.
+    pub fn checkpoint(&self, asker: &Asker, id: &str) -> Option<serde_json::Value> {
+        let mut inner = self.inner.lock().unwrap();
+        let inner = &mut *inner;
+        inner.journal.catch_up(&mut inner.records);
+        inner
+            .records
+            .get(&asker.full_id(id))
+            .filter(|record| asker.reaches(record))
+            .map(checkpoint_json)
     }
 
     /// Puts back what the record `id` changed (and, with `and_later`, what the
@@ -1486,5 +1544,116 @@ impl Drop for ActivityHold {
                 recorder.release(&key, false);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(n: u32, owner: &str) -> CallRef {
+        CallRef {
+            id: format!("s1/call-{n}").into(),
+            owner: owner.into(),
+            tool: "bash".into(),
+        }
+    }
+
+    fn started(files: usize) -> (tempfile::TempDir, Arc<Recorder>) {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        for n in 0..files {
+            let sub = work.join(format!("d{}", n % 20));
+            std::fs::create_dir_all(&sub).unwrap();
+            std::fs::write(sub.join(format!("f{n}")), format!("file {n}\n")).unwrap();
+        }
+        let recorder = Recorder::start(&UndoConfig::default(), &work, &dir.path().join("state"));
+        assert!(
+            recorder.wait_ready(Duration::from_secs(30)),
+            "{:?}",
+            recorder.off_reason()
+        );
+        (dir, recorder)
+    }
+
+    /// No walk per call: a call that changes one file of a thousand reads that one path,
+    /// and its record holds it alone.
+    #[test]
+    fn a_call_s_record_reads_only_the_paths_it_changed() {
+        let (dir, recorder) = started(1000);
+        let work = dir.path().join("work");
+        let read_before = recorder.paths_read();
+        let hold = recorder.hold(&call(1, "o"));
+        std::fs::write(work.join("d7/f7"), "changed\n").unwrap();
+        let line = hold.finish().expect("a line");
+        assert!(line.contains("changed: 1 path (1 modified)"), "{line}");
+        assert_eq!(recorder.paths_read() - read_before, 1);
+        let listed = recorder.checkpoints(&Asker::Operator, 10);
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0]["changes"][0]["path"], "d7/f7");
+    }
+
+    /// A change while no call is live is recorded as made outside dsh, under no owner;
+    /// a later undo that would overwrite it is refused and changes nothing.
+    #[test]
+    fn a_change_outside_any_call_is_recorded_as_such_and_never_overwritten() {
+        let (dir, recorder) = started(10);
+        let work = dir.path().join("work");
+        let hold = recorder.hold(&call(1, "o"));
+        std::fs::write(work.join("d1/f1"), "by the call\n").unwrap();
+        hold.finish();
+        std::fs::write(work.join("d1/f1"), "by an editor\n").unwrap();
+        let asker = Asker::Owner {
+            owner: "o".into(),
+            session: "s1".into(),
+        };
+        let refused = recorder.undo(&asker, "call-1", false, None).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::UndoConflict);
+        assert!(
+            refused.message.contains("outside dsh"),
+            "{}",
+            refused.message
+        );
+        assert_eq!(
+            std::fs::read_to_string(work.join("d1/f1")).unwrap(),
+            "by an editor\n"
+        );
+        // Another owner does not even see the call.
+        let other = Asker::Owner {
+            owner: "p".into(),
+            session: "s1".into(),
+        };
+        let missing = recorder.undo(&other, "call-1", false, None).unwrap_err();
+        assert_eq!(missing.code, ErrorCode::NotFound);
+        assert!(recorder.checkpoints(&other, 10).is_empty());
+    }
+
+    /// Two owners' calls live at once share a change: neither may undo it.
+    #[test]
+    fn a_change_made_while_two_owners_calls_ran_is_undone_by_neither() {
+        let (dir, recorder) = started(10);
+        let work = dir.path().join("work");
+        let first = recorder.hold(&call(1, "o"));
+        let second = recorder.hold(&call(2, "p"));
+        std::fs::write(work.join("d2/f2"), "whose?\n").unwrap();
+        first.finish();
+        second.finish();
+        let asker = Asker::Owner {
+            owner: "o".into(),
+            session: "s1".into(),
+        };
+        let answer = recorder.undo(&asker, "call-1", false, None).unwrap();
+        assert_eq!(answer["restored"], serde_json::json!([]), "{answer}");
+        assert_eq!(
+            std::fs::read_to_string(work.join("d2/f2")).unwrap(),
+            "whose?\n"
+        );
+    }
+
+    #[test]
+    fn times_are_rfc3339() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_796_617_280_916), "2026-12-07T04:21:20Z");
+        assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00Z");
     }
 }

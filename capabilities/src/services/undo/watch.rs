@@ -53,10 +53,13 @@ pub struct Ignores {
     exclude: Option<Gitignore>,
     /// Each directory's `.gitignore` (by the directory's relative path).
     per_dir: HashMap<String, Gitignore>,
+    /// dsh's own directories inside the workspace (a state directory there): never
+    /// recorded, or the records would record their own writing.
+    own: Vec<String>,
 }
 
 impl Ignores {
-    pub fn new(root: &Path, gitignore: bool, patterns: &[String]) -> Ignores {
+    pub fn new(root: &Path, gitignore: bool, patterns: &[String], own: &[PathBuf]) -> Ignores {
         let mut builder = GitignoreBuilder::new(root);
         for pattern in patterns {
             let _ = builder.add_line(None, pattern);
@@ -66,12 +69,18 @@ impl Ignores {
             let (matcher, _) = Gitignore::new(root.join(".git/info/exclude"));
             matcher
         });
+        let own = own
+            .iter()
+            .filter_map(|path| path.strip_prefix(root).ok())
+            .map(|rel| rel.to_string_lossy().into_owned())
+            .collect();
         Ignores {
             root: root.to_path_buf(),
             gitignore,
             configured,
             exclude,
             per_dir: HashMap::new(),
+            own,
         }
     }
 
@@ -93,6 +102,15 @@ impl Ignores {
     /// looked at: nothing below an ignored directory is watched or walked.
     pub fn ignored(&self, rel: &str, is_dir: bool) -> bool {
         if rel == ".git" || rel.starts_with(".git/") {
+            return true;
+        }
+        if self.own.iter().any(|own| {
+            own.is_empty()
+                || rel == own
+                || rel
+                    .strip_prefix(own.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
+        }) {
             return true;
         }
         let path = self.root.join(rel);
