@@ -90,8 +90,7 @@ fn destructive_command_round_trip(executor: &str) {
     let env = Env::new();
     project(&env.workdir());
     let before = fingerprint(&env.workdir());
-    let config = format!("[process.executor]\ndefault = \"{executor}\"\n");
-    let server = McpServer::start(&env, &config);
+    let server = McpServer::start(&env, &executor_config(executor));
     let ran = bash(&server, DESTRUCTIVE);
     assert!(ran.contains("[changed: "), "{executor}: {ran}");
     assert_eq!(
@@ -144,14 +143,38 @@ fn newest_record_of(env: &Env, tool: &str) -> Value {
         })
 }
 
+fn executor_config(executor: &str) -> String {
+    format!("[process.executor]\ndefault = \"{executor}\"\n")
+}
+
+/// The executors a test runs under here: `container` only where it can run (as root).
+fn executors() -> Vec<&'static str> {
+    let mut all = vec!["local", "sandbox"];
+    if rustix::process::geteuid().is_root() {
+        all.push("container");
+    } else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs the container executor as root"
+        );
+    }
+    all
+}
+
 /// What a background job changes after its call returned is recorded under that call
-/// and undone with it.
+/// and undone with it, under each executor.
 #[test]
 fn a_background_job_s_rewrites_are_undone_with_the_call_that_started_it() {
+    for executor in executors() {
+        background_job_round_trip(executor);
+    }
+}
+
+fn background_job_round_trip(executor: &str) {
     let env = Env::new();
     project(&env.workdir());
     let before = fingerprint(&env.workdir());
-    let server = McpServer::start(&env, "");
+    let server = McpServer::start(&env, &executor_config(executor));
     let started = server.call_ok(
         "bash",
         json!({"command": "sleep 0.3; echo rewritten > README.md; rm a; mkdir -p out && echo x > out/y",
@@ -180,7 +203,7 @@ fn a_background_job_s_rewrites_are_undone_with_the_call_that_started_it() {
         assert!(paths.contains(&path), "{path} not in {record}");
     }
     undo(&server, record["call_id"].as_str().unwrap());
-    assert_eq!(fingerprint(&env.workdir()), before);
+    assert_eq!(fingerprint(&env.workdir()), before, "under {executor}");
 }
 
 fn git(dir: &Path, args: &[&str]) {
@@ -198,6 +221,14 @@ fn git(dir: &Path, args: &[&str]) {
 /// left out and said to be.
 #[test]
 fn a_terminal_s_git_checkout_and_npm_install_are_undone_and_node_modules_is_said_ignored() {
+    for executor in executors() {
+        terminal_round_trip(executor);
+    }
+}
+
+/// Under `executor`: the checkout, and under `local` the install (npm needs its cache in
+/// `$HOME`, which the confining executors keep read-only).
+fn terminal_round_trip(executor: &str) {
     let env = Env::new();
     let work = env.workdir();
     project(&work);
@@ -209,7 +240,7 @@ fn a_terminal_s_git_checkout_and_npm_install_are_undone_and_node_modules_is_said
     std::fs::write(work.join("README.md"), "edited, not committed\n").unwrap();
     std::fs::write(work.join("src/main.rs"), "fn main() { edited() }\n").unwrap();
     let edited = fingerprint(&work);
-    let server = McpServer::start(&env, "");
+    let server = McpServer::start(&env, &executor_config(executor));
     let opened = server.call_ok("terminal_open", json!({}));
     let term = opened
         .split(|c: char| !c.is_alphanumeric() && c != '-')
@@ -220,19 +251,26 @@ fn a_terminal_s_git_checkout_and_npm_install_are_undone_and_node_modules_is_said
         "terminal_send",
         json!({"id": term, "input": "git checkout -- . && echo CHECKED-$((6*7))", "wait": {"pattern": "CHECKED-42", "timeout_ms": 20000}}),
     );
-    assert!(sent.contains("[changed: "), "{sent}");
+    assert!(sent.contains("[changed: "), "{executor}: {sent}");
     assert_eq!(
         std::fs::read_to_string(work.join("README.md")).unwrap(),
         "hello, project\n"
     );
     let head = git_head(&work);
     let undone = undo(&server, &undo_id(&sent));
-    assert_eq!(fingerprint(&work), edited, "the checkout's edits are back");
+    assert_eq!(
+        fingerprint(&work),
+        edited,
+        "{executor}: the checkout's edits are back"
+    );
     // Undo never rewrites the repository: no path under .git/ is recorded or restored.
     assert!(!undone.contains(".git/"), "{undone}");
     assert!(!sent.contains(".git/"), "{sent}");
     assert_eq!(git_head(&work), head);
 
+    if executor != "local" {
+        return;
+    }
     let Some(_) = dsh_launch_find("npm") else {
         assert!(std::env::var_os("CI").is_none(), "npm is missing under CI");
         crate::support::skipped("npm is not installed");
@@ -308,6 +346,12 @@ fn an_apply_patch_across_five_files_is_undone_whole() {
 /// the `subagent` call.
 #[test]
 fn a_subagent_s_edits_are_undone_with_its_call() {
+    for executor in executors() {
+        subagent_round_trip(executor);
+    }
+}
+
+fn subagent_round_trip(executor: &str) {
     let env = Env::new();
     project(&env.workdir());
     let before = fingerprint(&env.workdir());
@@ -321,13 +365,17 @@ fn a_subagent_s_edits_are_undone_with_its_call() {
     });
     let server = McpServer::start(
         &env,
-        &crate::agent_clients::operator_model_config(operator.port),
+        &format!(
+            "{}{}",
+            executor_config(executor),
+            crate::agent_clients::operator_model_config(operator.port)
+        ),
     );
     let ran = server.call_ok("subagent", json!({"prompt": "edit the readme"}));
-    assert_ne!(fingerprint(&env.workdir()), before, "{ran}");
-    assert!(ran.contains("[changed: "), "{ran}");
+    assert_ne!(fingerprint(&env.workdir()), before, "{executor}: {ran}");
+    assert!(ran.contains("[changed: "), "{executor}: {ran}");
     undo(&server, &undo_id(&ran));
-    assert_eq!(fingerprint(&env.workdir()), before);
+    assert_eq!(fingerprint(&env.workdir()), before, "under {executor}");
 }
 
 /// An undo never overwrites what it did not make: a later call's change, or one made

@@ -37,11 +37,15 @@ function masked(error, uri) {
 describe('resources', { concurrency: true }, () => {
   for (const [transport, connect] of Object.entries(TRANSPORTS)) {
     describe(`over ${transport}`, { concurrency: true }, () => {
-      test('the templates are terminal://{id}/screen and job://{id}/output; a new connection has no resources', async (t) => {
+      test('the templates are terminal://{id}/screen, job://{id}/output and checkpoint://{id}/changes; a new connection has no resources', async (t) => {
         const client = await connect(t);
         const { resourceTemplates } = await client.listResourceTemplates();
         const byTemplate = new Map(resourceTemplates.map((template) => [template.uriTemplate, template]));
-        assert.deepEqual([...byTemplate.keys()].sort(), ['job://{id}/output', 'terminal://{id}/screen'], JSON.stringify(resourceTemplates));
+        assert.deepEqual(
+          [...byTemplate.keys()].sort(),
+          ['checkpoint://{id}/changes', 'job://{id}/output', 'terminal://{id}/screen'],
+          JSON.stringify(resourceTemplates),
+        );
         for (const template of byTemplate.values()) {
           assert.equal(template.mimeType, 'text/plain', JSON.stringify(template));
           assert.ok(template.name && template.description, JSON.stringify(template));
