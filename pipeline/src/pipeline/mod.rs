@@ -501,12 +501,15 @@ impl Pipeline {
         }
         // What the call changes in the workspace is recorded under it from here to the
         // end of its execution (`[undo]`): the filters and what follows change no file.
-        let changes = self
-            .runtime
-            .services
-            .foundation()
-            .undo
-            .hold(&crate::services::undo::CallRef::of(&context));
+        let recorder = &self.runtime.services.foundation().undo;
+        if recorder.is_starting() {
+            let starting = recorder.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                starting.wait_ready(crate::services::undo::recorder::BASELINE_WAIT)
+            })
+            .await;
+        }
+        let changes = recorder.hold(&crate::services::undo::CallRef::of(&context));
         let executed = stage(
             metrics,
             Stage::Execute,

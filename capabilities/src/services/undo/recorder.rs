@@ -65,6 +65,10 @@ impl Asker {
     }
 }
 
+/// How long a call that starts while the baseline is being taken waits for it; past it,
+/// the call runs unrecorded (its changes are recorded as made outside dsh).
+pub const BASELINE_WAIT: Duration = Duration::from_secs(2);
+
 const STARTING: u8 = 0;
 const READY: u8 = 1;
 const OFF: u8 = 2;
@@ -277,6 +281,12 @@ impl Recorder {
         self.off_reason.lock().unwrap().clone()
     }
 
+    /// Whether the baseline is still being taken (a call that starts now waits for it a
+    /// moment: see [`BASELINE_WAIT`]).
+    pub fn is_starting(&self) -> bool {
+        self.readiness.load(Ordering::Acquire) == STARTING
+    }
+
     /// Waits up to `within` for the baseline; whether it is taken.
     pub fn wait_ready(&self, within: Duration) -> bool {
         let guard = self.ready_lock.lock().unwrap();
@@ -338,8 +348,12 @@ impl Recorder {
                 key: None,
             };
         }
-        // What happened before it started is not its doing.
+        // What happened before it started is not its doing: changes no call made are
+        // recorded as such now, not merged into this call's.
         self.take_events(&mut inner);
+        if inner.dirty.values().any(|by| by.is_empty()) {
+            self.record_outside(&mut inner);
+        }
         inner
             .live
             .entry(call.id.clone())
@@ -479,7 +493,8 @@ impl Recorder {
                     continue;
                 }
             }
-            let Ok(observed) = state::read_state(&full, self.config.max_file_bytes) else {
+            let Ok(observed) = state::read_state(&self.root, &path, self.config.max_file_bytes)
+            else {
                 continue;
             };
             if let Some(contents) = &observed.contents {
@@ -700,9 +715,8 @@ impl Recorder {
         paths.sort();
         let mut outside = BTreeMap::new();
         for (path, by) in paths {
-            let full = self.root.join(&path);
             self.paths_read.fetch_add(1, Ordering::Relaxed);
-            let observed = match state::read_state(&full, self.config.max_file_bytes) {
+            let observed = match state::read_state(&self.root, &path, self.config.max_file_bytes) {
                 Ok(observed) => observed,
                 Err(error) => {
                     note(inner, &by, format!("{path}: cannot be read ({error})"));
@@ -1051,14 +1065,25 @@ impl Recorder {
                 not_restored.push(format!("{path}: its contents were not recorded"));
                 continue;
             }
-            let full = self.root.join(path);
-            let now = match state::read_state(&full, self.config.max_file_bytes) {
+            let now = match state::read_state(&self.root, path, self.config.max_file_bytes) {
                 Ok(observed) => observed.state,
                 Err(error) => {
                     conflicts.push(format!("{path}: cannot be read ({error})"));
                     continue;
                 }
             };
+            // A link (or a file) made since on the way to where something is to be put
+            // back: writing there would leave the workspace.
+            if *target_state != PathState::Absent {
+                if let Some(link) = state::on_the_way(&self.root, path)
+                    .filter(|on_the_way| !plan.contains_key(on_the_way))
+                {
+                    conflicts.push(format!(
+                        "{path}: {link} is a link or a file now (changed since), so nothing is written there"
+                    ));
+                    continue;
+                }
+            }
             if now != *expected {
                 let by = inner
                     .records
@@ -1226,28 +1251,27 @@ impl Recorder {
         let mut touched: BTreeSet<String> = BTreeSet::new();
         let result = (|| -> std::io::Result<()> {
             for (path, _, _) in &removals {
-                state::remove(&self.root.join(path))?;
+                state::remove(&self.root, path)?;
                 touched.insert(path.clone());
             }
             for (path, _, _) in &dirs {
-                state::make_dir(&self.root.join(path))?;
+                state::make_dir(&self.root, path)?;
                 touched.insert(path.clone());
             }
             for (path, now, to) in &writes {
-                let full = self.root.join(path);
                 let same_contents = matches!((now, to), (PathState::File { sha256: a, .. }, PathState::File { sha256: b, .. }) if a == b);
                 if same_contents {
                     if let PathState::File { mode, .. } = to {
-                        state::set_mode(&full, *mode)?;
+                        state::set_mode(&self.root, path, *mode)?;
                     }
                 } else {
-                    state::put_back(&full, to, &inner.blobs)?;
+                    state::put_back(&self.root, path, to, &inner.blobs)?;
                 }
                 touched.insert(path.clone());
             }
             for (path, _, to) in dirs.iter().rev() {
                 if let PathState::Dir { mode } = to {
-                    state::set_mode(&self.root.join(path), *mode)?;
+                    state::set_mode(&self.root, path, *mode)?;
                 }
             }
             Ok(())
@@ -1259,7 +1283,7 @@ impl Recorder {
             if !touched.contains(path) {
                 continue;
             }
-            let observed = state::read_state(&self.root.join(path), self.config.max_file_bytes)
+            let observed = state::read_state(&self.root, path, self.config.max_file_bytes)
                 .unwrap_or(state::Observed {
                     state: PathState::Absent,
                     stamp: None,
@@ -1562,6 +1586,7 @@ mod tests {
     fn started(files: usize) -> (tempfile::TempDir, Arc<Recorder>) {
         let dir = tempfile::tempdir().unwrap();
         let work = dir.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
         for n in 0..files {
             let sub = work.join(format!("d{}", n % 20));
             std::fs::create_dir_all(&sub).unwrap();
@@ -1647,6 +1672,54 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(work.join("d2/f2")).unwrap(),
             "whose?\n"
+        );
+    }
+
+    /// A command that swaps a recorded directory for a link to a directory outside the
+    /// workspace gets nothing of what is there into the records, and an undo that would
+    /// write through the link refuses and writes nothing outside.
+    #[test]
+    fn a_link_swapped_in_for_a_directory_never_leads_a_record_or_an_undo_outside() {
+        let (dir, recorder) = started(0);
+        let work = dir.path().join("work");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret.txt"), "SECRET outside the workspace\n").unwrap();
+        std::fs::create_dir_all(work.join("d")).unwrap();
+        std::fs::write(work.join("d/secret.txt"), "inside\n").unwrap();
+        std::fs::write(work.join("d/x"), "x\n").unwrap();
+        let asker = Asker::Owner {
+            owner: "o".into(),
+            session: "s1".into(),
+        };
+        // Recorded as they are now (changes outside any call).
+        let first = recorder.hold(&call(1, "o"));
+        std::fs::remove_file(work.join("d/x")).unwrap();
+        first.finish();
+        // The attack: the directory becomes a link to outside.
+        let second = recorder.hold(&call(2, "o"));
+        std::fs::remove_dir_all(work.join("d")).unwrap();
+        std::os::unix::fs::symlink(&outside, work.join("d")).unwrap();
+        second.finish();
+        let secret = state::digest(b"SECRET outside the workspace\n");
+        for record in recorder.checkpoints(&Asker::Operator, 10) {
+            assert!(!record.to_string().contains(&secret), "{record}");
+        }
+        assert!(
+            !recorder
+                .dir
+                .join("blobs")
+                .join(&secret[..2])
+                .join(&secret[2..])
+                .exists(),
+            "the outside file's contents were kept"
+        );
+        // Undoing the first call would put d/x back through the link.
+        let refused = recorder.undo(&asker, "call-1", false, None).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::UndoConflict, "{}", refused.message);
+        assert!(
+            !outside.join("x").exists(),
+            "an undo wrote outside the workspace"
         );
     }
 

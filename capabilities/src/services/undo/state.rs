@@ -4,9 +4,12 @@
 //! how a path is put back into a state it had.
 
 use std::io::Read;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -78,6 +81,15 @@ pub struct Stamp {
 }
 
 impl Stamp {
+    pub fn of_stat(stat: &rustix::fs::Stat) -> Stamp {
+        Stamp {
+            ino: stat.st_ino,
+            size: stat.st_size as u64,
+            mtime_ns: stat.st_mtime * 1_000_000_000 + stat.st_mtime_nsec as i64,
+            ctime_ns: stat.st_ctime * 1_000_000_000 + stat.st_ctime_nsec as i64,
+        }
+    }
+
     pub fn of(meta: &std::fs::Metadata) -> Stamp {
         Stamp {
             ino: meta.ino(),
@@ -96,57 +108,128 @@ pub struct Observed {
     pub contents: Option<Vec<u8>>,
 }
 
-/// Reads what `path` is now, without following a link at its end. A file larger than
-/// `max_file_bytes` is not read (its state has no digest). A FIFO is never opened.
-pub fn read_state(path: &Path, max_file_bytes: u64) -> std::io::Result<Observed> {
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(error) if is_gone(&error) => {
-            return Ok(Observed {
-                state: PathState::Absent,
-                stamp: None,
-                contents: None,
-            })
+/// The directory a workspace path is in, opened beneath the workspace one component at a
+/// time, never through a link (`O_NOFOLLOW` on each): a link a command made on the way
+/// (`dir -> /etc`) makes the path unreachable, so nothing outside the workspace is ever
+/// read into a record or written by an undo.
+pub struct Beneath {
+    pub parent: OwnedFd,
+    pub name: String,
+}
+
+/// `rel`'s parent opened beneath `root` (see [`Beneath`]). `NotFound` when a component is
+/// missing, a link or not a directory.
+pub fn beneath(root: &Path, rel: &str) -> std::io::Result<Beneath> {
+    let directory = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    let mut parts: Vec<&str> = rel.split('/').collect();
+    let name = parts.pop().unwrap_or_default();
+    if [name]
+        .iter()
+        .chain(parts.iter())
+        .any(|part| part.is_empty() || *part == "." || *part == "..")
+    {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{rel:?} is not a path beneath the workspace"),
+        ));
+    }
+    let mut dir = rustix::fs::open(root, directory, Mode::empty())?;
+    for part in parts {
+        dir = match rustix::fs::openat(&dir, part, directory, Mode::empty()) {
+            Ok(next) => next,
+            // A link, or something other than a directory, where a directory was: the
+            // path does not lead anywhere beneath the workspace.
+            Err(error) if error == Errno::LOOP || error == Errno::NOTDIR => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("{rel}: a link or a file is on its way"),
+                ))
+            }
+            Err(error) => return Err(error.into()),
+        };
+    }
+    Ok(Beneath {
+        parent: dir,
+        name: name.to_string(),
+    })
+}
+
+/// The first directory on the way to the workspace path `rel` that is a link or not a
+/// directory now (`a/b` of `a/b/c/d`), if one is; a missing one is not (an undo may make
+/// it).
+pub fn on_the_way(root: &Path, rel: &str) -> Option<String> {
+    let directory = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    let mut parts: Vec<&str> = rel.split('/').collect();
+    parts.pop();
+    let mut dir = rustix::fs::open(root, directory, Mode::empty()).ok()?;
+    let mut walked = String::new();
+    for part in parts {
+        if !walked.is_empty() {
+            walked.push('/');
         }
+        walked.push_str(part);
+        dir = match rustix::fs::openat(&dir, part, directory, Mode::empty()) {
+            Ok(next) => next,
+            Err(Errno::NOENT) => return None,
+            Err(_) => return Some(walked),
+        };
+    }
+    None
+}
+
+fn absent() -> Observed {
+    Observed {
+        state: PathState::Absent,
+        stamp: None,
+        contents: None,
+    }
+}
+
+/// Reads what the workspace path `rel` is now, beneath `root` (see [`Beneath`]), never
+/// following a link. A file larger than `max_file_bytes` is not read (its state has no
+/// digest). A FIFO is never opened.
+pub fn read_state(root: &Path, rel: &str, max_file_bytes: u64) -> std::io::Result<Observed> {
+    let at = match beneath(root, rel) {
+        Ok(at) => at,
+        Err(error) if is_gone(&error) => return Ok(absent()),
         Err(error) => return Err(error),
     };
-    let mode = meta.permissions().mode() & 0o7777;
-    let kind = meta.file_type();
-    let state = if kind.is_symlink() {
-        let target = std::fs::read_link(path)?;
-        PathState::Symlink {
-            target: String::from_utf8_lossy(target.as_os_str().as_bytes()).into_owned(),
-        }
-    } else if kind.is_dir() {
-        PathState::Dir { mode }
-    } else if kind.is_file() {
-        if meta.len() > max_file_bytes {
-            PathState::File {
-                sha256: None,
-                size: meta.len(),
-                mode,
+    let stat = match rustix::fs::statat(&at.parent, at.name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) => stat,
+        Err(Errno::NOENT) | Err(Errno::NOTDIR) => return Ok(absent()),
+        Err(error) => return Err(error.into()),
+    };
+    let mode = stat.st_mode & 0o7777;
+    let kind = FileType::from_raw_mode(stat.st_mode);
+    let stamp = Some(Stamp::of_stat(&stat));
+    let state = match kind {
+        FileType::Symlink => {
+            let target = rustix::fs::readlinkat(&at.parent, at.name.as_str(), Vec::new())?;
+            PathState::Symlink {
+                target: String::from_utf8_lossy(target.as_bytes()).into_owned(),
             }
-        } else {
+        }
+        FileType::Directory => PathState::Dir { mode },
+        FileType::RegularFile if stat.st_size as u64 > max_file_bytes => PathState::File {
+            sha256: None,
+            size: stat.st_size as u64,
+            mode,
+        },
+        FileType::RegularFile => {
             // O_NONBLOCK and O_NOFOLLOW: what was a file when it was looked at may be a
             // FIFO or a link by now; neither hangs nor redirects the read.
-            let mut file = match std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(
-                    rustix::fs::OFlags::NONBLOCK.bits() as i32
-                        | rustix::fs::OFlags::NOFOLLOW.bits() as i32,
-                )
-                .open(path)
-            {
-                Ok(file) => file,
-                Err(error) if is_gone(&error) => {
-                    return Ok(Observed {
-                        state: PathState::Absent,
-                        stamp: None,
-                        contents: None,
-                    })
-                }
-                Err(error) => return Err(error),
+            let fd = match rustix::fs::openat(
+                &at.parent,
+                at.name.as_str(),
+                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+                Mode::empty(),
+            ) {
+                Ok(fd) => fd,
+                Err(Errno::NOENT) => return Ok(absent()),
+                Err(Errno::LOOP) => return read_state(root, rel, max_file_bytes),
+                Err(error) => return Err(error.into()),
             };
+            let mut file = std::fs::File::from(fd);
             let opened = file.metadata()?;
             if !opened.is_file() {
                 return Ok(Observed {
@@ -159,6 +242,7 @@ pub fn read_state(path: &Path, max_file_bytes: u64) -> std::io::Result<Observed>
             (&mut file)
                 .take(max_file_bytes + 1)
                 .read_to_end(&mut contents)?;
+            let mode = opened.permissions().mode() & 0o7777;
             if contents.len() as u64 > max_file_bytes {
                 return Ok(Observed {
                     state: PathState::File {
@@ -174,18 +258,17 @@ pub fn read_state(path: &Path, max_file_bytes: u64) -> std::io::Result<Observed>
                 state: PathState::File {
                     sha256: Some(digest(&contents)),
                     size: contents.len() as u64,
-                    mode: opened.permissions().mode() & 0o7777,
+                    mode,
                 },
                 stamp: Some(Stamp::of(&opened)),
                 contents: Some(contents),
             });
         }
-    } else {
-        PathState::Special
+        _ => PathState::Special,
     };
     Ok(Observed {
         state,
-        stamp: Some(Stamp::of(&meta)),
+        stamp,
         contents: None,
     })
 }
@@ -270,89 +353,118 @@ impl Blobs {
     }
 }
 
-/// A name beside `path` for a file made before it is renamed into place.
-fn temp_beside(path: &Path) -> PathBuf {
+/// A name for a file made beside its target before it is renamed into place.
+fn temp_name() -> String {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    path.with_file_name(format!(".dsh-undo.{}.{n}", std::process::id()))
+    format!(".dsh-undo.{}.{n}", std::process::id())
 }
 
-/// Removes what `path` is now (a directory must be empty by now).
-pub fn remove(path: &Path) -> std::io::Result<()> {
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(error) if is_gone(&error) => return Ok(()),
-        Err(error) => return Err(error),
+/// Removes what the workspace path `rel` is now (a directory must be empty by now).
+pub fn remove(root: &Path, rel: &str) -> std::io::Result<()> {
+    let at = beneath(root, rel)?;
+    let stat = match rustix::fs::statat(&at.parent, at.name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) => stat,
+        Err(Errno::NOENT) => return Ok(()),
+        Err(error) => return Err(error.into()),
     };
-    if meta.is_dir() {
-        std::fs::remove_dir(path)
+    let flags = if FileType::from_raw_mode(stat.st_mode) == FileType::Directory {
+        AtFlags::REMOVEDIR
     } else {
-        std::fs::remove_file(path)
-    }
+        AtFlags::empty()
+    };
+    Ok(rustix::fs::unlinkat(&at.parent, at.name.as_str(), flags)?)
 }
 
-/// Puts `path` into `state` (not `Absent`, not a directory: see [`make_dir`]): a file's
-/// kept contents or a link is made beside it and renamed over whatever is there.
-pub fn put_back(path: &Path, state: &PathState, blobs: &Blobs) -> std::io::Result<()> {
-    match state {
+/// Puts the workspace path `rel` into `state` (a file's kept contents, or a link): made
+/// beside it, then renamed over whatever is there (an empty directory is removed first).
+pub fn put_back(root: &Path, rel: &str, state: &PathState, blobs: &Blobs) -> std::io::Result<()> {
+    let at = beneath(root, rel)?;
+    let temp = temp_name();
+    let made: std::io::Result<()> = match state {
         PathState::File {
             sha256: Some(sha),
             mode,
             ..
-        } => {
+        } => (|| {
             let contents = blobs.get(sha)?;
-            let temp = temp_beside(path);
-            let written = (|| {
-                let mut file = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .open(&temp)?;
-                std::io::Write::write_all(&mut file, &contents)?;
-                file.set_permissions(std::fs::Permissions::from_mode(*mode))?;
-                file.sync_data()
-            })();
-            finish_rename(written, &temp, path)
-        }
+            let fd = rustix::fs::openat(
+                &at.parent,
+                temp.as_str(),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600),
+            )?;
+            let mut file = std::fs::File::from(fd);
+            std::io::Write::write_all(&mut file, &contents)?;
+            rustix::fs::fchmod(&file, Mode::from_raw_mode(*mode))?;
+            file.sync_data()
+        })(),
         PathState::Symlink { target } => {
-            let temp = temp_beside(path);
-            let made = std::os::unix::fs::symlink(target, &temp);
-            finish_rename(made, &temp, path)
+            rustix::fs::symlinkat(target.as_str(), &at.parent, temp.as_str()).map_err(Into::into)
         }
         _ => Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             "this state is not put back by a write",
         )),
-    }
-}
-
-fn finish_rename(made: std::io::Result<()>, temp: &Path, path: &Path) -> std::io::Result<()> {
+    };
     let renamed = made.and_then(|()| {
-        // A directory where the file goes is empty by now (its contents went first).
-        if std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir()) {
-            std::fs::remove_dir(path)?;
+        if rustix::fs::statat(&at.parent, at.name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::Directory)
+        {
+            rustix::fs::unlinkat(&at.parent, at.name.as_str(), AtFlags::REMOVEDIR)?;
         }
-        std::fs::rename(temp, path)
+        Ok(rustix::fs::renameat(
+            &at.parent,
+            temp.as_str(),
+            &at.parent,
+            at.name.as_str(),
+        )?)
     });
     if renamed.is_err() {
-        let _ = std::fs::remove_file(temp);
+        let _ = rustix::fs::unlinkat(&at.parent, temp.as_str(), AtFlags::empty());
     }
     renamed
 }
 
-/// Makes `path` a directory (replacing a file or link there); its mode is set later.
-pub fn make_dir(path: &Path) -> std::io::Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => return Ok(()),
-        Ok(_) => std::fs::remove_file(path)?,
-        Err(error) if is_gone(&error) => {}
-        Err(error) => return Err(error),
+/// Makes the workspace path `rel` a directory (replacing a file or link there); its mode
+/// is set later.
+pub fn make_dir(root: &Path, rel: &str) -> std::io::Result<()> {
+    let at = beneath(root, rel)?;
+    match rustix::fs::statat(&at.parent, at.name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) if FileType::from_raw_mode(stat.st_mode) == FileType::Directory => return Ok(()),
+        Ok(_) => rustix::fs::unlinkat(&at.parent, at.name.as_str(), AtFlags::empty())?,
+        Err(Errno::NOENT) => {}
+        Err(error) => return Err(error.into()),
     }
-    std::fs::create_dir(path)
+    Ok(rustix::fs::mkdirat(
+        &at.parent,
+        at.name.as_str(),
+        Mode::from_raw_mode(0o700),
+    )?)
 }
 
-/// Sets `path`'s permission bits (never following a link: only files and directories
-/// get here).
-pub fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+/// Sets the permission bits of the workspace path `rel` (a file or a directory, opened
+/// without following a link).
+pub fn set_mode(root: &Path, rel: &str, mode: u32) -> std::io::Result<()> {
+    let at = beneath(root, rel)?;
+    let fd = rustix::fs::openat(
+        &at.parent,
+        at.name.as_str(),
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    // fchmod takes no O_PATH descriptor; its /proc name reaches the inode opened, not a
+    // path a command could swap.
+    let stat = rustix::fs::fstat(&fd)?;
+    if FileType::from_raw_mode(stat.st_mode) == FileType::Symlink {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{rel} is a link"),
+        ));
+    }
+    use std::os::fd::AsRawFd;
+    std::fs::set_permissions(
+        format!("/proc/self/fd/{}", fd.as_raw_fd()),
+        std::fs::Permissions::from_mode(mode),
+    )
 }
