@@ -380,6 +380,15 @@ impl<S> CallCtx<'_, S> {
         )
     }
 
+    /// Attributes what the caller's job `job` (started by this call) changes in the
+    /// workspace to this call, until the job ends (`[undo]`).
+    pub fn record_job_under_this_call(&self, job: &str) {
+        let hold = self.foundation.undo.hold(&undo::CallRef::of(self.call));
+        self.foundation
+            .jobs
+            .hold_workspace_changes(&self.call.owner, job, hold);
+    }
+
     /// Runs `work`, the host call `name` (`process.run`, `lsp.query`, …): its wall time
     /// counts as host time, not the guest's, and with traces on it is a span of its own
     /// under the call's stage.

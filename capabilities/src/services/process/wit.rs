@@ -61,13 +61,7 @@ impl Host for CallCtx<'_, Own> {
             self.network(),
         )?;
         // What the job changes in the workspace is this call's doing.
-        let hold = self
-            .foundation
-            .undo
-            .hold(&crate::services::undo::CallRef::of(self.call));
-        self.foundation
-            .jobs
-            .hold_workspace_changes(&self.call.owner, &job, hold);
+        self.record_job_under_this_call(&job);
         Ok(job)
     }
 }

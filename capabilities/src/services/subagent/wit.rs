@@ -56,13 +56,7 @@ impl Host for CallCtx<'_, Own> {
         let _span = crate::traces::host_call_span("subagent.start").entered();
         let job = self.service.start(self.call, task(request))?;
         // What the subagent's steps change is this call's doing too, until it ends.
-        let hold = self
-            .foundation
-            .undo
-            .hold(&crate::services::undo::CallRef::of(self.call));
-        self.foundation
-            .jobs
-            .hold_workspace_changes(&self.call.owner, &job, hold);
+        self.record_job_under_this_call(&job);
         Ok(job)
     }
 }
