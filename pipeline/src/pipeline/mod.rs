@@ -527,12 +527,11 @@ impl Pipeline {
             ),
         )
         .await;
-        let changed = if changes.is_idle() {
-            changes.finish()
-        } else {
-            tokio::task::spawn_blocking(move || changes.finish())
+        let changed = match changes.finish_if_idle() {
+            Ok(line) => line,
+            Err(changes) => tokio::task::spawn_blocking(move || changes.finish())
                 .await
-                .unwrap_or(None)
+                .unwrap_or(None),
         };
         let result = stage(metrics, Stage::Filters, async {
             let result = configured

@@ -863,9 +863,13 @@ impl Recorder {
     /// line for the call's result when `line` is asked.
     fn release(&self, key: &Arc<str>, line: bool) -> Option<String> {
         let mut inner = self.inner.lock().unwrap();
+        self.release_locked(&mut inner, key, line)
+    }
+
+    fn release_locked(&self, inner: &mut Inner, key: &Arc<str>, line: bool) -> Option<String> {
         inner.watch.as_ref()?;
-        self.take_events(&mut inner);
-        self.resolve(&mut inner, |by| by.contains(key));
+        self.take_events(inner);
+        self.resolve(inner, |by| by.contains(key));
         let live = inner.live.get_mut(key)?;
         live.holds -= 1;
         let still_held = live.holds > 0;
@@ -898,7 +902,7 @@ impl Recorder {
                 not_recorded,
                 undoes,
             };
-            lost = self.write_segment(&mut inner, segment);
+            lost = self.write_segment(inner, segment);
         }
         if !line {
             return None;
@@ -1536,21 +1540,29 @@ impl ActivityHold {
         }
     }
 
-    /// Whether ending it reads nothing: no path is marked for it and it has no change
-    /// waiting (the pipeline then ends it inline, not on the blocking pool).
-    pub fn is_idle(&self) -> bool {
-        let Some(key) = &self.key else {
-            return true;
+    /// Ends the hold at once when that reads nothing (no path is marked for it and it
+    /// has no change waiting), under one lock: its line, as [`ActivityHold::finish`]
+    /// gives it. Otherwise gives the hold back, for [`ActivityHold::finish`] on the
+    /// blocking pool.
+    pub fn finish_if_idle(mut self) -> Result<Option<String>, ActivityHold> {
+        let Some(key) = self.key.take() else {
+            return Ok(None);
         };
-        let mut inner = self.recorder.inner.lock().unwrap();
-        self.recorder.take_events(&mut inner);
-        let waiting = inner.live.get(key).is_some_and(|live| {
+        let recorder = self.recorder.clone();
+        let mut inner = recorder.inner.lock().unwrap();
+        recorder.take_events(&mut inner);
+        let waiting = inner.live.get(&key).is_some_and(|live| {
             !live.changes.is_empty()
                 || !live.not_recorded.is_empty()
                 || !live.ignored.is_empty()
                 || !live.undoes.is_empty()
         });
-        !waiting && !inner.dirty.values().any(|by| by.contains(key))
+        if waiting || inner.dirty.values().any(|by| by.contains(&key)) {
+            drop(inner);
+            self.key = Some(key);
+            return Err(self);
+        }
+        Ok(recorder.release_locked(&mut inner, &key, true))
     }
 }
 
