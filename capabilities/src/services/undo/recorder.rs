@@ -548,19 +548,11 @@ impl Recorder {
             }
         }
         if !changed.is_empty() {
-            inner.outside_count += 1;
-            let segment = Segment {
-                id: format!("{}-{}", self.outside_prefix, inner.outside_count),
-                owner: None,
-                tool: None,
-                seq: inner.records.next_seq,
-                at_ms: now_ms(),
-                changes: changed,
-                not_recorded: vec!["changed while no dsh watched the workspace".into()],
-                undoes: Vec::new(),
-            };
-            let _ = inner.journal.append(&segment);
-            inner.journal.catch_up(&mut inner.records);
+            self.write_outside(
+                inner,
+                changed,
+                vec!["changed while no dsh watched the workspace".into()],
+            );
         }
         // Records past `[undo] days_kept` go, and the contents only they held.
         let oldest = now_ms().saturating_sub(u64::from(self.config.days_kept) * 86_400_000);
@@ -826,21 +818,31 @@ impl Recorder {
         if changes.is_empty() {
             return;
         }
+        tracing::debug!(
+            paths = changes.len(),
+            "the workspace changed while no call ran"
+        );
+        self.write_outside(inner, changes, Vec::new());
+    }
+
+    /// Writes `changes` as a record of their own, made by no call.
+    fn write_outside(
+        &self,
+        inner: &mut Inner,
+        changes: BTreeMap<String, Change>,
+        not_recorded: Vec<String>,
+    ) {
         inner.outside_count += 1;
         let segment = Segment {
             id: format!("{}-{}", self.outside_prefix, inner.outside_count),
             owner: None,
             tool: None,
-            seq: inner.records.next_seq,
+            seq: 0,
             at_ms: now_ms(),
             changes,
-            not_recorded: Vec::new(),
+            not_recorded,
             undoes: Vec::new(),
         };
-        tracing::debug!(
-            paths = segment.changes.len(),
-            "the workspace changed while no call ran"
-        );
         self.write_segment(inner, segment);
     }
 
