@@ -76,6 +76,10 @@ macro_rules! for_each_error_code {
             /// owner's call or something outside dsh changed one of its paths since. The
             /// message names each path and what changed it; nothing was changed.
             UndoConflict = "UNDO_CONFLICT", wit;
+            /// A person holds the terminal session (they took it over in the console or
+            /// with `dsh attach --write`): nothing was sent. `terminal_read` still works;
+            /// sends work again once they release it.
+            TerminalHeld = "TERMINAL_HELD", wit;
             /// The host is at its concurrency limit and its admission queue is full: the
             /// call never started; the same call may work a little later. Plugins never
             /// see it (it is given before any plugin runs).

@@ -16,6 +16,7 @@ pub use dsh_capabilities::{
 pub use dsh_engine::{config, engine, metrics, registry, session};
 pub use dsh_pipeline::{config_watch, host, pipeline, reload};
 
+pub mod console;
 pub mod control;
 pub mod mcp;
 #[cfg(test)]

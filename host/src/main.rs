@@ -80,6 +80,13 @@ enum Command {
     /// dsh changed one of those paths since; --and-later undoes the later calls that
     /// changed them too. The undo is itself recorded, so it can be undone.
     Undo(cli::undo::UndoArgs),
+    /// Attach this terminal to a running server's terminal session (Ctrl-] detaches)
+    ///
+    /// Shows the session's screen, then its output as it comes; with --write, what you
+    /// type goes into it (the agent's sends are refused meanwhile) and it takes this
+    /// terminal's size until you detach. --list lists every session of every running
+    /// server. Refused to another user and to any process dsh itself started.
+    Attach(cli::attach::Args),
 }
 
 fn main() -> ExitCode {
@@ -212,5 +219,6 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plugin(args) => cli::plugin::run(globals, args).await,
         Command::Checkpoints(args) => cli::undo::checkpoints(globals, args).await,
         Command::Undo(args) => cli::undo::undo(globals, args).await,
+        Command::Attach(args) => cli::attach::run(globals, args).await,
     }
 }

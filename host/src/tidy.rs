@@ -37,8 +37,8 @@ const LAYERS: &[&[&str]] = &[
     &["pipeline"],
     // Assembly: a host, and what keeps it current or lets the CLI ask it.
     &["host", "reload", "config_watch", "control", "upgrade"],
-    // The MCP front end.
-    &["mcp"],
+    // The front ends: MCP, and the operator's console beside it on the HTTP listener.
+    &["mcp", "console"],
 ];
 
 /// Macros exported at the crate root, and the module that defines each.

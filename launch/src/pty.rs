@@ -59,6 +59,22 @@ pub fn foreground_group(master: BorrowedFd<'_>) -> Option<i32> {
     (pgid > 0).then_some(pgid)
 }
 
+/// Sets the terminal's size (`TIOCSWINSZ` on its master): the kernel tells the
+/// terminal's foreground process group with `SIGWINCH`.
+pub fn resize(master: BorrowedFd<'_>, cols: u16, rows: u16) -> std::io::Result<()> {
+    let size = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one winsize from a valid pointer; the descriptor is open.
+    if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &size) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// One `write` of `bytes` to `fd` (how many it took; `WouldBlock` when the terminal's
 /// input queue is full).
 pub fn write(fd: BorrowedFd<'_>, bytes: &[u8]) -> std::io::Result<usize> {

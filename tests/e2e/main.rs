@@ -8,6 +8,7 @@ mod support;
 
 mod admission;
 mod agent_clients;
+mod attach;
 mod bash_tool;
 mod confined_view;
 mod container_executor;

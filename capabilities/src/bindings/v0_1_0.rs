@@ -150,7 +150,8 @@ impl From<HostCode> for old::types::ErrorCode {
             HostCode::CapabilityDenied => O::CapabilityDenied,
             HostCode::NotFound => O::NotFound,
             HostCode::NotOwner => O::NotOwner,
-            HostCode::SendActive => O::SendActive,
+            // A person at the terminal is, to a 0.1.0 plugin, another send under way.
+            HostCode::SendActive | HostCode::TerminalHeld => O::SendActive,
             HostCode::SessionClosing => O::SessionClosing,
             HostCode::LspUnavailable => O::LspUnavailable,
             HostCode::LimitExceeded | HostCode::Busy => O::LimitExceeded,

@@ -19,6 +19,7 @@ pub mod handover;
 pub mod jobs;
 pub mod log;
 pub mod lsp;
+pub mod people;
 pub mod process;
 pub mod progress;
 pub mod resource_changes;
@@ -263,6 +264,11 @@ pub trait Capability: Sized + Clone + std::fmt::Debug + Send + Sync + 'static {
         Vec::new()
     }
 
+    /// The terminal sessions it lets a person watch and take over (none by default).
+    fn for_people(&self) -> Option<Arc<dyn people::PeopleTerminals>> {
+        None
+    }
+
     /// Takes the pipeline, once the host has one: a capability that makes calls of its
     /// own (the subagents) keeps it; the rest ignore it.
     fn attach(&self, _pipeline: &Arc<dyn ToolRunner>) {}
@@ -425,6 +431,9 @@ macro_rules! define_services {
             foundation: Foundation,
             /// Every capability's kinds of resource, in list order.
             resources: Arc<[Arc<dyn resources::ResourceSource>]>,
+            /// The terminal sessions a person may watch and take over, if a capability
+            /// offers them.
+            people: Option<Arc<dyn people::PeopleTerminals>>,
         }
 
         /// Every capability's `dsh.toml` section.
@@ -480,11 +489,14 @@ macro_rules! define_services {
                 $(let $name = <$ty as Capability>::start(&config.$name, &foundation)?;)*
                 let mut resources = Vec::new();
                 $(resources.extend(<$ty as Capability>::resources(&$name));)*
+                let mut people = None;
+                $(people = people.or_else(|| <$ty as Capability>::for_people(&$name));)*
                 Ok(Services {
                     $($name,)*
                     releases: Arc::default(),
                     changes: foundation.jobs.changes().clone(),
                     resources: resources.into(),
+                    people,
                     foundation,
                 })
             }
@@ -503,6 +515,12 @@ macro_rules! define_services {
             /// Every capability's kinds of resource, in list order.
             pub fn resources(&self) -> &[Arc<dyn resources::ResourceSource>] {
                 &self.resources
+            }
+
+            /// The terminal sessions a person may watch and take over (the console,
+            /// `dsh attach`), if a capability offers them.
+            pub fn for_people(&self) -> Option<&Arc<dyn people::PeopleTerminals>> {
+                self.people.as_ref()
             }
 
             /// What keeps the host from being upgraded now (empty when nothing does).

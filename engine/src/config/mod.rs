@@ -113,6 +113,7 @@
 //! http_header_timeout_ms = 10000 # a request head not complete this long after the
 //!                               # connection opened or its last response: closed
 //! http_body_timeout_ms = 30000  # a request body not complete this long after its head: 408
+//! http_console_login_ms = 43200000  # a console login (DSH_CONSOLE_TOKEN) lasts this long
 //! http_allowed_origins = []     # browser origins allowed besides loopback ones, e.g.
 //!                               # "https://app.example", "http://dev.example:*"; others: 403
 //! http_scope_tokens = {}        # more scopes served over HTTP, each to its own token, e.g.

@@ -73,6 +73,8 @@ pub struct HttpConfig {
     pub header_timeout_ms: u64,
     /// A request whose body is not complete this long after its head gets 408.
     pub body_timeout_ms: u64,
+    /// How long a console login lasts (its cookie's life): `http_console_login_ms`.
+    pub console_login_ms: u64,
     /// Browser origins (`Origin`) allowed besides loopback ones: `scheme://host` (the
     /// scheme's default port), `scheme://host:PORT`, `scheme://host:*` or `null`.
     /// A request with any other `Origin` gets 403; one with no `Origin` passes.
@@ -121,6 +123,7 @@ impl Default for ServeConfig {
                 max_connections: 256,
                 header_timeout_ms: 10_000,
                 body_timeout_ms: 30_000,
+                console_login_ms: 12 * 3_600_000,
                 allowed_origins: Vec::new(),
                 scope_tokens: BTreeMap::new(),
                 principals: BTreeMap::new(),
@@ -144,6 +147,7 @@ struct ServeKeys {
     http_max_connections: usize,
     http_header_timeout_ms: u64,
     http_body_timeout_ms: u64,
+    http_console_login_ms: u64,
     http_allowed_origins: Vec<String>,
     http_scope_tokens: BTreeMap<String, String>,
     http_principals: BTreeMap<String, HttpPrincipal>,
@@ -179,6 +183,7 @@ impl Default for ServeKeys {
             http_max_connections: http.max_connections,
             http_header_timeout_ms: http.header_timeout_ms,
             http_body_timeout_ms: http.body_timeout_ms,
+            http_console_login_ms: http.console_login_ms,
             http_allowed_origins: http.allowed_origins,
             http_scope_tokens: http.scope_tokens,
             http_principals: http.principals,
@@ -212,6 +217,7 @@ impl From<ServeKeys> for ServeConfig {
                 max_connections: keys.http_max_connections,
                 header_timeout_ms: keys.http_header_timeout_ms,
                 body_timeout_ms: keys.http_body_timeout_ms,
+                console_login_ms: keys.http_console_login_ms,
                 allowed_origins: keys.http_allowed_origins,
                 scope_tokens: keys.http_scope_tokens,
                 principals: keys.http_principals,
@@ -233,6 +239,7 @@ impl ServeConfig {
             ("http_max_connections", http.max_connections as u64),
             ("http_header_timeout_ms", http.header_timeout_ms),
             ("http_body_timeout_ms", http.body_timeout_ms),
+            ("http_console_login_ms", http.console_login_ms),
         ] {
             if value == 0 {
                 return Err(format!("serve.{key} must be at least 1"));

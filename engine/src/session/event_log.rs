@@ -41,8 +41,8 @@ pub struct EventLog {
     /// The longest line written so far (up to [`MAX_LINE_HINT`]): the next line's
     /// buffer starts that big.
     longest_line: AtomicUsize,
-    /// Told of each line written, when set.
-    tap: RwLock<Option<Arc<dyn EventTap>>>,
+    /// Told of each line written, by name (the observers, the console).
+    tap: RwLock<Vec<(&'static str, Arc<dyn EventTap>)>>,
     tapped: AtomicBool,
 }
 
@@ -64,16 +64,20 @@ impl EventLog {
             path: path.to_path_buf(),
             file: Mutex::new(None),
             longest_line: AtomicUsize::new(256),
-            tap: RwLock::new(None),
+            tap: RwLock::new(Vec::new()),
             tapped: AtomicBool::new(false),
         }
     }
 
-    /// Tells `tap` of every line written from now on (`None`: nobody).
-    pub fn set_tap(&self, tap: Option<Arc<dyn EventTap>>) {
+    /// Tells `tap` of every line written from now on, in place of the tap named `name`
+    /// (`None`: no tap of that name any more).
+    pub fn set_tap(&self, name: &'static str, tap: Option<Arc<dyn EventTap>>) {
         let mut current = self.tap.write().unwrap_or_else(|e| e.into_inner());
-        self.tapped.store(tap.is_some(), Ordering::Release);
-        *current = tap;
+        current.retain(|(named, _)| *named != name);
+        if let Some(tap) = tap {
+            current.push((name, tap));
+        }
+        self.tapped.store(!current.is_empty(), Ordering::Release);
     }
 
     fn open(&self) -> std::io::Result<File> {
@@ -161,8 +165,8 @@ impl EventLog {
         *file = Some(opened);
         drop(file);
         if self.tapped.load(Ordering::Acquire) {
-            let tap = self.tap.read().unwrap_or_else(|e| e.into_inner()).clone();
-            if let Some(tap) = tap {
+            let taps = self.tap.read().unwrap_or_else(|e| e.into_inner());
+            for (_, tap) in taps.iter() {
                 tap.written(event, &line[..line.len() - 1]);
             }
         }

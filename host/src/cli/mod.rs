@@ -3,6 +3,7 @@
 //! host started from them, the running server a command asks, the signals that end a
 //! command. Part of the binary: errors here are `anyhow`, output goes to stdout.
 
+pub mod attach;
 pub mod call;
 pub mod plugin;
 pub mod plugin_new;

@@ -12,6 +12,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use dsh::config_watch::{ConfigStatus, LiveConfig};
+use dsh::console::CONSOLE_PATH;
 use dsh::control::{Answer, ControlSocket};
 use dsh::host::Host;
 use dsh::mcp::http::{generate_token, serve_http, HttpResume, ServedScope, MCP_PATH, METRICS_PATH};
@@ -94,6 +95,7 @@ pub async fn run(globals: &Globals, args: Args) -> anyhow::Result<ExitCode> {
         &globals.state_dir(),
         control_answer(&host, live),
         Some(upgrade_asks.clone()),
+        host.services.for_people().cloned(),
     )
     .inspect_err(|error| tracing::warn!(%error, "`dsh plugins` will not see this server"))
     .ok();
@@ -243,7 +245,8 @@ fn control_answer(host: &Host, live: Option<Arc<LiveConfig>>) -> Answer {
             "last_upgrade": dsh::upgrade::last_upgrade(),
         })),
         other => Err(format!(
-            "unknown request {other:?} (known: plugins, stats, version, upgrade)"
+            "unknown request {other:?} (known: plugins, stats, version, upgrade, terminals, \
+             attach)"
         )),
     })
 }
@@ -278,6 +281,30 @@ fn metrics_token(scopes: &[ServedScope]) -> anyhow::Result<String> {
         );
     }
     Ok(token)
+}
+
+/// The console, when `$DSH_CONSOLE_TOKEN` is set: its token must be its own.
+fn console(
+    scopes: &[ServedScope],
+    metrics_token: &str,
+) -> anyhow::Result<Option<Arc<dsh::console::Console>>> {
+    let token = match std::env::var("DSH_CONSOLE_TOKEN") {
+        Ok(token) if !token.is_empty() => token,
+        _ => return Ok(None),
+    };
+    let Some(first) = scopes.first() else {
+        return Ok(None);
+    };
+    let mut others: Vec<(String, String)> = scopes
+        .iter()
+        .map(|s| (format!("scope {}", s.principal), s.token.clone()))
+        .collect();
+    others.push(("the metrics".into(), metrics_token.to_string()));
+    Ok(Some(dsh::console::Console::open(
+        first.server.host.clone(),
+        token,
+        &others,
+    )?))
 }
 
 /// The scopes served over HTTP: `--scope` to `$DSH_HTTP_TOKEN`, then each of
@@ -413,10 +440,15 @@ async fn serve_http_until_signal(
             .collect();
         eprintln!("dsh: principals {}", names.join(", "));
     }
+    let console = console(&scopes, &metrics_token)?;
+    if console.is_some() {
+        eprintln!("dsh: console on http://{local}{CONSOLE_PATH} (log in with $DSH_CONSOLE_TOKEN)");
+    }
     let shutdown = CancellationToken::new();
     let serving = tokio::spawn(serve_http(
         scopes,
         metrics_token,
+        console,
         listener,
         shutdown.clone(),
         Some(upgrades),

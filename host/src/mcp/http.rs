@@ -125,9 +125,11 @@ pub struct HttpResume {
 /// tokens; clients come back on new connections with their session ids. An upgrade that
 /// does not happen goes back to accepting. `resume` holds what the binary before handed
 /// over.
+#[allow(clippy::too_many_arguments)] // the server's parts, each from its own owner
 pub async fn serve_http(
     scopes: Vec<ServedScope>,
     metrics_token: String,
+    console: Option<Arc<crate::console::Console>>,
     listener: tokio::net::TcpListener,
     shutdown: CancellationToken,
     mut upgrades: Option<tokio::sync::mpsc::Receiver<crate::upgrade::UpgradeAsk>>,
@@ -222,10 +224,13 @@ pub async fn serve_http(
             max_body_bytes: serve.http.max_request_bytes,
             body_timeout: Duration::from_millis(serve.http.body_timeout_ms),
         });
-        let router = axum::Router::new()
+        let mut router = axum::Router::new()
             .route(MCP_PATH, axum::routing::any(serve_in_scope))
             .with_state(Arc::new(services))
             .layer(axum::middleware::from_fn_with_state(admission, admit));
+        if let Some(console) = &console {
+            router = router.merge(console.router());
+        }
         let stop = CancellationToken::new();
         let serving = connections::serve(listener, router, limits, shutdown.clone(), stop.clone());
         tokio::pin!(serving);
@@ -537,7 +542,7 @@ fn bearer_token(value: &str) -> Option<&str> {
 }
 
 /// Compares without stopping at the first difference, so timing does not leak the token.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

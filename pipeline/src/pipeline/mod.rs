@@ -33,6 +33,7 @@
 //! reads it once, with the registry's catalog, and finishes under both.
 
 pub mod admission;
+pub mod approvals;
 pub mod paths;
 pub mod s1_gate;
 pub mod s2_guards;
@@ -143,6 +144,8 @@ pub struct Pipeline {
     admission: admission::Admission,
     /// The observer components' tasks (see [`s6_observe::ObserverSet`]).
     observer_tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The guards' asks waiting for an answer, for the console ([`approvals`]).
+    pub approvals: Arc<approvals::ApprovalBoard>,
 }
 
 /// A call's result and how many times its tool ran (0 when it never got that far, or
@@ -193,6 +196,7 @@ impl Pipeline {
             loads: tokio::sync::Mutex::new(()),
             admission,
             observer_tasks: Default::default(),
+            approvals: Arc::default(),
         };
         pipeline.start_observers(&pipeline.config());
         pipeline
@@ -217,7 +221,7 @@ impl Pipeline {
             tasks.extend(started);
             set as Arc<dyn crate::session::event_log::EventTap>
         });
-        self.session.events.set_tap(tap);
+        self.session.events.set_tap("observers", tap);
     }
 
     /// Starts the observers the configuration in force names again (after
@@ -231,7 +235,7 @@ impl Pipeline {
     /// what they were given (a host that ends: `dsh call` after its call, `dsh serve`
     /// after its last request). Records written after this reach no observer.
     pub async fn close_observers(&self, within: Duration) {
-        self.session.events.set_tap(None);
+        self.session.events.set_tap("observers", None);
         let tasks = std::mem::take(
             &mut *self
                 .observer_tasks
@@ -453,7 +457,11 @@ impl Pipeline {
             configured.guards.check(
                 &self.runtime,
                 &catalog,
-                &self.session.events,
+                s2_guards::Asking {
+                    events: &self.session.events,
+                    approvals: &self.approvals,
+                    console_wait: Duration::from_millis(config.serve.approval_timeout_ms),
+                },
                 request,
                 args_json,
                 &tool,

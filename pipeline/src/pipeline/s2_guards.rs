@@ -55,12 +55,13 @@ impl GuardChain {
         &self,
         runtime: &Runtime,
         catalog: &Catalog,
-        events: &EventLog,
+        asking: Asking<'_>,
         request: &CallRequest,
         args_json: &str,
         tool: &RegisteredTool,
         context: &CallContext,
     ) -> Result<Option<Rewrite>, ToolError> {
+        let events = asking.events;
         if self.order.is_empty() {
             return Ok(None);
         }
@@ -93,7 +94,7 @@ impl GuardChain {
                     let args = rewritten
                         .as_ref()
                         .map_or(&request.args, |rewrite| &rewrite.args);
-                    ask(events, request, args, name, &reason, tool_name, context).await?;
+                    ask(&asking, request, args, name, &reason, tool_name, context).await?;
                 }
                 Ok(Verdict::Rewrite(new_args)) => {
                     let args = check_rewrite(tool, name, &new_args)?;
@@ -152,9 +153,19 @@ fn check_rewrite(tool: &RegisteredTool, guard: &str, text: &str) -> Result<Value
     Ok(crate::pipeline::paths::normalized(&tool.spec.input_schema, &args).unwrap_or(args))
 }
 
-/// Puts a guard's `ask` to the call's approver and records the decision.
+/// Where a guard's `ask` goes: the call's approver, and the console's board.
+#[derive(Clone, Copy)]
+pub struct Asking<'a> {
+    pub events: &'a EventLog,
+    pub approvals: &'a super::approvals::ApprovalBoard,
+    /// How long the console alone is waited for (`[serve] approval_timeout_ms`).
+    pub console_wait: std::time::Duration,
+}
+
+/// Puts a guard's `ask` to the call's approver and to the console, takes the first
+/// answer, and records the decision and who gave it.
 async fn ask(
-    events: &EventLog,
+    asking: &Asking<'_>,
     request: &CallRequest,
     args: &Value,
     guard: &str,
@@ -162,21 +173,63 @@ async fn ask(
     tool: &str,
     context: &CallContext,
 ) -> Result<(), ToolError> {
-    let (approval, channel) = match &request.approver {
-        Some(approver) => {
-            let question = ApprovalRequest {
-                guard,
-                reason,
-                tool,
-                args,
-            };
-            (approver.approve(question).await, approver.channel())
+    let mut posted =
+        asking
+            .approvals
+            .post(&request.owner, &context.call_id, tool, args, guard, reason);
+    let asked = async {
+        match &request.approver {
+            Some(approver) => {
+                let question = ApprovalRequest {
+                    guard,
+                    reason,
+                    tool,
+                    args,
+                };
+                (approver.approve(question).await, approver.channel())
+            }
+            None => (
+                Approval::Unavailable("this caller has no way to approve".into()),
+                "none",
+            ),
         }
-        None => (
-            Approval::Unavailable("this caller has no way to approve".into()),
-            "none",
-        ),
     };
+    let person = |answer: super::approvals::PersonAnswer| {
+        let approval = match answer.approve {
+            true => Approval::Approved,
+            false => Approval::Denied,
+        };
+        (approval, "console", answer.note)
+    };
+    let (approval, channel, note) = match posted.as_mut() {
+        None => {
+            let (approval, channel) = asked.await;
+            (approval, channel, None)
+        }
+        Some(posted) => {
+            let wait = asking.console_wait;
+            tokio::select! {
+                (approval, channel) = asked => match approval {
+                    // Nobody the call could ask: the console alone answers.
+                    Approval::Unavailable(why) => match posted.answered(wait).await {
+                        Some(answer) => person(answer),
+                        None => (
+                            Approval::Unavailable(format!(
+                                "{why}, and nobody answered in the console within {} s",
+                                wait.as_secs()
+                            )),
+                            channel,
+                            None,
+                        ),
+                    },
+                    approval => (approval, channel, None),
+                },
+                Some(answer) = posted.answered(wait) => person(answer),
+            }
+        }
+    };
+    drop(posted);
+    let events = asking.events;
     let decision = match &approval {
         Approval::Approved => "approved",
         Approval::Denied => "denied",
@@ -191,13 +244,18 @@ async fn ask(
             "reason": reason,
             "decision": decision,
             "channel": channel,
+            "owner": &*request.owner,
+            "note": note,
         }),
     );
     match approval {
         Approval::Approved => Ok(()),
-        Approval::Denied => Err(denied(format!(
-            "guard {guard} asked for approval ({reason}) and it was refused"
-        ))),
+        Approval::Denied => Err(denied(match &note {
+            Some(note) if !note.is_empty() => format!(
+                "guard {guard} asked for approval ({reason}) and it was refused: {note}"
+            ),
+            _ => format!("guard {guard} asked for approval ({reason}) and it was refused"),
+        })),
         Approval::Unavailable(why) => Err(denied(format!(
             "approval required: guard {guard} asks for approval ({reason}), and none could be given: {why}"
         ))),

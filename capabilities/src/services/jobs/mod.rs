@@ -893,6 +893,17 @@ impl JobRegistry {
             .collect()
     }
 
+    /// Every owner's jobs, oldest first, for the operator (the console).
+    pub fn every_job(&self) -> Vec<(Arc<str>, JobInfo)> {
+        let mut table = self.table.lock().unwrap();
+        self.retire(&mut table);
+        table
+            .order
+            .values()
+            .map(|job| (job.owner.clone(), job.info()))
+            .collect()
+    }
+
     /// Reads a job's output from `since`, waiting up to `wait` for something new.
     pub async fn output(
         &self,

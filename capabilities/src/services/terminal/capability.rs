@@ -33,6 +33,7 @@ impl Capability for Arc<TerminalService> {
             ErrorCode::LimitExceeded,
             ErrorCode::SendActive,
             ErrorCode::SessionClosing,
+            ErrorCode::TerminalHeld,
             ErrorCode::Timeout,
         ],
     };
@@ -66,6 +67,10 @@ impl Capability for Arc<TerminalService> {
                         .into(),
             },
         })]
+    }
+
+    fn for_people(&self) -> Option<Arc<dyn crate::services::people::PeopleTerminals>> {
+        Some(self.clone())
     }
 
     fn pause(&self) -> HandoverFuture<'_, Result<(), HandoverError>> {

@@ -99,6 +99,7 @@ impl TerminalService {
         let mut sessions = Vec::new();
         for session in table.sessions.values() {
             let master = session.master.get_ref().as_raw_fd();
+            let size = *session.size.lock().unwrap();
             let (scrollback, total, screen, exited, exit_code) = {
                 let mut output = session.output.lock().unwrap();
                 let screen = output.screen_state();
@@ -122,8 +123,8 @@ impl TerminalService {
                     .created_at
                     .duration_since(UNIX_EPOCH)
                     .map_or(0, |d| d.as_millis() as u64),
-                cols: session.size.0,
-                rows: session.size.1,
+                cols: size.0,
+                rows: size.1,
                 leader: session.leader,
                 reaped: session.reaped.load(Ordering::Acquire),
                 master,
@@ -196,7 +197,7 @@ impl TerminalService {
                 shell: handed.shell,
                 cwd: handed.cwd,
                 created_at: UNIX_EPOCH + Duration::from_millis(handed.created_at_ms),
-                size: (handed.cols, handed.rows),
+                size: std::sync::Mutex::new((handed.cols, handed.rows)),
                 leader: handed.leader,
                 reaped: AtomicBool::new(handed.reaped || child.is_none()),
                 master,
@@ -209,6 +210,9 @@ impl TerminalService {
                 scrollback_bytes: self.config.scrollback_bytes.max(1024),
                 private_tmp: handed.private_tmp.clone(),
                 last_sender: Mutex::new(None),
+                // A person's hold ends with the connection it came on: not handed over.
+                person: Mutex::new(None),
+                viewed: tokio::sync::watch::Sender::new(0),
             });
             if !handed.exited {
                 let reader = tokio::spawn(read_loop(session.clone()));

@@ -22,13 +22,15 @@
 //!   timeout, exit), incrementally;
 //! - `views`: the screen, plain and raw views a read returns, and [`text`] the plain
 //!   rendering;
-//! - [`handover`]: the sessions handed to the next binary at an upgrade, and taken back.
+//! - [`handover`]: the sessions handed to the next binary at an upgrade, and taken back;
+//! - [`person`]: a person at the terminal: watching it, taking it over, typing, resizing.
 //!
 //! Native only: nothing here knows wasmtime. The WIT binding is in [`wit`].
 
 pub mod capability;
 pub mod config;
 pub mod handover;
+pub mod person;
 mod pty;
 mod sessions;
 pub mod text;
@@ -80,6 +82,8 @@ pub struct SessionInfo {
     pub exit_code: Option<i32>,
     /// The command of the terminal's foreground process.
     pub foreground: Option<String>,
+    /// Who holds the terminal, when a person took it over (`console`, `attach (pid N)`).
+    pub held_by: Option<String>,
 }
 
 /// When a send is settled.
@@ -283,6 +287,7 @@ impl TerminalService {
             )
         })?;
         let session = self.get(owner, id)?;
+        session.not_held()?;
         let Some(leader) = session.leader().filter(|_| session.alive()) else {
             return Err(ToolError::new(
                 ErrorCode::SessionClosing,

@@ -1,8 +1,9 @@
 //! Sessions: the table of them, each one's output (a bounded scrollback, the `vt100`
 //! screen, the exit state), and the send gate. A send goes through one gate, in this
 //! order, every time: the caller must own the session (else `NOT_FOUND`, as for an
-//! unknown id), the session must not be closing (`SESSION_CLOSING`), and no other send
-//! may be unsettled (`SEND_ACTIVE`); the slot it takes is released when the send settles.
+//! unknown id), the session must not be closing (`SESSION_CLOSING`), no person may hold
+//! it (`TERMINAL_HELD`), and no other send may be unsettled (`SEND_ACTIVE`); the slot it
+//! takes is released when the send settles.
 //!
 //! Opening checks the session limits (only live sessions count) and retires the
 //! owner's exited sessions past [`EXITED_KEPT_PER_OWNER`]; closing kills every process
@@ -59,7 +60,8 @@ pub struct Session {
     pub shell: String,
     pub cwd: PathBuf,
     pub(super) created_at: SystemTime,
-    pub(super) size: (u16, u16),
+    /// Its columns and rows (a person holding it may resize it).
+    pub(super) size: Mutex<(u16, u16)>,
     pub(super) leader: i32,
     /// Set once the shell is reaped: from then on its pid may belong to someone else.
     pub(super) reaped: AtomicBool,
@@ -81,6 +83,11 @@ pub struct Session {
     /// The last call that opened or sent to it, held live while the shell lives: what
     /// the shell changes in the workspace is recorded under that call (`[undo]`).
     pub(super) last_sender: Mutex<Option<crate::services::undo::ActivityHold>>,
+    /// The person holding the terminal, if one took it over ([`super::person`]).
+    pub(super) person: Mutex<Option<super::person::Person>>,
+    /// Bumped at each change a person watching sees (output, a hold, the end); sent
+    /// only while someone watches, so an unwatched session pays one atomic load.
+    pub(super) viewed: tokio::sync::watch::Sender<u64>,
 }
 
 /// Marks the session's one active send; released on drop.
@@ -136,6 +143,12 @@ impl Output {
         crate::output::push_tail(&mut self.scrollback, bytes, keep);
     }
 
+    /// Resizes the screen (its output so far parsed at the old size).
+    pub(super) fn set_size(&mut self, rows: u16, cols: u16) {
+        self.catch_up_screen();
+        self.screen.screen_mut().set_size(rows, cols);
+    }
+
     /// The screen, with all the output parsed.
     pub(super) fn screen(&mut self) -> &vt100::Screen {
         self.catch_up_screen();
@@ -181,6 +194,14 @@ impl Session {
             scheme: super::capability::SCREEN_SCHEME,
             id: self.change_id.clone(),
         });
+        self.tell_viewers();
+    }
+
+    /// Wakes the people watching, if any.
+    pub(super) fn tell_viewers(&self) {
+        if self.viewed.receiver_count() > 0 {
+            self.viewed.send_modify(|n| *n += 1);
+        }
     }
 
     /// Puts the wait of the send about to write its input in place; returns the length
@@ -201,6 +222,7 @@ impl Session {
         }
         drop(output);
         self.changed.notify_waiters();
+        self.tell_viewers();
         if newly {
             self.changes.report(ResourceChange::Updated {
                 scheme: super::capability::SCREEN_SCHEME,
@@ -246,13 +268,32 @@ impl Session {
         (bytes, start.saturating_sub(since), output.total)
     }
 
+    /// The count of output bytes so far, and where the scrollback begins.
+    pub(super) fn output_span(&self) -> (u64, u64) {
+        let output = self.output.lock().unwrap();
+        (output.total, output.total - output.scrollback.len() as u64)
+    }
+
+    /// The screen now, parsed, and the output count it shows.
+    pub(super) fn screen_parsed(&self) -> (vt100::Screen, u64) {
+        let mut output = self.output.lock().unwrap();
+        (output.screen().clone(), output.total)
+    }
+
+    /// The bytes that redraw the screen now, and the output count they show.
+    pub(super) fn screen_now(&self) -> (Vec<u8>, u64) {
+        let mut output = self.output.lock().unwrap();
+        (output.screen_state(), output.total)
+    }
+
     pub(super) fn info(&self) -> SessionInfo {
+        let (cols, rows) = *self.size.lock().unwrap();
         SessionInfo {
             id: self.id.clone(),
             shell: self.shell.clone(),
             cwd: self.cwd.clone(),
-            cols: self.size.0,
-            rows: self.size.1,
+            cols,
+            rows,
             created_at: self.created_at,
             alive: self.alive(),
             exit_code: self.exit_code(),
@@ -261,6 +302,7 @@ impl Session {
                     .ok()
                     .map(|c| c.trim().to_string())
             }),
+            held_by: self.held_by(),
         }
     }
 }
@@ -294,6 +336,7 @@ impl TerminalService {
                 format!("terminal session {id} is closing"),
             ));
         }
+        session.not_held()?;
         if session
             .sending
             .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
@@ -372,7 +415,7 @@ impl TerminalService {
             shell: shell_name,
             cwd: spec.cwd,
             created_at: SystemTime::now(),
-            size: (spec.cols, spec.rows),
+            size: Mutex::new((spec.cols, spec.rows)),
             leader: child.pid(),
             reaped: AtomicBool::new(false),
             master,
@@ -387,6 +430,8 @@ impl TerminalService {
             scrollback_bytes: self.config.scrollback_bytes.max(1024),
             private_tmp: sandbox.as_ref().map(|s| s.tmp().to_path_buf()),
             last_sender: Mutex::new(None),
+            person: Mutex::new(None),
+            viewed: tokio::sync::watch::Sender::new(0),
         });
         let reader = tokio::spawn(read_loop(session.clone()));
         *session.reader.lock().unwrap() = Some(reader);
