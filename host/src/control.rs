@@ -198,25 +198,7 @@ fn terminals_listed(
 ) -> Result<Value, String> {
     let terminals = terminals.ok_or("this server has no terminals (not `dsh serve`)")?;
     peer_allowed(peer.as_ref(), "terminals")?;
-    let sessions: Vec<Value> = terminals
-        .terminals()
-        .into_iter()
-        .map(|info| {
-            serde_json::json!({
-                "owner": &*info.owner,
-                "id": info.id,
-                "shell": info.shell,
-                "cwd": info.cwd,
-                "cols": info.cols,
-                "rows": info.rows,
-                "alive": info.alive,
-                "exit_code": info.exit_code,
-                "foreground": info.foreground,
-                "held_by": info.held_by,
-            })
-        })
-        .collect();
-    Ok(Value::Array(sessions))
+    serde_json::to_value(terminals.terminals()).map_err(|e| e.to_string())
 }
 
 /// What an `attach` request asks for.

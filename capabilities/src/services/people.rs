@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use crate::error::ToolError;
 
-/// One terminal session, as the operator sees it.
-#[derive(Debug, Clone)]
+/// One terminal session, as the operator sees it (and as the console and `dsh attach
+/// --list --json` show it).
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct WatchedTerminal {
     pub owner: Arc<str>,
     pub id: String,

@@ -67,21 +67,12 @@ pub async fn state(State(console): State<Arc<Console>>) -> Response {
     }
     let terminals = console.people.iter().flat_map(|people| people.terminals());
     for info in terminals {
+        let shown = serde_json::to_value(&info).unwrap_or(Value::Null);
         owners
             .entry(info.owner.to_string())
             .or_default()
             .0
-            .push(json!({
-                "id": info.id,
-                "shell": info.shell,
-                "cwd": info.cwd,
-                "cols": info.cols,
-                "rows": info.rows,
-                "alive": info.alive,
-                "exit_code": info.exit_code,
-                "foreground": info.foreground,
-                "held_by": info.held_by,
-            }));
+            .push(shown);
     }
     for (owner, info) in services.jobs.every_job() {
         owners.entry(owner.to_string()).or_default().1.push(json!({

@@ -307,10 +307,10 @@ impl TerminalService {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn service() -> TerminalService {
+    pub(crate) fn service() -> TerminalService {
         let jobs = Arc::new(JobRegistry::new(
             crate::services::jobs::JobsConfig::default(),
             Duration::from_millis(100),

@@ -371,27 +371,12 @@ impl Viewer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::services::jobs::{JobRegistry, JobsConfig};
-    use crate::services::terminal::{OpenSpec, SendWait, TerminalConfig, View};
+    use crate::services::terminal::{OpenSpec, SendWait, View};
     use std::sync::atomic::Ordering;
 
     const OWNER: &str = "agent";
 
-    fn service() -> TerminalService {
-        let jobs = Arc::new(JobRegistry::new(
-            JobsConfig::default(),
-            Duration::from_millis(100),
-            std::env::temp_dir(),
-        ));
-        TerminalService::new(
-            TerminalConfig::default(),
-            Arc::new(
-                dsh_launch::Launch::new(&crate::services::process::ProcessConfig::default())
-                    .unwrap(),
-            ),
-            jobs,
-        )
-    }
+    use crate::services::terminal::tests::service;
 
     fn open(terminals: &TerminalService) -> String {
         let spec = OpenSpec {
@@ -434,6 +419,19 @@ mod tests {
                 return frames;
             }
         }
+    }
+
+    /// A bash session at its prompt, and a raw view of it that has shown the prompt.
+    async fn watched_shell() -> (TerminalService, String, Viewer) {
+        let terminals = service();
+        let id = open(&terminals);
+        terminals
+            .send(OWNER, &id, "", true, wait_for(&terminals, r"\$ $"), false)
+            .await
+            .unwrap();
+        let mut viewer = terminals.view(OWNER, &id, false).unwrap();
+        frames_until(&mut viewer, "$").await;
+        (terminals, id, viewer)
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -504,14 +502,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_held_terminal_refuses_the_agent_takes_the_persons_typing_and_goes_back_on_release() {
-        let terminals = service();
-        let id = open(&terminals);
-        terminals
-            .send(OWNER, &id, "", true, wait_for(&terminals, r"\$ $"), false)
-            .await
-            .unwrap();
-        let mut viewer = terminals.view(OWNER, &id, false).unwrap();
-        frames_until(&mut viewer, "$").await;
+        let (terminals, id, mut viewer) = watched_shell().await;
         let typing = terminals
             .type_as_person(OWNER, &id, "console", b"echo sneaky\r")
             .await
@@ -600,14 +591,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_viewer_that_falls_behind_gets_the_latest_screen_not_the_backlog() {
-        let terminals = service();
-        let id = open(&terminals);
-        terminals
-            .send(OWNER, &id, "", true, wait_for(&terminals, r"\$ $"), false)
-            .await
-            .unwrap();
-        let mut viewer = terminals.view(OWNER, &id, false).unwrap();
-        frames_until(&mut viewer, "$").await;
+        let (terminals, id, mut viewer) = watched_shell().await;
         // 4 MB while the viewer reads nothing: more than a frame, more than the
         // scrollback keeps.
         terminals
@@ -642,14 +626,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_flood_reaches_a_viewer_as_at_most_one_frame_per_interval() {
-        let terminals = service();
-        let id = open(&terminals);
-        terminals
-            .send(OWNER, &id, "", true, wait_for(&terminals, r"\$ $"), false)
-            .await
-            .unwrap();
-        let mut viewer = terminals.view(OWNER, &id, false).unwrap();
-        frames_until(&mut viewer, "$").await;
+        let (terminals, id, mut viewer) = watched_shell().await;
         // Output all the time for 3 s: many reads of the PTY a second.
         terminals
             .send(
