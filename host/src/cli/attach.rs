@@ -22,9 +22,9 @@ const DETACH_KEY: u8 = 0x1d;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The session: OWNER/ID (`stdio/term-1`, `http-2/term-1`: terminal ids are per
-    /// owner), or a bare ID when exactly one owner has a session of that id
-    #[arg(value_name = "OWNER/ID", required_unless_present = "list")]
+    /// The session: its ID (`term-3`: a server numbers its sessions across owners), or
+    /// OWNER/ID (`http-2/term-3`, `stdio/term-1`)
+    #[arg(value_name = "ID", required_unless_present = "list")]
     session: Option<String>,
     /// Type into the session too, and resize it to this terminal (its own size is put
     /// back on detach). While attached this way the agent's sends to it are refused
