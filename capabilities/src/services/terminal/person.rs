@@ -222,15 +222,8 @@ impl TerminalService {
 
 impl PeopleTerminals for TerminalService {
     fn terminals(&self) -> Vec<WatchedTerminal> {
-        let sessions: Vec<Arc<Session>> = self
-            .table
-            .lock()
-            .unwrap()
-            .sessions
-            .values()
-            .cloned()
-            .collect();
-        let mut every: Vec<WatchedTerminal> = sessions
+        let mut every: Vec<WatchedTerminal> = self
+            .all_sessions()
             .iter()
             .map(|session| {
                 let info = session.info();

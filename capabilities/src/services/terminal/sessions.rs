@@ -527,17 +527,20 @@ impl TerminalService {
         sessions.len()
     }
 
-    /// Closes every session (host shutdown).
-    pub fn close_all(&self) {
-        let sessions: Vec<Arc<Session>> = self
-            .table
+    /// Every session of every owner, taken out of the table's lock.
+    pub(super) fn all_sessions(&self) -> Vec<Arc<Session>> {
+        self.table
             .lock()
             .unwrap()
             .sessions
             .values()
             .cloned()
-            .collect();
-        for session in &sessions {
+            .collect()
+    }
+
+    /// Closes every session (host shutdown).
+    pub fn close_all(&self) {
+        for session in &self.all_sessions() {
             self.shut(session);
         }
     }
