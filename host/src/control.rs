@@ -489,14 +489,7 @@ pub fn ask_within(
         Value::Object(mut fields) if fields.contains_key("ok") => {
             Ok(fields.remove("ok").unwrap_or_default())
         }
-        other => Err(ControlError::Refused {
-            path: server.socket.clone(),
-            message: other
-                .get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("an answer that is not JSON")
-                .to_string(),
-        }),
+        other => Err(refused(server, &other)),
     }
 }
 
@@ -544,14 +537,7 @@ pub async fn attach_to(
             output,
             input,
         }),
-        other => Err(ControlError::Refused {
-            path: server.socket.clone(),
-            message: other
-                .get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("an answer that is not JSON")
-                .to_string(),
-        }),
+        other => Err(refused(server, &other)),
     }
 }
 
@@ -565,6 +551,18 @@ pub fn attach_input_line(bytes: &[u8]) -> String {
 /// The line an attached client writes when its terminal's size changes.
 pub fn attach_resize_line(cols: u16, rows: u16) -> String {
     format!("{}\n", serde_json::json!({ "resize": [cols, rows] }))
+}
+
+/// A server's refusal: the `error` of its answer.
+fn refused(server: &RunningServer, answer: &Value) -> ControlError {
+    ControlError::Refused {
+        path: server.socket.clone(),
+        message: answer
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or("an answer that is not JSON")
+            .to_string(),
+    }
 }
 
 #[cfg(test)]
