@@ -21,4 +21,6 @@ pub mod control;
 pub mod mcp;
 #[cfg(test)]
 mod tidy;
+#[cfg(test)]
+mod tidy_docs;
 pub mod upgrade;

@@ -2,8 +2,9 @@
 //! rust-analyzer's tidy does). Every Rust file starts with a `//!` doc saying what it
 //! owns; a native capability module (anything under `services/` but a `wit.rs` binding)
 //! never names wasmtime or the generated bindings; a module never imports a module
-//! of a higher layer ([`LAYERS`]); and every promise `README.md` and `ARCHITECTURE.md`
-//! tag `<!-- promise: ID -->` has a row in `tests/README.md` naming tests that exist.
+//! of a higher layer ([`LAYERS`]); and every promise the docs (`README.md`,
+//! `ARCHITECTURE.md` and the book's pages under `docs/src/`) tag `<!-- promise: ID -->` has
+//! a row in `tests/README.md` naming tests that exist.
 
 use std::path::{Path, PathBuf};
 
@@ -129,7 +130,7 @@ fn rust_files(dir: &Path, into: &mut Vec<PathBuf>) {
     }
 }
 
-fn repository() -> PathBuf {
+pub(crate) fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("the host crate is inside the repository")
@@ -264,7 +265,7 @@ fn no_module_imports_a_higher_layer() {
         .iter()
         .map(module_of)
         .filter(|module| {
-            let root_files = ["lib", "main", "tidy", "cli"];
+            let root_files = ["lib", "main", "tidy", "tidy_docs", "cli"];
             layer_of(module).is_none() && !root_files.contains(&module.as_str())
         })
         .collect();
@@ -501,8 +502,43 @@ fn the_spawn_rule_catches_what_it_is_for() {
 }
 
 /// The documents whose promises are tagged `<!-- promise: ID -->`, right after the
-/// sentence that makes the promise.
-const PROMISE_DOCS: &[&str] = &["README.md", "ARCHITECTURE.md"];
+/// sentence that makes the promise: the README, the code map, and every page of the book
+/// (`docs/src/`), as paths from the repository's root, in a fixed order.
+pub(crate) fn promise_docs() -> Vec<String> {
+    let mut pages = Vec::new();
+    markdown_files(&repository().join(BOOK_PAGES), &mut pages);
+    let mut docs = vec!["README.md".to_string(), "ARCHITECTURE.md".to_string()];
+    docs.extend(pages.iter().map(|page| {
+        page.strip_prefix(repository())
+            .expect("a page of the book")
+            .to_string_lossy()
+            .into_owned()
+    }));
+    docs
+}
+
+/// Where the book's pages are (`docs/`, built by `mdbook build docs`).
+pub(crate) const BOOK_PAGES: &str = "docs/src";
+
+/// The book's pages generated from the code (the references), checked against it by
+/// their own tests: they describe, they do not promise.
+pub(crate) const GENERATED_PAGES: &str = "docs/src/reference/";
+
+/// Every `.md` file under `dir`, sorted.
+pub(crate) fn markdown_files(dir: &Path, into: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.expect("a directory entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            markdown_files(&path, into);
+        } else if path.extension().is_some_and(|ext| ext == "md") {
+            into.push(path);
+        }
+    }
+}
 
 /// The table naming, for each tagged promise, the tests that attack it.
 const PROMISE_TABLE: &str = "tests/README.md";
@@ -683,15 +719,18 @@ fn promise_violations(
 #[test]
 fn every_tagged_promise_names_a_test_that_exists() {
     let root = repository();
-    let texts: Vec<(&str, String)> = PROMISE_DOCS
-        .iter()
+    let texts: Vec<(String, String)> = promise_docs()
+        .into_iter()
         .map(|name| {
             let text =
-                std::fs::read_to_string(root.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
-            (*name, text)
+                std::fs::read_to_string(root.join(&name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            (name, text)
         })
         .collect();
-    let docs: Vec<(&str, &str)> = texts.iter().map(|(n, t)| (*n, t.as_str())).collect();
+    let docs: Vec<(&str, &str)> = texts
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.as_str()))
+        .collect();
     let table = std::fs::read_to_string(root.join(PROMISE_TABLE))
         .unwrap_or_else(|e| panic!("{PROMISE_TABLE}: {e}"));
     let tags: usize = docs
@@ -746,7 +785,7 @@ fn the_promise_rule_catches_what_it_is_for() {
     assert!(twice.len() == 1 && twice[0].contains("tagged twice"));
 }
 
-/// What makes a sentence of the README a promise, so that it needs a tag: a word that
+/// What makes a sentence of the docs a promise, so that it needs a tag: a word that
 /// guarantees (`never`, `always`, `cannot`, `nothing`, `at most`, `within 1 s`, `no other`,
 /// `survives`, `refuses`, `is killed`, `fails with`, `up to 8`), or a configured limit
 /// (`` `[section] key` ``). A sentence is the text between one end (`.`, `!`, `?` followed
@@ -755,17 +794,17 @@ fn the_promise_rule_catches_what_it_is_for() {
 /// sentence's end covers that sentence.
 const PROMISE_WORDS: &str = r"(?i)\b(never|always|cannot|nothing|at most|within \d|no other|survives?|refuses?|is refused|are refused|is killed|are killed|kills|fails? with|no core|up to \d)\b|`\[[a-z_.]+\] [a-z_]+`";
 
-/// README sections that describe the tests and the benchmarks rather than dsh: what they
-/// say is checked by running them, so their sentences are not promises.
+/// Sections (of the README or a page) that describe the tests and the benchmarks rather
+/// than dsh: what they say is checked by running them, so their sentences are not promises.
 const NOT_PROMISE_SECTIONS: &[&str] = &["## Test it"];
 
-/// A README sentence with a promise's words and no tag says so at its end instead, when it
+/// A sentence with a promise's words and no tag says so at its end instead, when it
 /// is not one (a fact about the build, say): `<!-- not a promise: WHY -->`.
 const NOT_A_PROMISE: &str = "<!-- not a promise: ";
 
-/// The sentences of `readme`'s prose that read as promises ([`PROMISE_WORDS`]) and carry
+/// The sentences of `doc`'s prose that read as promises ([`PROMISE_WORDS`]) and carry
 /// neither a promise tag nor [`NOT_A_PROMISE`].
-fn untagged_promises(readme: &str) -> Vec<String> {
+fn untagged_promises(doc: &str) -> Vec<String> {
     let words = regex::Regex::new(PROMISE_WORDS).expect("a valid pattern");
     let mut paragraphs: Vec<String> = Vec::new();
     let (mut fenced, mut skipped, mut current) = (false, false, String::new());
@@ -775,7 +814,7 @@ fn untagged_promises(readme: &str) -> Vec<String> {
         }
         current.clear();
     };
-    for line in readme.lines() {
+    for line in doc.lines() {
         if line.starts_with("```") {
             fenced = !fenced;
             flush(&mut current);
@@ -854,8 +893,8 @@ fn strip_leading_tag(sentence: &str) -> &str {
     rest
 }
 
-/// The README's promise sentences not tagged yet, each by its first words (one a line):
-/// the debt [`every_promise_sentence_of_the_readme_is_tagged`] lets stand, and only shrink.
+/// The docs' promise sentences not tagged yet, each by its first words (one a line):
+/// the debt [`every_promise_sentence_of_the_docs_is_tagged`] lets stand, and only shrink.
 const UNTAGGED_DEBT: &str = "tests/untagged-promises.txt";
 
 /// How much of a sentence names it in [`UNTAGGED_DEBT`].
@@ -865,18 +904,31 @@ fn debt_key(sentence: &str) -> String {
     sentence.chars().take(DEBT_KEY_CHARS).collect()
 }
 
+/// The book's pages that describe the tests and the benchmarks rather than dsh (see
+/// [`NOT_PROMISE_SECTIONS`]).
+const NOT_PROMISE_PAGES: &[&str] = &["docs/src/testing.md"];
+
 #[test]
-fn every_promise_sentence_of_the_readme_is_tagged() {
+fn every_promise_sentence_of_the_docs_is_tagged() {
     let root = repository();
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let prose: Vec<String> = promise_docs()
+        .into_iter()
+        .filter(|doc| doc != "ARCHITECTURE.md" && !doc.starts_with(GENERATED_PAGES))
+        .filter(|doc| !NOT_PROMISE_PAGES.contains(&doc.as_str()))
+        .collect();
+    assert!(prose.len() > 10, "the book's pages: {prose:?}");
     let debt = std::fs::read_to_string(root.join(UNTAGGED_DEBT)).unwrap_or_default();
     let owed: Vec<&str> = debt
         .lines()
         .filter(|line| !line.is_empty() && !line.starts_with('#'))
         .collect();
-    let untagged: Vec<String> = untagged_promises(&readme)
+    let untagged: Vec<String> = prose
         .iter()
-        .map(|sentence| debt_key(sentence))
+        .flat_map(|doc| {
+            let text = std::fs::read_to_string(root.join(doc)).unwrap();
+            untagged_promises(&text)
+        })
+        .map(|sentence| debt_key(&sentence))
         .collect();
     let new: Vec<&String> = untagged
         .iter()
@@ -888,7 +940,7 @@ fn every_promise_sentence_of_the_readme_is_tagged() {
         .collect();
     assert!(
         new.is_empty() && paid.is_empty(),
-        "README sentences that read as promises but carry no `<!-- promise: ID -->` tag (tag \
+        "sentences of the README and the book that read as promises but carry no `<!-- promise: ID -->` tag (tag \
          each and map it in {PROMISE_TABLE}, or end it with `<!-- not a promise: WHY -->`):\n- {}\n\
          and lines of {UNTAGGED_DEBT} whose sentence is tagged or gone now (remove them):\n- {}",
         new.iter()

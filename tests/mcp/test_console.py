@@ -12,7 +12,7 @@ log; taking over a terminal (the operator types into the REPL, the agent's sends
 with TERMINAL_HELD until the operator releases it).
 
 `DSH_CONSOLE_SCREENSHOT=PATH` saves a 1280x800 screenshot of the page (a REPL, a job's
-output, a pending approval and the call feed) to PATH: that is `docs/console.png`.
+output, a pending approval and the call feed) to PATH: that is `docs/src/console.png`.
 """
 
 from __future__ import annotations
