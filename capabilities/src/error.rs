@@ -3,6 +3,7 @@
 //! a crash.
 
 use std::fmt;
+use std::sync::LazyLock;
 
 /// The error codes, defined once: the variant, its stable name, and its name in the WIT
 /// current contract's `error-code` enum (`-` where it has none). The host enum, its names
@@ -113,8 +114,47 @@ macro_rules! define_error_codes {
                     $(ErrorCode::$code => $name,)*
                 }
             }
+
+            /// What the code means: its doc comment in the list, each line trimmed and
+            /// joined with spaces (the reference page's text, `docs/src/reference/errors.md`).
+            pub fn meaning(self) -> &'static str {
+                static MEANINGS: LazyLock<Vec<String>> = LazyLock::new(|| {
+                    let docs: &[&[&str]] = &[$(&[$($doc),*],)*];
+                    docs.iter().map(|lines| joined_doc(lines)).collect()
+                });
+                &MEANINGS[self as usize]
+            }
+
+            /// Whether the current contract's `error-code` enum has the code (`wit` in
+            /// the list): a plugin can return it.
+            pub fn in_contract(self) -> bool {
+                match self {
+                    $(ErrorCode::$code => in_contract!($wit),)*
+                }
+            }
         }
     };
+}
+
+/// Whether a code's WIT column (`wit` or `-`) says the current contract has it.
+macro_rules! in_contract {
+    (wit) => {
+        true
+    };
+    (-) => {
+        false
+    };
+}
+
+/// A doc comment's lines (as `#[doc]` literals give them) as one line of text: each
+/// trimmed, the empty ones dropped, joined with spaces.
+fn joined_doc(lines: &[&str]) -> String {
+    lines
+        .iter()
+        .map(|line| line.trim())
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 for_each_error_code!(define_error_codes);
@@ -147,3 +187,8 @@ impl ToolError {
         }
     }
 }
+
+// The reference page of the codes, rendered from this list and checked against the
+// committed `docs/src/reference/errors.md`.
+#[cfg(test)]
+mod error_reference;
