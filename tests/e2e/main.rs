@@ -36,6 +36,7 @@ mod operator_view;
 mod plugin_cli;
 mod plugin_loading;
 mod private_state;
+mod reference_pages;
 mod rewrite;
 mod sandbox;
 mod sandbox_executor;
