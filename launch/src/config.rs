@@ -9,7 +9,8 @@ use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 /// What a [`crate::Launch`] is made with.
 #[derive(Debug, Clone, Default)]
@@ -39,7 +40,7 @@ impl From<&LaunchConfig> for LaunchConfig {
 /// `[process.container]`: the host ids a container's uid 0 and gid 0 are (see
 /// [`crate::executor::container`]), not 0: a container's root must not be the host's;
 /// and the network it gets.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ContainerConfig {
     /// The host uid of a container's root (65534, `nobody`, by default; an unused high
@@ -52,7 +53,7 @@ pub struct ContainerConfig {
 }
 
 /// `[process.container] network`: what a contained run reaches.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ContainerNetwork {
     /// Nothing: its namespace's `lo` is down, so no address is reachable.
@@ -80,7 +81,7 @@ pub use crate::executor::ExecutorKind;
 
 /// `[process.sandbox]`: what a sandboxed run may do besides reading (everything but
 /// the state directory) and writing its workspace and private temporary directory.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxConfig {
     /// Further writable paths (directories: everything beneath them).
@@ -119,7 +120,7 @@ impl Default for SandboxConfig {
 }
 
 /// A confinement the sandbox applies, with the Landlock ABI it needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SandboxFeature {
     /// Files: Landlock filesystem rules (ABI 1; truncation from 3, device ioctls from 5).
@@ -157,7 +158,7 @@ impl SandboxFeature {
 }
 
 /// How runs are contained (`[process] containment`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ContainmentMode {
     /// A cgroup per run where dsh can create one, else the subreaper fallback.

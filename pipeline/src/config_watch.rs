@@ -31,8 +31,8 @@ use crate::pipeline::Pipeline;
 use crate::registry::PluginState;
 
 /// The top-level sections of `dsh.toml` that change live; every other one is bound at
-/// start.
-pub const LIVE_SECTIONS: &[&str] = &["pipeline", "gate", "limits", "scopes", "plugins"];
+/// start (the engine's list, which the configuration reference shows too).
+pub use crate::config::LIVE_SECTIONS;
 
 /// What `dsh plugins` shows of the configuration a server runs under.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -312,16 +312,10 @@ fn same<T: Debug>(a: &T, b: &T) -> bool {
     format!("{a:?}") == format!("{b:?}")
 }
 
-/// `config` with the sections that change live reset: what is left is bound at start.
+/// `config` with the sections that change live ([`LIVE_SECTIONS`]) reset: what is left
+/// is bound at start.
 fn bound_at_start(config: &Config) -> Config {
-    Config {
-        pipeline: Default::default(),
-        gate: Default::default(),
-        limits: Default::default(),
-        scopes: Default::default(),
-        plugins: Default::default(),
-        ..config.clone()
-    }
+    config.bound_at_start()
 }
 
 /// Adds the dotted keys under `prefix` whose values differ between `a` and `b`.

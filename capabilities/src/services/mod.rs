@@ -223,8 +223,13 @@ pub struct Foundation {
 /// The native part of a capability: built once per host from its `dsh.toml` section,
 /// shared by every call.
 pub trait Capability: Sized + Clone + std::fmt::Debug + Send + Sync + 'static {
-    /// Its `[NAME]` section of `dsh.toml`.
-    type Config: Clone + Default + std::fmt::Debug + serde::de::DeserializeOwned;
+    /// Its `[NAME]` section of `dsh.toml`; its JSON Schema (its fields' doc comments and
+    /// defaults) is what the configuration reference is generated from.
+    type Config: Clone
+        + Default
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + schemars::JsonSchema;
     const INFO: CapabilityInfo;
 
     fn start(config: &Self::Config, foundation: &Foundation) -> Result<Self, CapabilityError>;

@@ -171,6 +171,8 @@ use crate::services::{Capability, ServicesConfig};
 
 pub mod origin;
 pub mod plugin;
+#[cfg(test)]
+mod reference;
 mod serve;
 
 /// Plugin instances that may be alive at once (the engine's instance pool).
@@ -210,7 +212,7 @@ macro_rules! define_config {
         /// The whole of `dsh.toml`: the host's own sections, and one section per
         /// capability (`[process]`, `[jobs]`, `[terminal]`, ...: see
         /// [`crate::services::for_each_capability`]).
-        #[derive(Debug, Clone, Default, Deserialize)]
+        #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
         #[serde(deny_unknown_fields)]
         pub struct Config {
             #[serde(default)]
@@ -245,6 +247,24 @@ macro_rules! define_config {
                 }
             }
 
+            /// Sets section `section` (a top-level key: `limits`, `process`, ...) back to
+            /// its default; false when there is no such section.
+            pub fn reset_section(&mut self, section: &str) -> bool {
+                match section {
+                    "limits" => self.limits = Default::default(),
+                    "gate" => self.gate = Default::default(),
+                    "serve" => self.serve = Default::default(),
+                    "scopes" => self.scopes = Default::default(),
+                    "plugins" => self.plugins = Default::default(),
+                    "pipeline" => self.pipeline = Default::default(),
+                    "state" => self.state = Default::default(),
+                    "traces" => self.traces = Default::default(),
+                    $(stringify!($name) => self.$name = Default::default(),)*
+                    _ => return false,
+                }
+                true
+            }
+
             /// What the capabilities refuse in their sections (the first found).
             fn check_capabilities(&self) -> Result<(), String> {
                 use crate::services::Capability;
@@ -257,8 +277,30 @@ macro_rules! define_config {
 
 crate::for_each_capability!(define_config);
 
+/// The top-level sections of `dsh.toml` whose changes a serving host applies live (at
+/// the next call: `config_watch` in the pipeline crate); every other section is bound
+/// at start and waits for a restart. The one list: the reload and the configuration
+/// reference (`reference`) both read it.
+pub const LIVE_SECTIONS: &[&str] = &["pipeline", "gate", "limits", "scopes", "plugins"];
+
+impl Config {
+    /// This configuration with every section of [`LIVE_SECTIONS`] at its default: what
+    /// is left is what is bound at start.
+    pub fn bound_at_start(&self) -> Config {
+        let mut config = self.clone();
+        for section in LIVE_SECTIONS {
+            let known = config.reset_section(section);
+            debug_assert!(
+                known,
+                "LIVE_SECTIONS names {section:?}, no section of Config"
+            );
+        }
+        config
+    }
+}
+
 /// How much of past sessions the state directory keeps (`[state]`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct StateConfig {
     /// Sessions kept (the newest); older ones are removed when a host starts.
@@ -281,7 +323,7 @@ impl Default for StateConfig {
 
 /// Where traces of calls go (`[traces]`): nowhere unless `endpoint` is set. Read at
 /// start: a change waits for a restart (or an upgrade).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TracesConfig {
     /// An OTLP/HTTP endpoint (`http://HOST:4318`, or a whole URL ending in the traces
@@ -321,7 +363,7 @@ impl TracesConfig {
 
 /// Which guards, middleware, result filters and observers every call passes, in order,
 /// and which calls each is for.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct PipelineConfig {
     /// Guard plugins by name, in the order they run (after the gate).
@@ -341,10 +383,12 @@ pub struct PipelineConfig {
 
 /// The calls one stage is for: those whose tool matches one of `tools` and whose scope
 /// matches one of `scopes` (globs, `*` any run of characters; empty: any).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct StageSelect {
+    /// Tool name globs; empty: any tool.
     pub tools: Vec<String>,
+    /// Scope globs; empty: any scope.
     pub scopes: Vec<String>,
 }
 
@@ -422,7 +466,7 @@ impl PipelineConfig {
 }
 
 /// Limits that apply to every call.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
     /// The most bytes of a result's content the model sees (when the tool sets none).
@@ -494,7 +538,7 @@ impl Limits {
 }
 
 /// The pre-execute gate's rules.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GateConfig {
     /// What a call that matches no rule gets.
@@ -505,7 +549,9 @@ pub struct GateConfig {
     pub rules: Vec<GateRule>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema, serde::Serialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum GateAction {
     #[default]
@@ -514,9 +560,10 @@ pub enum GateAction {
 }
 
 /// One gate rule. Every field given must match for the rule to apply.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GateRule {
+    /// What a call the rule matches gets.
     pub action: GateAction,
     /// Tool name glob (`*` matches any run of characters); all tools when absent.
     pub tool: Option<String>,
@@ -713,8 +760,8 @@ mod tests {
 
     /// Every key (`keys`) and every table (`sections`) `dsh.toml` accepts, found by
     /// asking the loader, as dotted paths; `*` stands for a name of the user's (a
-    /// plugin's, a server's).
-    fn walk(
+    /// plugin's, a server's). The configuration reference's test compares its keys.
+    pub(super) fn walk(
         path: &[String],
         shown: &str,
         array: bool,

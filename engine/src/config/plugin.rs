@@ -12,7 +12,7 @@ use serde::Deserialize;
 use crate::services::capabilities;
 
 /// One plugin's bounds and settings.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PluginConfig {
     /// Guest CPU time per call, in milliseconds (time spent in host calls is not counted).
@@ -23,6 +23,7 @@ pub struct PluginConfig {
     pub timeout_ms: Option<u64>,
     /// Free-form settings handed to the plugin as JSON in its call context.
     #[serde(default)]
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub settings: toml::Table,
     /// Host interfaces the plugin may import; `None` takes the embedded plugin's
     /// defaults (none for any other plugin).
@@ -45,18 +46,21 @@ pub struct PluginConfig {
 }
 
 /// A directory granted to a plugin.
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FsGrant {
     /// The host directory (absolute).
     pub path: std::path::PathBuf,
     /// Where the plugin sees it; the same path by default.
     pub guest: Option<String>,
+    /// Read-only (`ro`) or read-write (`rw`).
     pub mode: FsMode,
 }
 
 /// Read-only or read-write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 pub enum FsMode {
     #[serde(rename = "ro")]
     ReadOnly,

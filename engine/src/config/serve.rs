@@ -11,8 +11,10 @@ use serde::Deserialize;
 use super::origin;
 
 /// The MCP front end (`dsh serve`), whatever the transport.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(from = "ServeKeys")]
+// The file form is `ServeKeys`: schemars reads `from` only with an `into`.
+#[schemars(with = "ServeKeys")]
 pub struct ServeConfig {
     /// How long after a connection ends its processes, jobs and terminals are kept.
     pub owner_grace_ms: u64,
@@ -92,7 +94,7 @@ pub struct HttpConfig {
 }
 
 /// One named principal of `[serve] http_principals`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HttpPrincipal {
     /// The scope its requests are served in.
@@ -133,28 +135,70 @@ impl Default for ServeConfig {
 }
 
 /// `[serve]` as `dsh.toml` writes it: one flat list of keys, each transport's under its
-/// prefix. Its defaults are [`ServeConfig`]'s.
-#[derive(Deserialize)]
+/// prefix. Its defaults are [`ServeConfig`]'s. Its fields' docs are the keys' (the
+/// configuration reference shows them); [`ServeConfig`]'s say the same of its fields.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 struct ServeKeys {
+    /// How long after a connection ends its processes, jobs and terminals are kept.
     owner_grace_ms: u64,
+    /// The largest HTTP request body accepted; bigger ones get 413.
     max_request_bytes: usize,
+    /// The longest line (one JSON-RPC message, its newline not counted) read on stdio; a
+    /// longer one is answered with an error naming this limit (with the request's id when it
+    /// is within the first this many bytes) and the rest of it discarded unread.
     stdio_max_message_bytes: usize,
+    /// How often a call with a progress token gets a progress notification.
     progress_interval_ms: u64,
+    /// The least time between two `notifications/resources/updated` (or two
+    /// `resources/list_changed`) sent to one client: the changes in between are sent
+    /// together after it, so a terminal printing fast costs a client a few
+    /// notifications a second, not one per chunk of output.
     resource_update_interval_ms: u64,
+    /// An HTTP session with no request and no call in flight for this long is closed
+    /// (its owner's grace period then starts): the end of a client that vanished
+    /// without saying so. The time counts from the end of the session's last call.
     http_session_idle_ms: u64,
+    /// MCP sessions open at once over HTTP; a request opening one more gets 503.
     http_max_sessions: usize,
+    /// TCP connections open at once (never more than half the file descriptor limit).
+    /// At the cap, the oldest connection that has sent no request is closed to make
+    /// room; when every one has, the new connection gets 503.
     http_max_connections: usize,
+    /// A connection whose request head is not complete this long after it opened (or
+    /// after its last response) is closed.
     http_header_timeout_ms: u64,
+    /// A request whose body is not complete this long after its head gets 408.
     http_body_timeout_ms: u64,
+    /// How long a console login lasts (its cookie's life).
     http_console_login_ms: u64,
+    /// Browser origins (`Origin`) allowed besides loopback ones: `scheme://host` (the
+    /// scheme's default port), `scheme://host:PORT`, `scheme://host:*` or `null`.
+    /// A request with any other `Origin` gets 403; one with no `Origin` passes.
     http_allowed_origins: Vec<String>,
+    /// More scopes `dsh serve --http` serves besides `--scope` (whose token is
+    /// `DSH_HTTP_TOKEN`): each scope, and the environment variable holding the token that
+    /// reaches it (generated and printed when unset). A client's token decides its scope.
     http_scope_tokens: BTreeMap<String, String>,
+    /// Named principals over HTTP: several agents in one scope, each with its own token
+    /// and its own terminals, jobs and tasks. Under MCP 2026-07-28 (no sessions) a
+    /// request's owner is its token's principal (a scope's own token is the principal
+    /// named after the scope); a 2025 session keeps an owner of its own whatever token
+    /// opened it.
     http_principals: BTreeMap<String, HttpPrincipal>,
+    /// A changed plugin file is reloaded once it has had no write for this long.
     reload_debounce_ms: u64,
+    /// How long an approval asked of an MCP client may go unanswered (then: denied).
     approval_timeout_ms: u64,
+    /// Under MCP 2026-07-28, a call of a client that declared the Tasks extension still
+    /// running this long after its request came is answered as a task (a job of kind
+    /// `call`), its result read with `tasks/get`.
     task_after_ms: u64,
+    /// At an upgrade (`dsh upgrade`), how long calls in flight may take to finish before
+    /// they are cancelled (answered `CANCELLED`); new requests wait meanwhile.
     upgrade_drain_ms: u64,
+    /// How long the new binary may take to check it can take over (read the snapshot
+    /// and the configuration) before the upgrade is refused.
     upgrade_check_ms: u64,
 }
 

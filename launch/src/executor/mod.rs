@@ -67,7 +67,7 @@ macro_rules! executors {
         )+
     ) => {
         $(#[doc = $doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ::serde::Deserialize, ::serde::Serialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ::serde::Deserialize, ::serde::Serialize, ::schemars::JsonSchema)]
         pub enum $kind {
             $(
                 $(#[doc = $variant_doc])*

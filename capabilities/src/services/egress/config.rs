@@ -28,8 +28,9 @@ use serde::Deserialize;
 
 use super::policy::EgressPolicy;
 
-/// `[egress]`.
-#[derive(Debug, Clone, Deserialize)]
+/// `[egress]`: which hosts contained runs reach through dsh's proxy, the headers added
+/// on the way, and the proxy's limits.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct EgressConfig {
     /// Hosts runs may reach: names, `*.` wildcards, addresses, each with an optional
@@ -62,16 +63,18 @@ pub struct EgressConfig {
 }
 
 /// `[egress.scopes.NAME]` or `[egress.tools.NAME]`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct EgressVariant {
+    /// Hosts these runs may reach (as `[egress] allow`); none: no network.
     pub allow: Vec<String>,
+    /// Hosts these runs may never reach, whatever `allow` says.
     pub deny: Vec<String>,
 }
 
 /// `[[egress.inject]]`: a header added to every request a run sends to `host` (its value
 /// never enters the run).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InjectRule {
     /// The host, by name (no wildcard), with an optional `:port` (none: 443).

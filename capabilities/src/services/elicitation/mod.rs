@@ -12,7 +12,7 @@ use crate::error::ErrorCode;
 use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation};
 
 /// `[elicitation]` in `dsh.toml`: nothing to set yet.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ElicitationConfig {}
 

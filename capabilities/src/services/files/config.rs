@@ -7,7 +7,7 @@ use std::path::{Component, Path, PathBuf};
 use serde::Deserialize;
 
 /// The file tools' bounds and reach.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct FilesConfig {
     /// Files whose read the host remembers per owner (what makes a later commit of them
@@ -35,7 +35,7 @@ impl Default for FilesConfig {
 }
 
 /// One of `[files] extra_roots`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExtraRoot {
     /// The directory: an absolute path without `..` (a symbolic link on the way is

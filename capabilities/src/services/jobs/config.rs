@@ -4,7 +4,7 @@
 use serde::Deserialize;
 
 /// Background jobs.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct JobsConfig {
     /// Running jobs one owner may have; the next start gets `LIMIT_EXCEEDED`.

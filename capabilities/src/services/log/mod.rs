@@ -12,7 +12,7 @@ use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation};
 pub struct LogCapability;
 
 /// `[log]` in `dsh.toml`: nothing to set yet.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LogConfig {}
 

@@ -10,8 +10,12 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 /// Language servers and their lifetimes.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(try_from = "RawLspConfig")]
+// The configuration reference reads its own fields (the same as `RawLspConfig`'s,
+// with the docs) through schemars' serialize contract, and their defaults from
+// `Default`.
+#[schemars(default)]
 pub struct LspConfig {
     /// A server unused this long is shut down (the next query starts it again).
     pub idle_ms: u64,
@@ -30,7 +34,7 @@ pub struct LspConfig {
 }
 
 /// One language server.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
     /// The server's argv; the program is looked up on `PATH`.
@@ -45,14 +49,17 @@ pub struct ServerConfig {
     /// The server's settings (sent as `workspace/didChangeConfiguration` and answered to
     /// `workspace/configuration` by section).
     #[serde(default)]
+    #[schemars(with = "Option<serde_json::Value>")]
     pub settings: Option<toml::Value>,
     /// The `initializationOptions` of its `initialize` request (server-specific).
     #[serde(default)]
+    #[schemars(with = "Option<serde_json::Value>")]
     pub initialization_options: Option<toml::Value>,
 }
 
-/// `[lsp]` as written, before the extension check.
-#[derive(Deserialize)]
+/// `[lsp]` as written, before the extension check. Its schema is only there for
+/// `try_from` (schemars names it); the reference reads [`LspConfig`]'s.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 struct RawLspConfig {
     idle_ms: u64,

@@ -41,8 +41,11 @@ pub use dsh_launch::config::{
 };
 
 /// How the process service treats process trees.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(from = "ProcessToml")]
+// The configuration reference reads its own fields (the same as `ProcessToml`'s, with
+// the docs) through schemars' serialize contract, and their defaults from `Default`.
+#[schemars(default)]
 pub struct ProcessConfig {
     /// Time between TERM and KILL when a process group is stopped.
     pub kill_grace_ms: u64,
@@ -68,8 +71,9 @@ pub struct ProcessConfig {
 }
 
 /// `[process]` as written: [`ProcessConfig`] with `[process.container]` also handed to
-/// the sandbox's configuration (what prepares containers reads only that).
-#[derive(Deserialize)]
+/// the sandbox's configuration (what prepares containers reads only that). Its schema
+/// is only there for `from` (schemars names it); the reference reads [`ProcessConfig`]'s.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 struct ProcessToml {
     kill_grace_ms: u64,
@@ -136,11 +140,16 @@ impl ProcessConfig {
 }
 
 /// `[process.executor]`: the default executor and overrides per scope and per tool.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ExecutorConfig {
+    /// What runs a call's commands when neither its scope nor its tool has an entry.
     pub default: ExecutorKind,
+    /// Per scope: the executor of its calls' commands (the strongest entry that
+    /// matches wins).
     pub scopes: BTreeMap<String, ExecutorKind>,
+    /// Per tool: the executor of the commands its calls start (the strongest entry that
+    /// matches wins).
     pub tools: BTreeMap<String, ExecutorKind>,
 }
 

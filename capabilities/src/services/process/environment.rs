@@ -37,7 +37,7 @@ pub const CORE: &[&str] = &[
 ];
 
 /// `[process.env]` in `dsh.toml`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct EnvPolicy {
     /// `safe`: the host's variables except those whose names look secret; `none`: only
@@ -64,7 +64,9 @@ impl Default for EnvPolicy {
 }
 
 /// What a command inherits from the host's environment.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema, serde::Serialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Inherit {
     /// Every variable except those whose names look secret.

@@ -12,7 +12,7 @@ use crate::error::ErrorCode;
 use crate::services::{Capability, CapabilityError, CapabilityInfo, Foundation};
 
 /// `[sampling]` in `dsh.toml`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SamplingConfig {
     /// The most `maxTokens` a plugin's request carries; a plugin asking for more gets

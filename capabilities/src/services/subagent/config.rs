@@ -13,7 +13,7 @@ pub const CLIENT_MODEL: &str = "client";
 
 /// `[subagent.scopes.NAME]`: the model a scope's subagents ask, and the others its
 /// callers may name.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ScopeModels {
     /// Its subagents' model when a call names none (`client` or a configured model);
@@ -24,7 +24,7 @@ pub struct ScopeModels {
 }
 
 /// Subagents (the `subagent` tool).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SubagentConfig {
     /// The model subagents ask when their scope names none: `client` (the caller's

@@ -26,7 +26,7 @@ pub const MAX_KEY_BYTES: usize = 256;
 const SLOTS_PER_WINDOW: u32 = 1024;
 
 /// `[tally]` in `dsh.toml`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TallyConfig {
     /// The most keys one plugin holds; the least recently used goes first.

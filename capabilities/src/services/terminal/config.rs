@@ -4,7 +4,7 @@
 use serde::Deserialize;
 
 /// Terminal sessions.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TerminalConfig {
     /// Open sessions one owner may have.

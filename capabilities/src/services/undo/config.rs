@@ -4,7 +4,7 @@
 use serde::Deserialize;
 
 /// `[undo]` in `dsh.toml`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct UndoConfig {
     /// Record what every call changes in the workspace, so it can be undone.

@@ -29,7 +29,9 @@ use crate::error::{ErrorCode, ToolError};
 pub const MAX_ANSWER_BYTES: usize = 32 << 20;
 
 /// Which wire format a model endpoint speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema, serde::Serialize,
+)]
 pub enum ModelApi {
     /// `POST {base_url}/chat/completions`, tools as `functions` (OpenAI, vLLM, Ollama,
     /// llama.cpp's server, LiteLLM, OpenRouter).
@@ -50,9 +52,10 @@ impl ModelApi {
 }
 
 /// `[subagent.models.NAME]`: one model endpoint.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
+    /// The wire format the endpoint speaks.
     pub api: ModelApi,
     /// The API's base URL, up to the version (`https://api.openai.com/v1`,
     /// `https://api.anthropic.com/v1`, `http://127.0.0.1:8080/v1`).
