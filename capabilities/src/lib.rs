@@ -12,6 +12,7 @@
 pub mod bindings;
 pub mod call;
 pub mod error;
+pub mod generated_page;
 pub mod glob;
 pub mod output;
 pub use dsh_launch::own_files;

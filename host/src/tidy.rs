@@ -11,10 +11,12 @@ use std::path::{Path, PathBuf};
 /// The host library's layers, lowest first: a module may use its own layer and those
 /// below it, never one above.
 const LAYERS: &[&[&str]] = &[
-    // Foundation: the error vocabulary, a call's context, bounded output, name globs,
-    // private files, dsh's own files, the metrics registry, the traces' spans.
+    // Foundation: the error vocabulary, the generated pages' check, a call's context,
+    // bounded output, name globs, private files, dsh's own files, the metrics registry,
+    // the traces' spans.
     &[
         "error",
+        "generated_page",
         "call",
         "output",
         "glob",

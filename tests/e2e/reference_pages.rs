@@ -3,7 +3,7 @@
 //! fresh state directory, no dsh.toml) and checked against the committed file, which
 //! `DSH_UPDATE_DOCS=1` rewrites.
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use serde_json::{Map, Value};
 
@@ -14,13 +14,6 @@ const PAGE: &str = "docs/src/reference/tools.md";
 
 /// The command that regenerates the page.
 const REGENERATE: &str = "DSH_UPDATE_DOCS=1 cargo test --test e2e reference_pages";
-
-fn page_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the host crate is inside the repository")
-        .join(PAGE)
-}
 
 /// `value` with every object's keys in sorted order (whatever order the JSON map keeps).
 fn sorted(value: &Value) -> Value {
@@ -280,40 +273,13 @@ fn the_tool_reference_page_matches_dsh_tools_json() {
     let env = Env::new();
     let tools = listed_tools(&env);
     assert!(!tools.is_empty(), "dsh tools --json listed no tool");
-    let rendered = render(&tools);
-    let path = page_path();
-    if std::env::var_os("DSH_UPDATE_DOCS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &rendered).unwrap();
-        return;
-    }
-    let committed = std::fs::read_to_string(&path).unwrap_or_else(|error| {
-        panic!("{PAGE} cannot be read ({error}); generate it with: {REGENERATE}")
-    });
-    if committed == rendered {
-        return;
-    }
-    let mut committed_lines = committed.lines();
-    let mut rendered_lines = rendered.lines();
-    let mut number = 1;
-    loop {
-        let (old, new) = (committed_lines.next(), rendered_lines.next());
-        if old != new {
-            panic!(
-                "{PAGE} differs from `dsh tools --json` at line {number}:\n  committed: {}\n  \
-                 from dsh: {}\nregenerate it with: {REGENERATE}",
-                old.unwrap_or("(end of file)"),
-                new.unwrap_or("(end of file)"),
-            );
-        }
-        if old.is_none() {
-            panic!(
-                "{PAGE} differs from `dsh tools --json` only in its line endings; regenerate \
-                 it with: {REGENERATE}"
-            );
-        }
-        number += 1;
-    }
+    dsh_capabilities::generated_page::check_or_write(
+        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")),
+        PAGE,
+        &render(&tools),
+        "`dsh tools --json`",
+        REGENERATE,
+    );
 }
 
 #[test]

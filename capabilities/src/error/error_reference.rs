@@ -3,7 +3,7 @@
 //! column and its doc comments) and checked against the committed file, which
 //! `DSH_UPDATE_DOCS=1` rewrites.
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use super::ErrorCode;
 
@@ -48,46 +48,18 @@ fn render() -> String {
     page
 }
 
-fn page_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the capabilities crate is inside the repository")
-        .join(PAGE)
-}
-
 #[test]
 fn the_error_reference_page_matches_the_error_list() {
-    let rendered = render();
-    let path = page_path();
-    if std::env::var_os("DSH_UPDATE_DOCS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &rendered).unwrap();
-        return;
-    }
-    let committed = std::fs::read_to_string(&path).unwrap_or_else(|error| {
-        panic!("{PAGE} cannot be read ({error}); generate it with: {REGENERATE}")
-    });
-    if committed == rendered {
-        return;
-    }
-    let mut committed_lines = committed.lines();
-    let mut rendered_lines = rendered.lines();
-    let mut number = 1;
-    loop {
-        let (old, new) = (committed_lines.next(), rendered_lines.next());
-        if old != new {
-            panic!(
-                "{PAGE} differs from the error list in capabilities/src/error.rs at line \
-                 {number}:\n  committed: {}\n  from the list: {}\nregenerate it with: {REGENERATE}",
-                old.unwrap_or("(end of file)"),
-                new.unwrap_or("(end of file)"),
-            );
-        }
-        if old.is_none() {
-            panic!("{PAGE} differs from the error list only in its line endings; regenerate it with: {REGENERATE}");
-        }
-        number += 1;
-    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the capabilities crate is inside the repository");
+    crate::generated_page::check_or_write(
+        root,
+        PAGE,
+        &render(),
+        "the error list in capabilities/src/error.rs",
+        REGENERATE,
+    );
 }
 
 #[test]

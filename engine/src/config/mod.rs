@@ -106,7 +106,7 @@
 //! http_max_sessions = 64        # one more MCP session gets 503
 //! http_principals.alice = { scope = "default", token_env = "ALICE_TOKEN" }
 //!                               # a named principal: its own token, its own terminals,
-//!                               # jobs and tasks under MCP 2026-07-28 (see README)
+//!                               # jobs and tasks under MCP 2026-07-28 (see the book's protocol page)
 //! http_max_connections = 256    # TCP connections at once (at most half the descriptor
 //!                               # limit); past it the oldest that sent nothing is closed,
 //!                               # or, all busy, the new one gets 503
@@ -888,7 +888,8 @@ mod tests {
     }
 
     /// The docs name the grantable interfaces where `interfaces` is described: the
-    /// README's and this module's `dsh.toml` examples list exactly the capability list.
+    /// book's Grants page's and this module's `dsh.toml` examples list exactly the
+    /// capability list.
     #[test]
     fn the_docs_list_every_capability() {
         let names = |doc: &str| -> Vec<String> {
@@ -907,9 +908,9 @@ mod tests {
             .collect();
         expected.sort();
         assert_eq!(
-            names(include_str!("../../../README.md")),
+            names(include_str!("../../../docs/src/plugins/grants.md")),
             expected,
-            "README.md"
+            "docs/src/plugins/grants.md"
         );
         assert_eq!(names(include_str!("mod.rs")), expected, "config/mod.rs");
     }

@@ -6,7 +6,7 @@
 //! renders (`DSH_UPDATE_DOCS=1` rewrites the page instead).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::Path;
 
 use serde_json::{Map, Value};
 
@@ -377,13 +377,6 @@ fn render() -> String {
     page
 }
 
-/// The page's file.
-fn page_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(PAGE)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -392,38 +385,13 @@ mod tests {
     /// `DSH_UPDATE_DOCS=1` the page is written instead.
     #[test]
     fn the_configuration_reference_matches_the_configuration_types() {
-        let page = render();
-        let path = page_path();
-        if std::env::var("DSH_UPDATE_DOCS").as_deref() == Ok("1") {
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, &page).unwrap();
-            return;
-        }
-        // A missing page is an empty one: the first line differs.
-        let committed = std::fs::read_to_string(&path).unwrap_or_default();
-        if committed == page {
-            return;
-        }
-        let mut committed_lines = committed.lines();
-        let mut rendered_lines = page.lines();
-        let mut line = 1;
-        loop {
-            let (was, is) = (committed_lines.next(), rendered_lines.next());
-            if was != is {
-                panic!(
-                    "{PAGE} differs from the configuration types, first at line {line}:\n  \
-                     committed: {}\n  \
-                     generated: {}\n\
-                     Regenerate it: {REGENERATE}",
-                    was.unwrap_or("(the page ends)"),
-                    is.unwrap_or("(the page ends)"),
-                );
-            }
-            if was.is_none() {
-                panic!("{PAGE} differs from the configuration types in its line ends; regenerate it: {REGENERATE}");
-            }
-            line += 1;
-        }
+        dsh_capabilities::generated_page::check_or_write(
+            Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")),
+            PAGE,
+            &render(),
+            "the configuration types",
+            REGENERATE,
+        );
     }
 
     /// Every key has a description (a doc comment on its field).

@@ -11,85 +11,44 @@ use serde::Deserialize;
 use super::origin;
 
 /// The MCP front end (`dsh serve`), whatever the transport.
+// Each field is the `[serve]` key of its name (a transport's with its prefix, `stdio_` or
+// `http_`, but `max_request_bytes`): `ServeKeys` documents each key, once.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(from = "ServeKeys")]
 // The file form is `ServeKeys`: schemars reads `from` only with an `into`.
 #[schemars(with = "ServeKeys")]
 pub struct ServeConfig {
-    /// How long after a connection ends its processes, jobs and terminals are kept.
     pub owner_grace_ms: u64,
-    /// How often a call with a progress token gets a progress notification.
     pub progress_interval_ms: u64,
-    /// The least time between two `notifications/resources/updated` (or two
-    /// `resources/list_changed`) sent to one client: the changes in between are sent
-    /// together after it, so a terminal printing fast costs a client a few
-    /// notifications a second, not one per chunk of output.
     pub resource_update_interval_ms: u64,
-    /// A changed plugin file is reloaded once it has had no write for this long.
     pub reload_debounce_ms: u64,
-    /// How long an approval asked of an MCP client may go unanswered (then: denied).
     pub approval_timeout_ms: u64,
-    /// Under MCP 2026-07-28, a call of a client that declared the Tasks extension still
-    /// running this long after its request came is answered as a task (a job of kind
-    /// `call`), its result read with `tasks/get`.
     pub task_after_ms: u64,
-    /// At an upgrade (`dsh upgrade`), how long calls in flight may take to finish before
-    /// they are cancelled (answered `CANCELLED`); new requests wait meanwhile.
     pub upgrade_drain_ms: u64,
-    /// How long the new binary may take to check it can take over (read the snapshot
-    /// and the configuration) before the upgrade is refused.
     pub upgrade_check_ms: u64,
-    /// The stdio transport's settings (the `stdio_*` keys).
     pub stdio: StdioConfig,
-    /// The HTTP transport's settings (the `http_*` keys and `max_request_bytes`).
     pub http: HttpConfig,
 }
 
-/// The stdio transport's settings.
+/// The stdio transport's settings (the `stdio_*` keys of [`ServeKeys`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StdioConfig {
-    /// The longest line (one JSON-RPC message, its newline not counted) read on stdio
-    /// (`stdio_max_message_bytes`); a longer one is answered with an error naming this
-    /// limit (with the request's id when it is within the first this many bytes) and the
-    /// rest of it discarded unread.
     pub max_message_bytes: usize,
 }
 
-/// The HTTP transport's settings (`dsh serve --http`).
+/// The HTTP transport's settings (`dsh serve --http`): the `http_*` keys of [`ServeKeys`]
+/// and `max_request_bytes`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpConfig {
-    /// The largest HTTP request body accepted (`max_request_bytes`; bigger ones get 413).
     pub max_request_bytes: usize,
-    /// An HTTP session with no request and no call in flight for this long is closed
-    /// (its owner's grace period then starts): the end of a client that vanished
-    /// without saying so. The time counts from the end of the session's last call.
     pub session_idle_ms: u64,
-    /// MCP sessions open at once over HTTP; a request opening one more gets 503.
     pub max_sessions: usize,
-    /// TCP connections open at once (never more than half the file descriptor limit).
-    /// At the cap, the oldest connection that has sent no request is closed to make
-    /// room; when every one has, the new connection gets 503.
     pub max_connections: usize,
-    /// A connection whose request head is not complete this long after it opened (or
-    /// after its last response) is closed.
     pub header_timeout_ms: u64,
-    /// A request whose body is not complete this long after its head gets 408.
     pub body_timeout_ms: u64,
-    /// How long a console login lasts (its cookie's life): `http_console_login_ms`.
     pub console_login_ms: u64,
-    /// Browser origins (`Origin`) allowed besides loopback ones: `scheme://host` (the
-    /// scheme's default port), `scheme://host:PORT`, `scheme://host:*` or `null`.
-    /// A request with any other `Origin` gets 403; one with no `Origin` passes.
     pub allowed_origins: Vec<String>,
-    /// More scopes `dsh serve --http` serves besides `--scope` (whose token is
-    /// `DSH_HTTP_TOKEN`): each scope, and the environment variable holding the token that
-    /// reaches it (generated and printed when unset). A client's token decides its scope.
     pub scope_tokens: BTreeMap<String, String>,
-    /// Named principals over HTTP: several agents in one scope, each with its own token
-    /// and its own terminals, jobs and tasks. Under MCP 2026-07-28 (no sessions) a
-    /// request's owner is its token's principal (a scope's own token is the principal
-    /// named after the scope); a 2025 session keeps an owner of its own whatever token
-    /// opened it.
     pub principals: BTreeMap<String, HttpPrincipal>,
 }
 
@@ -135,8 +94,8 @@ impl Default for ServeConfig {
 }
 
 /// `[serve]` as `dsh.toml` writes it: one flat list of keys, each transport's under its
-/// prefix. Its defaults are [`ServeConfig`]'s. Its fields' docs are the keys' (the
-/// configuration reference shows them); [`ServeConfig`]'s say the same of its fields.
+/// prefix. Its defaults are [`ServeConfig`]'s. Its fields' docs are the keys' only ones (the
+/// configuration reference shows them).
 #[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 struct ServeKeys {

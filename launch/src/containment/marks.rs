@@ -7,7 +7,7 @@
 //! is killed, dsh's adopted children with that mark are killed, and their children in
 //! turn as they are adopted. The keeper does the same over all of `/proc` when dsh is
 //! gone. A process that clears its environment before it escapes is not found: that is
-//! the limit of this mode, stated in the README.
+//! the limit of this mode, stated in the book's Containment page.
 
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
