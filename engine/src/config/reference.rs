@@ -84,7 +84,7 @@ impl<'a> Walk<'a> {
     }
 
     /// Adds the section at `path` whose schema is `schema` (a struct's), and every
-    /// section beneath it.
+    /// section beneath it; `path` empty: the whole configuration.
     fn section(&mut self, path: &str, array: bool, description: String, schema: &'a Value) {
         let schema = self.present(schema);
         let description = [description, text(schema)]
@@ -95,7 +95,11 @@ impl<'a> Walk<'a> {
         let mut keys = Vec::new();
         let properties = schema.get("properties").and_then(Value::as_object);
         for (field, property) in properties.into_iter().flatten() {
-            let name = format!("{path}.{field}");
+            let name = if path.is_empty() {
+                field.clone()
+            } else {
+                format!("{path}.{field}")
+            };
             let value = self.present(property);
             let items = value.get("items").map(|items| self.present(items));
             let entries = value
@@ -109,7 +113,7 @@ impl<'a> Walk<'a> {
             } else if let Some(entries) = entries.filter(|entries| self.is_struct(entries)) {
                 self.section(&format!("{name}.*"), false, text(property), entries);
             } else {
-                keys.push(Key {
+                let key = Key {
                     kind: self.kind(value),
                     default: default(&name, property),
                     description: [text(property), values(value)]
@@ -117,12 +121,24 @@ impl<'a> Walk<'a> {
                         .filter(|d| !d.is_empty())
                         .collect::<Vec<_>>()
                         .join(" "),
-                    name,
-                });
+                    name: name.clone(),
+                };
+                if path.is_empty() {
+                    // A top-level key that is no table of known keys (`scopes`): a
+                    // section of its own, with itself as its one key.
+                    let section = Section {
+                        array: false,
+                        description: String::new(),
+                        keys: vec![key],
+                    };
+                    self.sections.insert(name, section);
+                } else {
+                    keys.push(key);
+                }
             }
         }
         if keys.is_empty() {
-            // Only subsections (`[plugins]`), or nothing to set yet (`[log]`).
+            // The root, only subsections (`[plugins]`), or nothing to set yet (`[log]`).
             return;
         }
         self.sections.insert(
@@ -290,36 +306,7 @@ fn sections() -> BTreeMap<String, Section> {
         defs,
         sections: BTreeMap::new(),
     };
-    let properties = schema["properties"].as_object().unwrap();
-    for (name, property) in properties {
-        let value = walk.present(property);
-        let entries = value
-            .get("additionalProperties")
-            .filter(|entries| entries.is_object())
-            .map(|entries| walk.present(entries));
-        if walk.is_struct(value) {
-            walk.section(name, false, text(property), value);
-        } else if let Some(entries) = entries.filter(|entries| walk.is_struct(entries)) {
-            walk.section(&format!("{name}.*"), false, text(property), entries);
-        } else {
-            // A top-level key that is no table of known keys (`scopes`): a section of
-            // its own, with itself as its one key.
-            let key = Key {
-                kind: walk.kind(value),
-                default: default(name, property),
-                description: text(property),
-                name: name.clone(),
-            };
-            walk.sections.insert(
-                name.clone(),
-                Section {
-                    array: false,
-                    description: String::new(),
-                    keys: vec![key],
-                },
-            );
-        }
-    }
+    walk.section("", false, String::new(), &schema);
     walk.sections
 }
 
