@@ -510,13 +510,16 @@ pub(crate) fn promise_docs() -> Vec<String> {
     let mut pages = Vec::new();
     markdown_files(&repository().join(BOOK_PAGES), &mut pages);
     let mut docs = vec!["README.md".to_string(), "ARCHITECTURE.md".to_string()];
-    docs.extend(pages.iter().map(|page| {
-        page.strip_prefix(repository())
-            .expect("a page of the book")
-            .to_string_lossy()
-            .into_owned()
-    }));
+    docs.extend(pages.iter().map(|page| relative(page)));
     docs
+}
+
+/// `path` (a file of the repository) from the repository's root.
+pub(crate) fn relative(path: &Path) -> String {
+    path.strip_prefix(repository())
+        .expect("a file of the repository")
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Where the book's pages are (`docs/`, built by `mdbook build docs`).
@@ -543,7 +546,7 @@ pub(crate) fn markdown_files(dir: &Path, into: &mut Vec<PathBuf>) {
 }
 
 /// The table naming, for each tagged promise, the tests that attack it.
-const PROMISE_TABLE: &str = "tests/README.md";
+pub(crate) const PROMISE_TABLE: &str = "tests/README.md";
 
 const PROMISE_TAG: &str = "<!-- promise: ";
 

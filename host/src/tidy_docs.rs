@@ -7,24 +7,14 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::tidy::{markdown_files, repository, BOOK_PAGES};
+use crate::tidy::{markdown_files, promise_docs, relative, repository, BOOK_PAGES, PROMISE_TABLE};
 
-/// The documents whose links are checked, as paths from the repository's root.
+/// The documents whose links are checked, as paths from the repository's root: those
+/// whose promises are tagged, and the promises' map.
 fn linked_docs() -> Vec<String> {
-    let mut docs: Vec<String> = ["README.md", "ARCHITECTURE.md", "tests/README.md"]
-        .map(String::from)
-        .to_vec();
-    let mut pages = Vec::new();
-    markdown_files(&repository().join(BOOK_PAGES), &mut pages);
-    docs.extend(pages.iter().map(|page| relative(page)));
+    let mut docs = promise_docs();
+    docs.push(PROMISE_TABLE.to_string());
     docs
-}
-
-fn relative(path: &Path) -> String {
-    path.strip_prefix(repository())
-        .expect("a file of the repository")
-        .to_string_lossy()
-        .into_owned()
 }
 
 /// `doc` without its fenced code blocks and code spans, where `](` is not a link.
