@@ -643,11 +643,15 @@ async fn main() {
     let call_params = json!({"name": "echo", "arguments": {"text": text}});
 
     // Baseline: the same call in-process through the pipeline.
+    let inproc_workspace = scratch.path().join("workspace-inproc");
+    std::fs::create_dir_all(&inproc_workspace).unwrap();
     let host = dsh::host::Host::start(dsh::host::HostOptions {
         config: dsh::config::Config::default(),
         plugins_dir: Some(plugins.clone()),
         state_dir: scratch.path().join("state-inproc"),
-        workdir: scratch.path().to_path_buf(),
+        // A workspace of its own: undo ([undo]) would record the served dsh's growing
+        // event log under `scratch` as changes made outside this host.
+        workdir: inproc_workspace.clone(),
         config_file: None,
         resume: None,
     })

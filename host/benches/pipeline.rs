@@ -121,8 +121,10 @@ async fn main() {
         Vec::with_capacity(n),
         Vec::with_capacity(n),
     );
-    let rule_log =
-        dsh::session::event_log::EventLog::create(&scratch.path().join("rule/events.jsonl"));
+    // Outside the workspace: undo ([undo]) records what changes there, and would take
+    // this growing file for changes made outside dsh before every pipeline call.
+    let rule_dir = tempfile::tempdir().unwrap();
+    let rule_log = dsh::session::event_log::EventLog::create(&rule_dir.path().join("events.jsonl"));
     let raw_args = serde_json::value::to_raw_value(&echo_args).unwrap();
     let metrics_before = pipeline.runtime.metrics.encode().unwrap();
     for round in 0..n {
