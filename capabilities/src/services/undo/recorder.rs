@@ -322,36 +322,45 @@ impl Recorder {
     }
 
     /// Holds `call` live: what changes while it (or another) is held is attributed to
-    /// it; its record is written when its last hold ends.
+    /// it; its record is written when its last hold ends. Blocking: changes made
+    /// outside dsh since the last call are read and recorded first.
     pub fn hold(self: &Arc<Self>, call: &CallRef) -> ActivityHold {
-        match self.readiness.load(Ordering::Acquire) {
-            READY => {}
-            STARTING => {
-                // Not recorded as this call's: what it changes is recorded as changed
-                // outside dsh once the baseline is taken (`dsh call` waits for it).
-                return ActivityHold {
-                    recorder: self.clone(),
-                    key: None,
-                };
-            }
-            _ => {
-                return ActivityHold {
-                    recorder: self.clone(),
-                    key: None,
-                }
-            }
+        match self.hold_reading(call, true) {
+            Some(hold) => hold,
+            None => unreachable!("a hold that may read always holds"),
+        }
+    }
+
+    /// [`Recorder::hold`] when that reads no file; `None` (nothing held) when changes
+    /// made outside dsh wait to be recorded first, for the caller to hold on the
+    /// blocking pool rather than read them on an async worker.
+    pub fn try_hold(self: &Arc<Self>, call: &CallRef) -> Option<ActivityHold> {
+        self.hold_reading(call, false)
+    }
+
+    fn hold_reading(self: &Arc<Self>, call: &CallRef, may_read: bool) -> Option<ActivityHold> {
+        let unheld = || {
+            Some(ActivityHold {
+                recorder: self.clone(),
+                key: None,
+            })
+        };
+        // Starting: what the call changes is recorded as changed outside dsh once the
+        // baseline is taken (`dsh call` waits for it); off: nothing is recorded.
+        if self.readiness.load(Ordering::Acquire) != READY {
+            return unheld();
         }
         let mut inner = self.inner.lock().unwrap();
         if inner.watch.is_none() {
-            return ActivityHold {
-                recorder: self.clone(),
-                key: None,
-            };
+            return unheld();
         }
         // What happened before it started is not its doing: changes no call made are
         // recorded as such now, not merged into this call's.
         self.take_events(&mut inner);
         if inner.dirty.values().any(|by| by.is_empty()) {
+            if !may_read {
+                return None;
+            }
             self.record_outside(&mut inner);
         }
         inner
@@ -359,10 +368,10 @@ impl Recorder {
             .entry(call.id.clone())
             .or_insert_with(|| Live::new(call.clone()))
             .holds += 1;
-        ActivityHold {
+        Some(ActivityHold {
             recorder: self.clone(),
             key: Some(call.id.clone()),
-        }
+        })
     }
 
     // The watching thread.
@@ -1630,6 +1639,29 @@ mod tests {
         let listed = recorder.checkpoints(&Asker::Operator, 10);
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0]["changes"][0]["path"], "d7/f7");
+    }
+
+    /// A hold that would read a file first (a change made outside dsh waits to be
+    /// recorded) is not taken by `try_hold`, which reads nothing; `hold` then records
+    /// that change as made outside, not as the call's.
+    #[test]
+    fn try_hold_reads_nothing_and_leaves_a_change_made_outside_to_hold() {
+        let (dir, recorder) = started(10);
+        let work = dir.path().join("work");
+        let quiet = recorder
+            .try_hold(&call(1, "o"))
+            .expect("nothing to read: held");
+        assert_eq!(quiet.finish(), None);
+        std::fs::write(work.join("d3/f3"), "changed outside\n").unwrap();
+        let read_before = recorder.paths_read();
+        assert!(recorder.try_hold(&call(2, "o")).is_none());
+        assert_eq!(recorder.paths_read(), read_before, "try_hold read a file");
+        let hold = recorder.hold(&call(2, "o"));
+        assert_eq!(recorder.paths_read() - read_before, 1);
+        assert_eq!(hold.finish(), None, "the change is not the call's");
+        let listed = recorder.checkpoints(&Asker::Operator, 10);
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!(listed[0]["tool"], "(outside dsh)");
     }
 
     /// A change while no call is live is recorded as made outside dsh, under no owner;
