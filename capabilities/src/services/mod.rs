@@ -393,8 +393,12 @@ impl<S> CallCtx<'_, S> {
 
     /// Attributes what the caller's job `job` (started by this call) changes in the
     /// workspace to this call, until the job ends (`[undo]`).
-    pub fn record_job_under_this_call(&self, job: &str) {
-        let hold = self.foundation.undo.hold(&undo::CallRef::of(self.call));
+    pub async fn record_job_under_this_call(&self, job: &str) {
+        let hold = self
+            .foundation
+            .undo
+            .hold_async(undo::CallRef::of(self.call))
+            .await;
         self.foundation
             .jobs
             .hold_workspace_changes(&self.call.owner, job, hold);

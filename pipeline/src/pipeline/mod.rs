@@ -517,20 +517,9 @@ impl Pipeline {
             })
             .await;
         }
-        // Changes made outside dsh since the last call are read and recorded first: on
-        // the blocking pool, not on this worker (a file written all the while, a log,
-        // is read whole each time).
-        let call = crate::services::undo::CallRef::of(&context);
-        let changes = match recorder.try_hold(&call) {
-            Some(hold) => hold,
-            None => {
-                let (reading, held) = (recorder.clone(), call.clone());
-                match tokio::task::spawn_blocking(move || reading.hold(&held)).await {
-                    Ok(hold) => hold,
-                    Err(_) => recorder.hold(&call),
-                }
-            }
-        };
+        let changes = recorder
+            .hold_async(crate::services::undo::CallRef::of(&context))
+            .await;
         let executed = stage(
             metrics,
             Stage::Execute,

@@ -49,7 +49,7 @@ impl Host for CallCtx<'_, Own> {
             None => self.call.workdir.clone(),
             Some(dir) => self.call.workdir.join(dir),
         };
-        let _span = crate::traces::host_call_span("process.start").entered();
+        let span = crate::traces::host_call_span("process.start").entered();
         let job = self.service.start_background(
             &self.foundation.jobs,
             self.call.owner.clone(),
@@ -60,8 +60,9 @@ impl Host for CallCtx<'_, Own> {
             self.executor(),
             self.network(),
         )?;
+        drop(span);
         // What the job changes in the workspace is this call's doing.
-        self.record_job_under_this_call(&job);
+        self.record_job_under_this_call(&job).await;
         Ok(job)
     }
 }

@@ -53,10 +53,11 @@ impl Host for CallCtx<'_, Own> {
     }
 
     async fn start(&mut self, request: SubagentRequest) -> Result<String, WitToolError> {
-        let _span = crate::traces::host_call_span("subagent.start").entered();
+        let span = crate::traces::host_call_span("subagent.start").entered();
         let job = self.service.start(self.call, task(request))?;
+        drop(span);
         // What the subagent's steps change is this call's doing too, until it ends.
-        self.record_job_under_this_call(&job);
+        self.record_job_under_this_call(&job).await;
         Ok(job)
     }
 }

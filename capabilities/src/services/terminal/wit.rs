@@ -78,13 +78,15 @@ impl Host for CallCtx<'_, Own> {
             executor: self.executor(),
             network: self.network(),
         };
-        let _span = crate::traces::host_call_span("terminal.open").entered();
+        let span = crate::traces::host_call_span("terminal.open").entered();
         let info = self.service.open(self.call.owner.clone(), spec)?;
+        drop(span);
         // What the shell changes until the first send (its start-up files) is this call's.
         let hold = self
             .foundation
             .undo
-            .hold(&crate::services::undo::CallRef::of(self.call));
+            .hold_async(crate::services::undo::CallRef::of(self.call))
+            .await;
         self.service
             .hold_workspace_changes(&self.call.owner, &info.id, hold);
         Ok(to_wit(info))
@@ -111,7 +113,8 @@ impl Host for CallCtx<'_, Own> {
         let hold = self
             .foundation
             .undo
-            .hold(&crate::services::undo::CallRef::of(self.call));
+            .hold_async(crate::services::undo::CallRef::of(self.call))
+            .await;
         terminal.hold_workspace_changes(&owner, &request.id, hold);
         let outcome = self
             .host_call(

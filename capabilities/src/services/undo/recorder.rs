@@ -331,10 +331,23 @@ impl Recorder {
         }
     }
 
+    /// [`Recorder::hold`] from async code: at once when that reads no file, else (changes
+    /// made outside dsh wait to be recorded, a file written all the while read whole) on
+    /// the blocking pool, never on the caller's async worker.
+    pub async fn hold_async(self: &Arc<Self>, call: CallRef) -> ActivityHold {
+        if let Some(hold) = self.try_hold(&call) {
+            return hold;
+        }
+        let (reading, held) = (self.clone(), call.clone());
+        match tokio::task::spawn_blocking(move || reading.hold(&held)).await {
+            Ok(hold) => hold,
+            Err(_) => self.hold(&call),
+        }
+    }
+
     /// [`Recorder::hold`] when that reads no file; `None` (nothing held) when changes
-    /// made outside dsh wait to be recorded first, for the caller to hold on the
-    /// blocking pool rather than read them on an async worker.
-    pub fn try_hold(self: &Arc<Self>, call: &CallRef) -> Option<ActivityHold> {
+    /// made outside dsh wait to be recorded first.
+    fn try_hold(self: &Arc<Self>, call: &CallRef) -> Option<ActivityHold> {
         self.hold_reading(call, false)
     }
 
