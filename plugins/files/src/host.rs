@@ -4,7 +4,7 @@
 //! existing file is only changed after a remembered read, the model's, of its current
 //! version, and nothing in a read-only extra root is changed.
 
-use dsh_plugin::tool_files::files::{self, Change, Changed, FileRead};
+use dsh_plugin::tool_files::files::{self, Change, Changed, FileLines, FileRead};
 use dsh_plugin::ToolError;
 
 /// What the file tools need of the host.
@@ -12,6 +12,24 @@ pub trait Files {
     /// Reads a regular file whole (`files.read`); with `remember` (only when the model
     /// is shown the contents) the host counts it as read by the caller.
     fn read(&self, path: &str, max_bytes: u64, remember: bool) -> Result<FileRead, ToolError>;
+    /// Reads a regular file as [`Files::read`] does and returns lines `first..first +
+    /// count` of it with the whole file's counts (`files.read-lines`): what a page of a
+    /// large file needs, without the file. The host counts natively; this default, which
+    /// the tests' workspace uses, counts here ([`lines_of`]).
+    fn read_lines(
+        &self,
+        path: &str,
+        max_bytes: u64,
+        remember: bool,
+        first: u64,
+        count: u32,
+    ) -> Result<FileLines, ToolError> {
+        Ok(lines_of(
+            self.read(path, max_bytes, remember)?,
+            first,
+            count,
+        ))
+    }
     /// Applies `changes` all or none (`files.commit`).
     fn commit(&self, changes: &[Change]) -> Result<Vec<Changed>, ToolError>;
     /// A look at a file's bytes that does not count as the model's read (`files.read`
@@ -33,6 +51,17 @@ impl Files for Host {
         files::read(path, max_bytes, remember)
     }
 
+    fn read_lines(
+        &self,
+        path: &str,
+        max_bytes: u64,
+        remember: bool,
+        first: u64,
+        count: u32,
+    ) -> Result<FileLines, ToolError> {
+        files::read_lines(path, max_bytes, remember, first, count)
+    }
+
     fn commit(&self, changes: &[Change]) -> Result<Vec<Changed>, ToolError> {
         files::commit(changes)
     }
@@ -51,6 +80,41 @@ impl Files for Host {
 
     fn exists(&self, path: &str) -> bool {
         std::fs::symlink_metadata(path).is_ok()
+    }
+}
+
+/// What `files.read-lines` answers for the file `read` found, counted here: the
+/// definition the host's native count matches.
+pub fn lines_of(read: FileRead, first: u64, count: u32) -> FileLines {
+    let bytes = &read.contents;
+    let newlines = memchr::memchr_iter(b'\n', bytes).count() as u64;
+    let final_newline = bytes.last() == Some(&b'\n');
+    let mut breaks = memchr::memchr_iter(b'\n', bytes);
+    let start = match first.max(1) - 1 {
+        0 => Some(0),
+        skip => breaks.nth(skip as usize - 1).map(|at| at + 1),
+    };
+    let lines = match (start, count) {
+        (None, _) | (_, 0) => Vec::new(),
+        (Some(start), count) => {
+            let end = breaks
+                .nth(count as usize - 1)
+                .map_or(bytes.len(), |at| at + 1);
+            bytes[start..end].to_vec()
+        }
+    };
+    FileLines {
+        size: bytes.len() as u64,
+        head: bytes[..bytes.len().min(crate::sniff::SNIFF_BYTES)].to_vec(),
+        invalid_utf8_at: std::str::from_utf8(bytes)
+            .err()
+            .map(|e| e.valid_up_to() as u64),
+        total_lines: newlines + u64::from(!bytes.is_empty() && !final_newline),
+        crlf_lines: memchr::memmem::find_iter(bytes, b"\r\n").count() as u64,
+        final_newline,
+        lines,
+        path: read.path,
+        mode: read.mode,
     }
 }
 

@@ -5,7 +5,8 @@
 //! root the operator gives the file tools (`[files] extra_roots`), is a read-only WASI
 //! preopen at its own absolute path (what `glob` and `grep` walk, fast); every read that
 //! counts for freshness and every change goes through the host's `files` interface
-//! (`files.read`, and one all-or-none `files.commit` per call), which confines paths,
+//! (`files.read`; `files.read-lines` for `read`, which is sent only the page it shows;
+//! and one all-or-none `files.commit` per call), which confines paths,
 //! refuses stale writes and changes in a read-only extra root (`DENIED`). A path in the
 //! workspace is shown relative to it, one in an extra root absolute.
 //!

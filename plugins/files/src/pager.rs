@@ -19,7 +19,7 @@ pub fn push_numbered(out: &mut String, number: usize, line: &str) -> bool {
 fn push_numbered_within(out: &mut String, number: usize, line: &str, max_chars: usize) -> bool {
     let line = line.strip_suffix('\n').unwrap_or(line);
     let line = line.strip_suffix('\r').unwrap_or(line);
-    let _ = write!(out, "{number:>6}\t");
+    push_line_number(out, number);
     let cut = cut_line(line, max_chars);
     match cut {
         Some((head, rest)) => {
@@ -30,6 +30,45 @@ fn push_numbered_within(out: &mut String, number: usize, line: &str, max_chars: 
     }
     out.push('\n');
     cut.is_some()
+}
+
+/// Appends `number` right-aligned in six columns and a tab, as `write!(out,
+/// "{number:>6}\t")` does, without the formatting machinery (a page writes 2000).
+fn push_line_number(out: &mut String, number: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = number;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    let digits = std::str::from_utf8(&digits[at..]).expect("ASCII digits");
+    for _ in digits.len()..6 {
+        out.push(' ');
+    }
+    out.push_str(digits);
+    out.push('\t');
+}
+
+/// The lines of `text`, each with its line break (as `str::split_inclusive('\n')`,
+/// but found with the vectorized `memchr`).
+fn lines_of(text: &str) -> impl Iterator<Item = &str> {
+    let mut start = 0;
+    let mut breaks = memchr::memchr_iter(b'\n', text.as_bytes());
+    std::iter::from_fn(move || {
+        let end = match breaks.next() {
+            Some(at) => at + 1,
+            None if start < text.len() => text.len(),
+            None => return None,
+        };
+        let line = &text[start..end];
+        start = end;
+        Some(line)
+    })
 }
 
 /// `line`'s first `max_chars` characters and how many more there are, when it is longer.
@@ -77,29 +116,42 @@ pub struct Page {
 /// Lines `offset..` of `text` (1-based), at most `limit` of them and at most `budget`
 /// bytes (a first line too long for the budget is cut to fit). `Err(total)` when
 /// `offset` is past the last line.
+#[cfg(test)]
 pub fn page(text: &str, offset: usize, limit: usize, budget: usize) -> Result<Page, usize> {
     let total = count_lines(text);
     let offset = offset.max(1);
     if offset > total {
         return Err(total);
     }
+    let start = match offset - 1 {
+        0 => 0,
+        skip => memchr::memchr_iter(b'\n', text.as_bytes())
+            .nth(skip - 1)
+            .map_or(text.len(), |at| at + 1),
+    };
+    Ok(page_of(&text[start..], offset, total, limit, budget))
+}
+
+/// The page of a file of `total` lines that starts at line `offset` (1-based, at most
+/// `total`), from `lines`: the file from that line on, or at least its next `limit`
+/// lines. At most `limit` lines and at most `budget` bytes (a first line too long for
+/// the budget is cut to fit).
+pub fn page_of(lines: &str, offset: usize, total: usize, limit: usize, budget: usize) -> Page {
+    let offset = offset.max(1);
     let limit = limit.clamp(1, MAX_PAGE_LINES);
-    let mut lines = text.split_inclusive('\n').skip(offset - 1);
-    let mut out = String::new();
-    let mut line_buf = String::new();
+    let mut out = String::with_capacity(lines.len().min(budget) + 8 * limit.min(4096));
     let mut number = offset;
     let mut cut = false;
     let mut stop = Stop::End;
-    while let Some(line) = lines.next() {
-        line_buf.clear();
-        let this_cut = push_numbered(&mut line_buf, number, line);
-        if out.len() + line_buf.len() > budget {
+    for line in lines_of(lines) {
+        let before = out.len();
+        let this_cut = push_numbered(&mut out, number, line);
+        if out.len() > budget {
+            out.truncate(before);
             if out.is_empty() {
                 // Even one line does not fit: cut it to what does.
                 let room = budget.saturating_sub(64).max(16);
-                line_buf.clear();
-                push_numbered_within(&mut line_buf, number, line, room / 4);
-                out.push_str(&line_buf);
+                push_numbered_within(&mut out, number, line, room / 4);
                 cut = true;
                 number += 1;
                 if number <= total {
@@ -111,23 +163,22 @@ pub fn page(text: &str, offset: usize, limit: usize, budget: usize) -> Result<Pa
             break;
         }
         cut |= this_cut;
-        out.push_str(&line_buf);
         number += 1;
         if number - offset == limit {
-            if lines.next().is_some() {
+            if number <= total {
                 stop = Stop::Limit;
             }
             break;
         }
     }
-    Ok(Page {
+    Page {
         text: out,
         first: offset,
         last: number - 1,
         total,
         stop,
         cut,
-    })
+    }
 }
 
 impl Page {
@@ -172,6 +223,20 @@ mod tests {
         push_numbered(&mut out, 123456, "x");
         push_numbered(&mut out, 1234567, "y\n");
         assert_eq!(out, "     7\tfn main() {\n123456\tx\n1234567\ty\n");
+    }
+
+    #[test]
+    fn numbers_and_lines_are_found_as_the_standard_library_finds_them() {
+        for number in [0, 1, 9, 10, 99_999, 100_000, 999_999, 1_000_000, usize::MAX] {
+            let mut out = String::new();
+            push_line_number(&mut out, number);
+            assert_eq!(out, format!("{number:>6}\t"));
+        }
+        for text in ["", "a", "a\n", "a\nb", "\n\n", "a\r\nb\r\n", "é\nü"] {
+            let ours: Vec<&str> = lines_of(text).collect();
+            let std: Vec<&str> = text.split_inclusive('\n').collect();
+            assert_eq!(ours, std, "{text:?}");
+        }
     }
 
     #[test]

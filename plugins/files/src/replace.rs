@@ -30,6 +30,9 @@ pub enum Refusal {
 
 /// The line ending most of `text`'s lines end with (`\n` when there are none).
 pub fn dominant_eol(text: &str) -> &'static str {
+    if memchr::memchr(b'\r', text.as_bytes()).is_none() {
+        return "\n";
+    }
     let newlines = memchr::memchr_iter(b'\n', text.as_bytes()).count();
     let crlf = memchr::memmem::find_iter(text.as_bytes(), b"\r\n").count();
     if crlf > 0 && crlf >= newlines - crlf {
@@ -52,7 +55,10 @@ const MAX_LINES_NAMED: usize = 20;
 /// first, then as given.
 pub fn replace(text: &str, old: &str, new: &str, all: bool) -> Result<Replaced, Refusal> {
     let mut forms = Vec::new();
-    if text.contains("\r\n") && (old.contains('\n') || new.contains('\n')) {
+    // memchr's searches, not `str`'s: they are vectorized (a 1 MB file's search took
+    // about 3 ms with `match_indices` in the plugin).
+    let crlf = memchr::memmem::find(text.as_bytes(), b"\r\n").is_some();
+    if crlf && (old.contains('\n') || new.contains('\n')) {
         forms.push((to_crlf(old), to_crlf(new)));
     }
     forms.push((old.to_string(), new.to_string()));
@@ -60,7 +66,8 @@ pub fn replace(text: &str, old: &str, new: &str, all: bool) -> Result<Replaced, 
         if old.is_empty() {
             continue;
         }
-        let starts: Vec<usize> = text.match_indices(old.as_str()).map(|(at, _)| at).collect();
+        let starts: Vec<usize> =
+            memchr::memmem::find_iter(text.as_bytes(), old.as_bytes()).collect();
         match starts.len() {
             0 => continue,
             1 => {}

@@ -25,35 +25,17 @@ pub fn has_nul_head(bytes: &[u8]) -> bool {
     memchr::memchr(0, &bytes[..bytes.len().min(SNIFF_BYTES)]).is_some()
 }
 
-/// What the file is.
-#[derive(Debug, PartialEq)]
-pub enum Sniffed<'a> {
-    /// Text: the whole file is UTF-8 with no NUL in its head.
-    Text(&'a str),
-    /// An image of this MIME type.
-    Image(&'static str),
-    /// Anything else; the reason says why it counts as binary.
-    Binary(String),
-}
-
-/// Sorts `bytes` into text, an image or binary.
-pub fn sniff(bytes: &[u8]) -> Sniffed<'_> {
-    if let Some(mime) = image_mime(bytes) {
-        return Sniffed::Image(mime);
-    }
-    let kind = binary_kind(bytes)
+/// Why a file that is not an image counts as binary, from its first bytes `head` (at
+/// least [`SNIFF_BYTES`] of them, or all) and the offset of its first byte that is not
+/// UTF-8: `None` when it is text.
+pub fn binary_reason(head: &[u8], invalid_utf8_at: Option<usize>) -> Option<String> {
+    let kind = binary_kind(head)
         .map(|k| format!(" ({k})"))
         .unwrap_or_default();
-    if has_nul_head(bytes) {
-        return Sniffed::Binary(format!("it holds NUL bytes{kind}"));
+    if has_nul_head(head) {
+        return Some(format!("it holds NUL bytes{kind}"));
     }
-    match std::str::from_utf8(bytes) {
-        Ok(text) => Sniffed::Text(text),
-        Err(e) => Sniffed::Binary(format!(
-            "it is not UTF-8 text (invalid byte at offset {}){kind}",
-            e.valid_up_to()
-        )),
-    }
+    invalid_utf8_at.map(|at| format!("it is not UTF-8 text (invalid byte at offset {at}){kind}"))
 }
 
 /// A few common binary formats, for a clearer refusal.
@@ -94,21 +76,19 @@ mod tests {
         assert_eq!(image_mime(b"RIFF\x24\0\0\0WAVEfmt "), None);
         assert_eq!(image_mime(b"\x89PNG"), None);
         assert_eq!(image_mime(b"hello"), None);
-        assert_eq!(sniff(b"GIF89a\0\0"), Sniffed::Image("image/gif"));
     }
 
     #[test]
     fn text_nul_and_non_utf8_are_told_apart() {
-        assert_eq!(sniff("héllo\n".as_bytes()), Sniffed::Text("héllo\n"));
-        assert_eq!(sniff(b""), Sniffed::Text(""));
-        match sniff(b"\x7fELF\x02\x01\x01\0\0") {
-            Sniffed::Binary(why) => assert!(why.contains("NUL") && why.contains("ELF"), "{why}"),
-            other => panic!("{other:?}"),
-        }
-        match sniff(b"caf\xe9\n") {
-            Sniffed::Binary(why) => assert!(why.contains("not UTF-8") && why.contains("offset 3")),
-            other => panic!("{other:?}"),
-        }
+        assert_eq!(binary_reason("héllo\n".as_bytes(), None), None);
+        assert_eq!(binary_reason(b"", None), None);
+        let why = binary_reason(b"\x7fELF\x02\x01\x01\0\0", None).unwrap();
+        assert!(why.contains("NUL") && why.contains("ELF"), "{why}");
+        let why = binary_reason(b"caf\xe9\n", Some(3)).unwrap();
+        assert!(
+            why.contains("not UTF-8") && why.contains("offset 3"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -750,3 +750,65 @@ fn a_directory_swapped_for_a_link_out_never_lets_a_byte_out() {
     assert!(swaps > 0);
     assert!(written > 0, "no commit got through in 1000");
 }
+
+#[test]
+fn read_lines_sends_the_page_and_counts_the_whole_file() {
+    let f = fixture();
+    let text: String = (1..=5000).map(|i| format!("line {i}\r\n")).collect();
+    f.put("big.txt", &format!("{text}last"));
+    let call = CallReads::default();
+    let lines = |first, count| {
+        f.service
+            .read_lines("a", &f.ws, "big.txt", u64::MAX, true, (first, count), &call)
+            .unwrap()
+    };
+    let page = lines(4999, 10);
+    assert_eq!(page.lines, b"line 4999\r\nline 5000\r\nlast");
+    assert_eq!((page.total_lines, page.crlf_lines), (5001, 5000));
+    assert!(!page.final_newline && page.invalid_utf8_at.is_none());
+    assert_eq!(page.size, text.len() as u64 + 4);
+    assert_eq!(page.head, text.as_bytes()[..HEAD_BYTES]);
+    assert_eq!(lines(1, 2).lines, b"line 1\r\nline 2\r\n");
+    assert_eq!(lines(2, 1).lines, b"line 2\r\n");
+    assert!(lines(5002, 10).lines.is_empty());
+    assert!(lines(3, 0).lines.is_empty());
+    // The read counts as the owner's, and the call keeps the whole file it saw: the
+    // change computed from it commits, and once the file changes behind the call it is
+    // stale.
+    f.service
+        .commit("a", &f.ws, vec![write("big.txt", "one\n")], &call)
+        .unwrap();
+    let call = CallReads::default();
+    f.service
+        .read_lines("a", &f.ws, "big.txt", u64::MAX, false, (1, 1), &call)
+        .unwrap();
+    f.put("big.txt", "two\n");
+    let (code, _) = fails(
+        f.service
+            .commit("a", &f.ws, vec![write("big.txt", "three\n")], &call),
+    );
+    assert_eq!(code, ErrorCode::StaleFile);
+
+    std::fs::write(f.ws.join("latin1.txt"), b"caf\xe9\nok\n").unwrap();
+    let page = f
+        .service
+        .read_lines("a", &f.ws, "latin1.txt", u64::MAX, true, (1, 10), &call)
+        .unwrap();
+    assert_eq!((page.invalid_utf8_at, page.total_lines), (Some(3), 2));
+    std::fs::write(f.ws.join("empty.txt"), b"").unwrap();
+    let page = f
+        .service
+        .read_lines("a", &f.ws, "empty.txt", u64::MAX, true, (1, 10), &call)
+        .unwrap();
+    assert_eq!(
+        (page.size, page.total_lines, page.final_newline),
+        (0, 0, false)
+    );
+    assert!(page.lines.is_empty());
+    // The same refusals as a read.
+    let (code, _) = fails(
+        f.service
+            .read_lines("a", &f.ws, "big.txt", 2, true, (1, 1), &call),
+    );
+    assert_eq!(code, ErrorCode::LimitExceeded);
+}

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use wasmtime::component::Linker;
 
 use crate::bindings::dsh::plugin::files::{
-    self as interface, Change as WitChange, Changed as WitChanged, FileRead as WitFileRead, Host,
+    self as interface, Change as WitChange, Changed as WitChanged, FileLines as WitFileLines,
+    FileRead as WitFileRead, Host,
 };
 use crate::bindings::dsh::plugin::types::ToolError as WitToolError;
 use crate::error::{ErrorCode, ToolError};
@@ -61,6 +62,46 @@ impl Host for CallCtx<'_, Own> {
             path: read.path,
             contents: read.contents,
             mode: read.mode,
+        })
+    }
+
+    async fn read_lines(
+        &mut self,
+        path: String,
+        max_bytes: u64,
+        remember: bool,
+        first: u64,
+        count: u32,
+    ) -> Result<WitFileLines, WitToolError> {
+        let service = self.service.clone();
+        let (owner, workdir) = (self.call.owner.clone(), self.call.workdir.clone());
+        let call = self.scratch.get::<Arc<CallReads>>().clone();
+        let read = self
+            .host_call(
+                "files.read-lines",
+                blocking(move || {
+                    service.read_lines(
+                        &owner,
+                        &workdir,
+                        &path,
+                        max_bytes,
+                        remember,
+                        (first, count),
+                        &call,
+                    )
+                }),
+            )
+            .await?;
+        Ok(WitFileLines {
+            path: read.path,
+            mode: read.mode,
+            size: read.size,
+            head: read.head,
+            invalid_utf8_at: read.invalid_utf8_at,
+            total_lines: read.total_lines,
+            crlf_lines: read.crlf_lines,
+            final_newline: read.final_newline,
+            lines: read.lines,
         })
     }
 

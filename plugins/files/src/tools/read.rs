@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::{invalid, result_budget, Files, Settings};
 use crate::pager::{self, MAX_PAGE_LINES};
 use crate::paths;
-use crate::sniff::{sniff, Sniffed};
+use crate::sniff::{binary_reason, image_mime};
 
 pub const DESCRIPTION: &str = "Read a file of the workspace. A text file comes back as numbered lines in `cat -n` layout: \
 the line number, a tab, then the line (the number and tab are not part of the file: leave them out of edit's old_string). \
@@ -45,63 +45,94 @@ pub fn run(files: &dyn Files, context: &CallContext, args: Args) -> Result<ToolR
         )));
     }
     let max_bytes = Settings::of(context).max_read_bytes();
-    // The model sees the contents: the read counts for freshness.
-    let file = files.read(&path, max_bytes, true).map_err(|mut e| {
+    let offset = args.offset.unwrap_or(1).max(1);
+    let limit = args.limit.map_or(MAX_PAGE_LINES, |l| l as usize);
+    let with_hint = |mut e: ToolError| {
         if e.code == ErrorCode::LimitExceeded {
             e.message.push_str(
                 ". Look into it with grep (it searches files of any size) or with bash (`head -n 100`, `sed -n '5000,5100p'`)",
             );
         }
         e
-    })?;
+    };
+    // The model sees the contents: the read counts for freshness. Only the page crosses
+    // into the plugin; the host counts the whole file's lines.
+    let file = files
+        .read_lines(
+            &path,
+            max_bytes,
+            true,
+            offset,
+            limit.min(MAX_PAGE_LINES) as u32,
+        )
+        .map_err(with_hint)?;
     let shown = if file.path.is_empty() {
         shown
     } else {
         file.path.clone()
     };
-    let bytes = file.contents;
-    match sniff(&bytes) {
-        Sniffed::Image(mime) => Ok(content(vec![
+    if let Some(mime) = image_mime(&file.head) {
+        // An image is shown whole.
+        let bytes = files
+            .read(&path, max_bytes, true)
+            .map_err(with_hint)?
+            .contents;
+        return Ok(content(vec![
             ContentItem::Text(format!("{shown}: a {mime} image of {} bytes", bytes.len())),
             ContentItem::Image(BinaryContent {
                 mime_type: mime.to_string(),
                 data: bytes,
             }),
-        ])),
-        Sniffed::Binary(why) => Err(invalid(format!(
-            "{shown} is a binary file of {} bytes: {why}. read shows text files and images only; inspect it with bash, e.g. `file {shown}` or `xxd {shown} | head -40`",
-            bytes.len()
-        ))),
-        Sniffed::Text("") => Ok(text(format!("{shown} is empty (0 bytes)."))),
-        Sniffed::Text(contents) => {
-            let contents = contents.strip_prefix('\u{feff}').unwrap_or(contents);
-            let budget = result_budget(context);
-            let offset = args.offset.unwrap_or(1).max(1) as usize;
-            let limit = args.limit.map_or(MAX_PAGE_LINES, |l| l as usize);
-            let page = pager::page(contents, offset, limit, budget).map_err(|total| {
-                invalid(format!(
-                    "offset {offset} is past the end of {shown}: it has {total} line{}",
-                    if total == 1 { "" } else { "s" }
-                ))
-            })?;
-            let mut notes = Vec::new();
-            if crate::replace::dominant_eol(contents) == "\r\n" {
-                notes.push("the file has CRLF line endings (edit and apply_patch keep them; give text with plain line breaks)");
-            }
-            if !contents.ends_with('\n') && page.last == page.total {
-                notes.push("no newline at the end of the file");
-            }
-            let mut out = page.text.clone();
-            out.push_str(&page.footer(budget, &notes));
-            Ok(text(out))
-        }
+        ]));
     }
+    if let Some(why) = binary_reason(&file.head, file.invalid_utf8_at.map(|at| at as usize)) {
+        return Err(invalid(format!(
+            "{shown} is a binary file of {} bytes: {why}. read shows text files and images only; inspect it with bash, e.g. `file {shown}` or `xxd {shown} | head -40`",
+            file.size
+        )));
+    }
+    if file.size == 0 {
+        return Ok(text(format!("{shown} is empty (0 bytes).")));
+    }
+    let lines = std::str::from_utf8(&file.lines).map_err(|_| {
+        dsh_plugin::error(
+            ErrorCode::Internal,
+            format!("the host returned lines of {shown} that are not UTF-8, though it found the file UTF-8"),
+        )
+    })?;
+    // A byte order mark is not shown; a file holding only one has no lines.
+    let (lines, total) = match (offset, lines.strip_prefix('\u{feff}')) {
+        (1, Some(rest)) if file.size == 3 => (rest, 0),
+        (1, Some(rest)) => (rest, file.total_lines),
+        _ => (lines, file.total_lines),
+    };
+    if offset > total {
+        return Err(invalid(format!(
+            "offset {offset} is past the end of {shown}: it has {total} line{}",
+            if total == 1 { "" } else { "s" }
+        )));
+    }
+    let budget = result_budget(context);
+    let page = pager::page_of(lines, offset as usize, total as usize, limit, budget);
+    let mut notes = Vec::new();
+    let line_breaks = total - u64::from(!file.final_newline);
+    if file.crlf_lines > 0 && file.crlf_lines >= line_breaks - file.crlf_lines {
+        notes.push("the file has CRLF line endings (edit and apply_patch keep them; give text with plain line breaks)");
+    }
+    if !file.final_newline && page.last == page.total {
+        notes.push("no newline at the end of the file");
+    }
+    let footer = page.footer(budget, &notes);
+    let mut out = page.text;
+    out.push_str(&footer);
+    Ok(text(out))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::host::memory::Memory;
+    use crate::tools::result_budget;
     use crate::tools::testing::{context, failed, ok_text};
 
     fn read(files: &Memory, args: serde_json::Value) -> ToolResult {
@@ -146,6 +177,57 @@ mod tests {
         ));
         assert_eq!(code, ErrorCode::InvalidArguments);
         assert!(message.contains("past the end of big.txt: it has 100000 lines"));
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_shown_and_a_file_of_one_has_no_lines() {
+        let files = Memory::new();
+        files.put("bom.txt", "\u{feff}first\nsecond\n");
+        assert_eq!(
+            ok_text(read(&files, serde_json::json!({"path": "bom.txt"}))),
+            "     1\tfirst\n     2\tsecond\n[end of file: 2 lines]"
+        );
+        assert_eq!(
+            ok_text(read(
+                &files,
+                serde_json::json!({"path": "bom.txt", "offset": 2})
+            )),
+            "     2\tsecond\n[line 2 of 2; end of file]"
+        );
+        files.put("only.txt", "\u{feff}");
+        let (code, message) = failed(read(&files, serde_json::json!({"path": "only.txt"})));
+        assert_eq!(code, ErrorCode::InvalidArguments);
+        assert!(message.contains("it has 0 lines"), "{message}");
+    }
+
+    #[test]
+    fn every_page_of_a_file_is_the_page_of_its_whole_text() {
+        // The tool pages what `read-lines` sends; `pager::page` pages the whole text.
+        let text: String = (1..=300)
+            .map(|i| format!("{}{}\n", "x".repeat(i % 7 * 400), i))
+            .collect();
+        let files = Memory::new();
+        files.put("p.txt", &text);
+        for (offset, limit, budget) in [
+            (1, 2000, 30_000),
+            (17, 5, 30_000),
+            (250, 100, 4000),
+            (300, 1, 100),
+        ] {
+            let mut context = context();
+            context.output_budget = budget as _;
+            let args: Args = serde_json::from_value(
+                serde_json::json!({"path": "p.txt", "offset": offset, "limit": limit}),
+            )
+            .unwrap();
+            let out = ok_text(run(&files, &context, args).into());
+            let page = pager::page(&text, offset, limit, result_budget(&context)).unwrap();
+            assert!(out.starts_with(&page.text), "{offset} {limit} {budget}");
+            assert_eq!(
+                &out[page.text.len()..],
+                page.footer(result_budget(&context), &[])
+            );
+        }
     }
 
     #[test]
