@@ -3,7 +3,7 @@
 //! 1. `grep` (the `files` plugin, through the whole pipeline) for a literal and
 //!    for a regex over a generated tree of 10,000 files (about 100 MB), against ripgrep
 //!    run single-threaded (`rg -j1`, Debian's `ripgrep`) on the same tree, runs
-//!    interleaved. Target: ratio <= 2. Then where the plugin's time goes: the same
+//!    interleaved. Target: ratio <= 1.5 for the literal, <= 2 for the regex. Then where the plugin's time goes: the same
 //!    search with a pattern that matches nothing (walking and reading only) and a
 //!    `glob` of every file (walking only).
 //! 2. `read` of a 1 MB file and a one-line `edit` of it through the whole pipeline,
@@ -146,9 +146,9 @@ async fn main() {
         FILES * FILE_BYTES / 1_000_000
     );
     let runs = 7;
-    for (label, pattern, fixed) in [
-        ("literal", "needle_marker", true),
-        ("regex", r"needle_\w+ = find\(haystack_\d+\)", false),
+    for (label, pattern, fixed, target) in [
+        ("literal", "needle_marker", true, 1.5),
+        ("regex", r"needle_\w+ = find\(haystack_\d+\)", false, 2.0),
     ] {
         // Warm both (and the page cache), and check they agree.
         let found = call(
@@ -180,7 +180,7 @@ async fn main() {
         let base = report(&format!("rg -j1 -l ({label})"), &mut theirs);
         let full = report(&format!("dsh grep files_with_matches ({label})"), &mut ours);
         println!(
-            "grep {label}: ratio {:.2} (target <= 2)",
+            "grep {label}: ratio {:.2} (target <= {target})",
             ms(full) / ms(base)
         );
     }
