@@ -80,6 +80,26 @@ async def test_read_pages_a_long_file_with_numbered_lines(open_stdio_session, ds
         assert "line 99997" not in tail, tail
 
 
+async def test_a_page_comes_with_what_the_host_counted_of_the_whole_file(open_stdio_session, dsh_dirs):
+    """`read` is sent only its page (`files.read-lines`): the line count, the CRLF note, the
+    missing final newline and a byte that is not UTF-8 past the page and the 8 KiB head are
+    the host's counts of the whole file."""
+    rows = b"".join(b"row %d\r\n" % n for n in range(1, 5001))
+    (dsh_dirs.work / "crlf.txt").write_bytes(rows + b"tail")
+    (dsh_dirs.work / "late.txt").write_bytes(b"a" * 10_000 + b"\n\xff\n")
+    async with open_stdio_session() as session:
+        page = await ok(session, "read", {"path": "crlf.txt", "offset": 4999, "limit": 5})
+        assert page.startswith("  4999\trow 4999\n  5000\trow 5000\n  5001\ttail\n"), page
+        assert "lines 4999-5001 of 5001; end of file" in page, page
+        assert "CRLF" in page and "no newline at the end of the file" in page, page
+        message = await refused(session, "read", {"path": "late.txt"}, "INVALID_ARGUMENTS")
+        assert "not UTF-8" in message and "offset 10001" in message, message
+        # The page read counts as the model's read of the whole file: an edit of it applies.
+        edited = await ok(session, "edit", {"path": "crlf.txt", "old_string": "row 2\n", "new_string": "ROW 2\n"})
+        assert "ROW 2" in edited, edited
+        assert (dsh_dirs.work / "crlf.txt").read_bytes().startswith(b"row 1\r\nROW 2\r\nrow 3\r\n")
+
+
 async def test_read_gives_an_image_and_refuses_binary_directories_and_missing(open_stdio_session, dsh_dirs):
     (dsh_dirs.work / "dot.png").write_bytes(PNG)
     (dsh_dirs.work / "blob.bin").write_bytes(b"\x00\x01\x02ELF" * 100)

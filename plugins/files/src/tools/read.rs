@@ -101,10 +101,14 @@ pub fn run(files: &dyn Files, context: &CallContext, args: Args) -> Result<ToolR
         )
     })?;
     // A byte order mark is not shown; a file holding only one has no lines.
-    let (lines, total) = match (offset, lines.strip_prefix('\u{feff}')) {
-        (1, Some(rest)) if file.size == 3 => (rest, 0),
-        (1, Some(rest)) => (rest, file.total_lines),
-        _ => (lines, file.total_lines),
+    const BOM: &str = "\u{feff}";
+    let total = match file.size == BOM.len() as u64 && file.head.starts_with(BOM.as_bytes()) {
+        true => 0,
+        false => file.total_lines,
+    };
+    let lines = match offset {
+        1 => lines.strip_prefix(BOM).unwrap_or(lines),
+        _ => lines,
     };
     if offset > total {
         return Err(invalid(format!(
@@ -195,9 +199,14 @@ mod tests {
             "     2\tsecond\n[line 2 of 2; end of file]"
         );
         files.put("only.txt", "\u{feff}");
-        let (code, message) = failed(read(&files, serde_json::json!({"path": "only.txt"})));
-        assert_eq!(code, ErrorCode::InvalidArguments);
-        assert!(message.contains("it has 0 lines"), "{message}");
+        for offset in [1, 2] {
+            let (code, message) = failed(read(
+                &files,
+                serde_json::json!({"path": "only.txt", "offset": offset}),
+            ));
+            assert_eq!(code, ErrorCode::InvalidArguments);
+            assert!(message.contains("it has 0 lines"), "{message}");
+        }
     }
 
     #[test]
