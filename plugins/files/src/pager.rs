@@ -56,7 +56,7 @@ fn push_line_number(out: &mut String, number: usize) {
 
 /// The lines of `text`, each with its line break (as `str::split_inclusive('\n')`,
 /// but found with the vectorized `memchr`).
-fn lines_of(text: &str) -> impl Iterator<Item = &str> {
+fn split_lines(text: &str) -> impl Iterator<Item = &str> {
     let mut start = 0;
     let mut breaks = memchr::memchr_iter(b'\n', text.as_bytes());
     std::iter::from_fn(move || {
@@ -143,7 +143,7 @@ pub fn page_of(lines: &str, offset: usize, total: usize, limit: usize, budget: u
     let mut number = offset;
     let mut cut = false;
     let mut stop = Stop::End;
-    for line in lines_of(lines) {
+    for line in split_lines(lines) {
         let before = out.len();
         let this_cut = push_numbered(&mut out, number, line);
         if out.len() > budget {
@@ -233,7 +233,7 @@ mod tests {
             assert_eq!(out, format!("{number:>6}\t"));
         }
         for text in ["", "a", "a\n", "a\nb", "\n\n", "a\r\nb\r\n", "é\nü"] {
-            let ours: Vec<&str> = lines_of(text).collect();
+            let ours: Vec<&str> = split_lines(text).collect();
             let std: Vec<&str> = text.split_inclusive('\n').collect();
             assert_eq!(ours, std, "{text:?}");
         }
