@@ -2,6 +2,7 @@
 //! go to the service with the arguments, one to one; the service's blocking file I/O runs
 //! on tokio's blocking pool (never on the executor), its wall time counted as host time.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use wasmtime::component::Linker;
@@ -28,18 +29,27 @@ pub fn add_to_linker<T: CallView + 'static>(linker: &mut Linker<T>) -> wasmtime:
     })
 }
 
-/// Runs `work` on the blocking pool.
-async fn blocking<R: Send + 'static>(
-    work: impl FnOnce() -> Result<R, ToolError> + Send + 'static,
-) -> Result<R, ToolError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .unwrap_or_else(|error| {
+impl CallCtx<'_, Own> {
+    /// Runs `work` on tokio's blocking pool (never on the executor) as the host call
+    /// `name`, with the service and the call's owner, workdir and record of what it read.
+    async fn file_work<R: Send + 'static>(
+        &mut self,
+        name: &'static str,
+        work: impl FnOnce(&super::FileService, &str, &Path, &CallReads) -> Result<R, ToolError>
+            + Send
+            + 'static,
+    ) -> Result<R, ToolError> {
+        let service = self.service.clone();
+        let (owner, workdir) = (self.call.owner.clone(), self.call.workdir.clone());
+        let call = self.scratch.get::<Arc<CallReads>>().clone();
+        let done = tokio::task::spawn_blocking(move || work(&service, &owner, &workdir, &call));
+        self.host_call(name, done).await.unwrap_or_else(|error| {
             Err(ToolError::new(
                 ErrorCode::Internal,
                 format!("the file operation did not finish: {error}"),
             ))
         })
+    }
 }
 
 impl Host for CallCtx<'_, Own> {
@@ -49,14 +59,10 @@ impl Host for CallCtx<'_, Own> {
         max_bytes: u64,
         remember: bool,
     ) -> Result<WitFileRead, WitToolError> {
-        let service = self.service.clone();
-        let (owner, workdir) = (self.call.owner.clone(), self.call.workdir.clone());
-        let call = self.scratch.get::<Arc<CallReads>>().clone();
         let read = self
-            .host_call(
-                "files.read",
-                blocking(move || service.read(&owner, &workdir, &path, max_bytes, remember, &call)),
-            )
+            .file_work("files.read", move |service, owner, workdir, call| {
+                service.read(owner, workdir, &path, max_bytes, remember, call)
+            })
             .await?;
         Ok(WitFileRead {
             path: read.path,
@@ -73,24 +79,18 @@ impl Host for CallCtx<'_, Own> {
         first: u64,
         count: u32,
     ) -> Result<WitFileLines, WitToolError> {
-        let service = self.service.clone();
-        let (owner, workdir) = (self.call.owner.clone(), self.call.workdir.clone());
-        let call = self.scratch.get::<Arc<CallReads>>().clone();
         let read = self
-            .host_call(
-                "files.read-lines",
-                blocking(move || {
-                    service.read_lines(
-                        &owner,
-                        &workdir,
-                        &path,
-                        max_bytes,
-                        remember,
-                        (first, count),
-                        &call,
-                    )
-                }),
-            )
+            .file_work("files.read-lines", move |service, owner, workdir, call| {
+                service.read_lines(
+                    owner,
+                    workdir,
+                    &path,
+                    max_bytes,
+                    remember,
+                    (first, count),
+                    call,
+                )
+            })
             .await?;
         Ok(WitFileLines {
             path: read.path,
@@ -117,14 +117,10 @@ impl Host for CallCtx<'_, Own> {
                 WitChange::Remove(path) => Change::Remove(path),
             })
             .collect();
-        let service = self.service.clone();
-        let (owner, workdir) = (self.call.owner.clone(), self.call.workdir.clone());
-        let call = self.scratch.get::<Arc<CallReads>>().clone();
         let changed = self
-            .host_call(
-                "files.commit",
-                blocking(move || service.commit(&owner, &workdir, changes, &call)),
-            )
+            .file_work("files.commit", move |service, owner, workdir, call| {
+                service.commit(owner, workdir, changes, call)
+            })
             .await?;
         Ok(changed
             .into_iter()
