@@ -33,13 +33,18 @@ pub fn dominant_eol(text: &str) -> &'static str {
     if memchr::memchr(b'\r', text.as_bytes()).is_none() {
         return "\n";
     }
-    let newlines = memchr::memchr_iter(b'\n', text.as_bytes()).count();
-    let crlf = memchr::memmem::find_iter(text.as_bytes(), b"\r\n").count();
-    if crlf > 0 && crlf >= newlines - crlf {
-        "\r\n"
-    } else {
-        "\n"
+    let newlines = memchr::memchr_iter(b'\n', text.as_bytes()).count() as u64;
+    let crlf = memchr::memmem::find_iter(text.as_bytes(), b"\r\n").count() as u64;
+    match crlf_dominates(newlines, crlf) {
+        true => "\r\n",
+        false => "\n",
     }
+}
+
+/// Whether a file with `line_breaks` line breaks, `crlf` of them `\r\n`, counts as
+/// having CRLF line endings: some, and at least as many as plain `\n`.
+pub fn crlf_dominates(line_breaks: u64, crlf: u64) -> bool {
+    crlf > 0 && crlf >= line_breaks - crlf
 }
 
 /// `text` with every line ending made `\r\n`.

@@ -120,7 +120,7 @@ pub fn run(files: &dyn Files, context: &CallContext, args: Args) -> Result<ToolR
     let page = pager::page_of(lines, offset as usize, total as usize, limit, budget);
     let mut notes = Vec::new();
     let line_breaks = total - u64::from(!file.final_newline);
-    if file.crlf_lines > 0 && file.crlf_lines >= line_breaks - file.crlf_lines {
+    if crate::replace::crlf_dominates(line_breaks, file.crlf_lines) {
         notes.push("the file has CRLF line endings (edit and apply_patch keep them; give text with plain line breaks)");
     }
     if !file.final_newline && page.last == page.total {
