@@ -27,7 +27,12 @@ impl Tmpfs {
     /// A tmpfs of `size` (`mount -o size=…`) over `env`'s state directory, or `None`
     /// (after saying so) when it cannot be mounted here.
     pub(crate) fn over_state_dir(env: &Env, size: &str) -> Option<Tmpfs> {
-        let dir = env.state_dir();
+        Tmpfs::at(env.state_dir(), size, "as the state directory")
+    }
+
+    /// A tmpfs of `size` over the directory `dir`, or `None` (after saying so) when it
+    /// cannot be mounted here; `role` says what it is for.
+    pub(crate) fn at(dir: PathBuf, size: &str, role: &str) -> Option<Tmpfs> {
         let mounted = Command::new("mount")
             .args([
                 "-t",
@@ -45,7 +50,7 @@ impl Tmpfs {
         };
         let uid = unsafe { libc::geteuid() };
         crate::support::skipped(&format!(
-            "mounting a small tmpfs as the state directory needs root (uid {uid}: {why})"
+            "mounting a small tmpfs {role} needs root (uid {uid}: {why})"
         ));
         None
     }

@@ -1104,6 +1104,10 @@ fn mounts_file_handles_the_kernel_log_fanotify_and_personalities_work_under_loca
     let workdir = std::fs::canonicalize(env.workdir()).unwrap();
     let handled = workdir.join("handled");
     std::fs::write(&handled, format!("handled-{marker}\n")).unwrap();
+    // The mount point exists before dsh starts. Made by the run, it is a new directory
+    // that undo's watch lists while the run mounts over it; holding the new mount open
+    // for that moment makes the run's own `umount2` fail with EBUSY (seen once in CI).
+    std::fs::create_dir(workdir.join("mnt")).unwrap();
     let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     let args = [workdir.display().to_string(), handled.display().to_string()];
     // Where the kernel itself answers without privilege: only the filter stops these.

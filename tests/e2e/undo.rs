@@ -541,6 +541,44 @@ fn a_call_past_the_byte_cap_runs_and_says_what_was_not_recorded() {
     );
 }
 
+/// Undo stays on the workspace's filesystem: another one mounted inside the workspace is
+/// neither read into a record nor put back, and the call's changes beside it are.
+#[test]
+fn another_filesystem_mounted_in_the_workspace_is_left_out() {
+    let env = Env::new();
+    project(&env.workdir());
+    let disk = env.workdir().join("disk");
+    std::fs::create_dir(&disk).unwrap();
+    let Some(_tmpfs) = crate::full_disk::Tmpfs::at(disk.clone(), "1m", "inside the workspace")
+    else {
+        return;
+    };
+    std::fs::write(disk.join("kept.txt"), "on the other filesystem\n").unwrap();
+    let server = McpServer::start(&env, &executor_config("local"));
+    let ran = bash(
+        &server,
+        "rm disk/kept.txt && mkdir disk/sub && echo made > disk/sub/made.txt \
+         && echo edited > README.md && echo ran-beside-it",
+    );
+    assert!(ran.contains("ran-beside-it"), "{ran}");
+    assert!(
+        ran.contains("[changed: 1 path ("),
+        "only README.md is recorded: {ran}"
+    );
+    let undone = undo(&server, &undo_id(&ran));
+    assert_eq!(
+        std::fs::read_to_string(env.workdir().join("README.md")).unwrap(),
+        "hello, project\n",
+        "{undone}"
+    );
+    assert!(!disk.join("kept.txt").exists(), "{undone}");
+    assert_eq!(
+        std::fs::read_to_string(disk.join("sub/made.txt")).unwrap(),
+        "made\n",
+        "{undone}"
+    );
+}
+
 /// A full state directory: the call runs to its end, and its result says the record was lost.
 #[test]
 fn a_full_disk_fails_no_call_and_the_result_says_the_record_was_lost() {

@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 use super::config::UndoConfig;
 use super::journal::{Change, IndexFile, Journal, Known, Record, Records, Segment};
 use super::state::{self, Blobs, PathState};
-use super::watch::{Ignores, Seen, Watch, WatchError};
+use super::watch::{Found, Ignores, Seen, Watch, WatchError};
 use crate::error::{ErrorCode, ToolError};
 
 /// A call as the recorder knows it.
@@ -491,8 +491,10 @@ impl Recorder {
         })?;
         let mut found = Vec::new();
         watch
-            .walk("", self.config.max_files, &mut |path, _| {
-                if !path.is_empty() {
+            .walk("", self.config.max_files, &mut |path, kind| {
+                if kind == Found::OtherFilesystem {
+                    tracing::info!(path, "another filesystem is mounted here: undo does not record it");
+                } else if !path.is_empty() {
                     found.push(path.to_string());
                 }
             })
@@ -641,16 +643,20 @@ impl Recorder {
                 Seen::Path(path) => mark(&mut inner.dirty, path, &by),
                 Seen::NewDir(dir) => {
                     let mut found = Vec::new();
+                    let mut not_recorded = Vec::new();
                     let walked = inner.watch.as_mut().map(|watch| {
-                        watch.walk(&dir, self.config.max_files, &mut |path, _| {
-                            found.push(path.to_string())
+                        watch.walk(&dir, self.config.max_files, &mut |path, kind| match kind {
+                            Found::Path => found.push(path.to_string()),
+                            Found::OtherFilesystem => not_recorded
+                                .push(format!("{path}/: another filesystem is mounted there")),
                         })
                     });
                     if let Some(Err(error)) = walked {
-                        for key in &by {
-                            if let Some(live) = inner.live.get_mut(key) {
-                                live.not_recorded.insert(format!("{dir}/: {error}"));
-                            }
+                        not_recorded.push(format!("{dir}/: {error}"));
+                    }
+                    for key in &by {
+                        if let Some(live) = inner.live.get_mut(key) {
+                            live.not_recorded.extend(not_recorded.iter().cloned());
                         }
                     }
                     for path in found {
@@ -698,8 +704,8 @@ impl Recorder {
         let mut found = Vec::new();
         if let Some(watch) = inner.watch.as_mut() {
             watch.forget("");
-            let _ = watch.walk("", self.config.max_files, &mut |path, _| {
-                if !path.is_empty() {
+            let _ = watch.walk("", self.config.max_files, &mut |path, kind| {
+                if kind == Found::Path && !path.is_empty() {
                     found.push(path.to_string())
                 }
             });

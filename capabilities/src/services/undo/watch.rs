@@ -9,9 +9,20 @@
 //! outside dsh. It cannot see a change made while nothing watched (dsh not running,
 //! which a start notices by comparing what it kept), and it drops events when its
 //! queue overflows ([`Seen::Overflow`]: then everything is compared again).
+//!
+//! The walk stays on the workspace's filesystem: a directory where another one is
+//! mounted is neither watched nor listed ([`Found::OtherFilesystem`]), so a disk mounted
+//! in the workspace is not read into the records. Looking into a new directory at all
+//! (the open, the watch, its `.gitignore`) holds a mount made on it for a few
+//! microseconds: a command that mounts on a directory it has just made and unmounts at
+//! once can get EBUSY in that instant, as with any watcher (docs/src/tools/undo.md).
 
 use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
@@ -29,6 +40,15 @@ pub enum Seen {
     Ignored(String),
     /// The kernel's queue overflowed: events were lost.
     Overflow,
+}
+
+/// What a walk found at a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// A file, link or directory of the workspace's filesystem: watched and recorded.
+    Path,
+    /// A directory where another filesystem is mounted: not entered.
+    OtherFilesystem,
 }
 
 /// Why a directory could not be watched.
@@ -161,6 +181,8 @@ pub fn join(dir: &str, name: &str) -> String {
 pub struct Watch {
     inotify: Inotify,
     root: PathBuf,
+    /// The workspace's filesystem (its device number): the walk stays on it.
+    root_device: u64,
     by_wd: HashMap<WatchDescriptor, String>,
     by_dir: HashMap<String, WatchDescriptor>,
     pub ignores: Ignores,
@@ -193,6 +215,7 @@ impl Watch {
         Ok(Watch {
             inotify: Inotify::init()?,
             root: root.to_path_buf(),
+            root_device: std::fs::metadata(root)?.dev(),
             by_wd: HashMap::new(),
             by_dir: HashMap::new(),
             ignores,
@@ -213,18 +236,31 @@ impl Watch {
 
     /// Watches `dir` and everything below it that is not ignored, and calls `visit`
     /// with each path found (directories before what they hold), the directory itself
-    /// first. Stops with [`WatchError::TooMany`] once `visit` has seen `limit` paths.
+    /// first; a directory that is another filesystem's mount point is visited again as
+    /// [`Found::OtherFilesystem`] and not entered. Stops with [`WatchError::TooMany`]
+    /// once `visit` has seen `limit` paths.
     pub fn walk(
         &mut self,
         dir: &str,
         limit: usize,
-        visit: &mut dyn FnMut(&str, bool),
+        visit: &mut dyn FnMut(&str, Found),
     ) -> Result<usize, WatchError> {
         let mut seen = 0;
         let mut pending = vec![dir.to_string()];
-        visit(dir, true);
+        visit(dir, Found::Path);
         while let Some(dir) = pending.pop() {
             let path = self.root.join(&dir);
+            // Opened once, its filesystem checked at once, and only then listed: a mount
+            // point is held open for the length of one fstat.
+            let listing = open_directory(&path);
+            if listing
+                .as_ref()
+                .is_ok_and(|(_, device)| *device != self.root_device)
+            {
+                drop(listing);
+                visit(&dir, Found::OtherFilesystem);
+                continue;
+            }
             match self.inotify.watches().add(&path, mask()) {
                 Ok(wd) => {
                     self.by_wd.insert(wd.clone(), dir.clone());
@@ -236,15 +272,30 @@ impl Watch {
                 Err(source) => return Err(WatchError::Watch { path: dir, source }),
             }
             self.ignores.load_dir(&dir);
-            let Ok(entries) = std::fs::read_dir(&path) else {
+            let Ok((fd, _)) = listing else {
                 continue;
             };
-            for entry in entries.flatten() {
-                let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            let Ok(mut entries) = Dir::new(fd) else {
+                continue;
+            };
+            while let Some(Ok(entry)) = entries.read() {
+                let Ok(name) = entry.file_name().to_str() else {
                     continue;
                 };
-                let is_dir = entry.file_type().is_ok_and(|kind| kind.is_dir());
-                let rel = join(&dir, &name);
+                if name == "." || name == ".." {
+                    continue;
+                }
+                let is_dir = match entry.file_type() {
+                    FileType::Directory => true,
+                    // A filesystem that does not say the type in its listing.
+                    FileType::Unknown => entries.fd().is_ok_and(|fd| {
+                        rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|stat| {
+                            FileType::from_raw_mode(stat.st_mode) == FileType::Directory
+                        })
+                    }),
+                    _ => false,
+                };
+                let rel = join(&dir, name);
                 if self.ignores.ignored(&rel, is_dir) {
                     continue;
                 }
@@ -252,7 +303,7 @@ impl Watch {
                 if seen > limit {
                     return Err(WatchError::TooMany(limit));
                 }
-                visit(&rel, is_dir);
+                visit(&rel, Found::Path);
                 if is_dir {
                     pending.push(rel);
                 }
@@ -347,4 +398,16 @@ impl Watch {
         }
         seen
     }
+}
+
+/// `path` opened as a directory (never through a link) and the device of the filesystem
+/// it is on.
+fn open_directory(path: &Path) -> rustix::io::Result<(OwnedFd, u64)> {
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let device = rustix::fs::fstat(&fd)?.st_dev;
+    Ok((fd, device))
 }
