@@ -202,7 +202,6 @@ pub fn changed_region(
     context: usize,
     max_lines: usize,
 ) -> String {
-    let total = crate::pager::count_lines(text).max(1);
     // Each span's first and last line.
     let mut offsets: Vec<usize> = Vec::with_capacity(spans.len() * 2);
     for span in spans {
@@ -224,7 +223,9 @@ pub fn changed_region(
     let mut groups: Vec<(usize, usize)> = Vec::new();
     for pair in line_of.chunks(2) {
         let first = pair[0].saturating_sub(context).max(1);
-        let last = (pair[1] + context).min(total);
+        // Past the file's last line the walk below simply ends: the whole file need
+        // not be counted for it.
+        let last = pair[1] + context;
         match groups.last_mut() {
             Some(group) if first <= group.1 + 1 => group.1 = group.1.max(last),
             _ => groups.push((first, last)),
@@ -364,6 +365,18 @@ mod tests {
         let r = replace(&text, "line 5\n", "", false).unwrap();
         let region = changed_region(&r.text, &r.spans, 1, 50);
         assert_eq!(region, "     4\tline 4\n     5\tline 6\n     6\tline 7\n");
+        // At the end, with and without a final newline: the context stops at the last line.
+        let r = replace(&text, "line 20\n", "twenty\n", false).unwrap();
+        let region = changed_region(&r.text, &r.spans, 3, 50);
+        assert_eq!(
+            region,
+            "    17\tline 17\n    18\tline 18\n    19\tline 19\n    20\ttwenty\n"
+        );
+        let r = replace("a\nb", "b", "c", false).unwrap();
+        assert_eq!(
+            changed_region(&r.text, &r.spans, 3, 50),
+            "     1\ta\n     2\tc\n"
+        );
     }
 
     #[test]

@@ -111,7 +111,7 @@ pub fn fit_lines(text: &mut String, budget: usize) -> bool {
 
 /// `text` as UTF-8, or the refusal to rewrite a file that is not.
 pub fn utf8<'a>(bytes: &'a [u8], path: &str, tool: &str) -> Result<&'a str, ToolError> {
-    std::str::from_utf8(bytes).map_err(|e| {
+    simdutf8::compat::from_utf8(bytes).map_err(|e| {
         invalid(format!(
             "{path} is not UTF-8 text (invalid byte at offset {}): {tool} refuses to rewrite it, since that would change bytes you never saw. Change it with bash instead",
             e.valid_up_to()
