@@ -13,7 +13,8 @@
 //!    instance) and a one-line `read` (the whole file read and its lines counted by the
 //!    host, which sends the plugin only the page: `files.read-lines`), and
 //!    where an edit's goes: a `write` of the same megabyte (the commit without the read
-//!    and the search).
+//!    and the search), and the same edit on a host with `[undo]` off (undo's record of
+//!    every call is a rule, not a choice: that line is the rule's cost alone).
 //!
 //! Run with `cargo bench --profile dev --bench files` (the tree is made once under the
 //! target directory and kept: `target/tmp/files-bench-tree`).
@@ -89,10 +90,16 @@ fn report(name: &str, samples: &mut [Duration]) -> Duration {
 /// A host serving the embedded file tools, and `echo` (the smallest tool: the floor of a
 /// call through the pipeline) from a plugin directory.
 async fn start(workdir: &Path, state: &Path) -> Host {
+    start_with(workdir, state, true).await
+}
+
+/// [`start`], with undo's recording of every call on or off.
+async fn start_with(workdir: &Path, state: &Path, undo: bool) -> Host {
     let plugins = support::plugin_dir(state.parent().unwrap(), &[("echo", "echo")]);
     let mut config = Config::default();
     // Room for a whole search's answer, and time for a slow machine.
     config.limits.output_budget_bytes = 1 << 20;
+    config.undo.enabled = undo;
     let host = Host::start(HostOptions {
         config,
         plugins_dir: Some(plugins),
@@ -210,9 +217,16 @@ async fn main() {
         n += 1;
     }
     std::fs::write(&file, &text).unwrap();
+    // The same file on its own workspace, for a host that records no undo.
+    let plain_work = scratch.path().join("plain");
+    std::fs::create_dir_all(&plain_work).unwrap();
+    std::fs::write(plain_work.join("big.txt"), &text).unwrap();
+    let plain = start_with(&plain_work, &scratch.path().join("state3"), false).await;
+    call(&plain, "read", &json!({"path": "big.txt", "limit": 1})).await;
     let runs = 60;
     let (mut read_dsh, mut read_native, mut edit_dsh, mut edit_native) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut edit_plain = Vec::new();
     let (mut floor, mut read_one, mut write_dsh) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..runs {
         let started = Instant::now();
@@ -236,6 +250,10 @@ async fn main() {
         let started = Instant::now();
         call(&edits, "edit", &json!({"path": "big.txt", "old_string": format!("\n{old} "), "new_string": format!("\n{new} ")})).await;
         edit_dsh.push(started.elapsed());
+
+        let started = Instant::now();
+        call(&plain, "edit", &json!({"path": "big.txt", "old_string": format!("\n{old} "), "new_string": format!("\n{new} ")})).await;
+        edit_plain.push(started.elapsed());
 
         let started = Instant::now();
         let contents = std::fs::read_to_string(&file).unwrap();
@@ -291,5 +309,11 @@ async fn main() {
         "  the write path {:.2} ms over native; the edit's own read and search {:.2} ms",
         ms(write) - ms(base),
         ms(full) - ms(write)
+    );
+    let unrecorded = report("  dsh edit with [undo] off", &mut edit_plain);
+    println!(
+        "  undo's record {:.2} ms; without it the edit adds {:.2} ms (target <= 1 ms)",
+        ms(full) - ms(unrecorded),
+        ms(unrecorded) - ms(base)
     );
 }

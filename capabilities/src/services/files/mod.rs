@@ -239,11 +239,38 @@ enum Seen {
 
 impl Seen {
     /// Whether `now` are the bytes seen.
+    #[cfg(test)]
     fn holds(&self, now: &[u8]) -> bool {
-        match self {
-            Seen::Bytes(seen) => seen.as_slice() == now,
-            Seen::Digest(seen) => <[u8; 32]>::from(Sha256::digest(now)) == *seen,
+        self.held_by(&mut &now[..]).unwrap_or(false)
+    }
+
+    /// Whether what `reader` reads to its end is the bytes seen: compared (or hashed) a
+    /// piece at a time, so a commit's check of a large file allocates no copy of it.
+    fn held_by(&self, reader: &mut impl Read) -> std::io::Result<bool> {
+        let mut piece = vec![0u8; 64 << 10];
+        let mut hasher = Sha256::new();
+        let mut at = 0;
+        loop {
+            let got = match reader.read(&mut piece) {
+                Ok(0) => break,
+                Ok(got) => got,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(error) => return Err(error),
+            };
+            match self {
+                Seen::Bytes(seen) => {
+                    if seen.get(at..at + got) != Some(&piece[..got]) {
+                        return Ok(false);
+                    }
+                }
+                Seen::Digest(_) => hasher.update(&piece[..got]),
+            }
+            at += got;
         }
+        Ok(match self {
+            Seen::Bytes(seen) => at == seen.len(),
+            Seen::Digest(seen) => <[u8; 32]>::from(hasher.finalize()) == *seen,
+        })
     }
 }
 
@@ -991,17 +1018,13 @@ impl FileService {
             // A link holds no content (and is never written through).
             return Ok(());
         }
-        let now = confined::open_regular_at(dir, name)
-            .and_then(|file| {
-                let Some(mut file) = file else {
-                    return Ok(None);
-                };
-                let mut bytes = Vec::new();
-                file.read_to_end(&mut bytes)?;
-                Ok(Some(bytes))
+        let unchanged = confined::open_regular_at(dir, name)
+            .and_then(|file| match file {
+                Some(mut file) => read.held_by(&mut file),
+                None => Ok(false),
             })
             .map_err(|error| fs_error(error, shown, "its root", Doing::Writing))?;
-        match now.is_some_and(|now| read.holds(&now)) {
+        match unchanged {
             true => Ok(()),
             // Other bytes, or no longer a regular file.
             false => Err(stale("changed")),

@@ -247,9 +247,16 @@ fn a_call_keeps_the_bytes_it_read_up_to_its_budget_then_their_digest() {
     let a = call.get(Path::new("/ws/a"), None).unwrap();
     assert!(matches!(a, Seen::Bytes(_)));
     assert!(a.holds(&big));
+    // Compared a piece at a time: shorter, longer, or other bytes past the first pieces.
+    assert!(!a.holds(&big[..big.len() - 1]));
+    assert!(!a.holds(&[big.as_slice(), &[7]].concat()));
+    let mut late = big.clone();
+    late[(1 << 20) + 3] = 8;
+    assert!(!a.holds(&late));
     let b = call.get(Path::new("/ws/b"), None).unwrap();
     assert!(matches!(b, Seen::Digest(_)));
     assert!(b.holds(b"abc") && !b.holds(b"abd"));
+    assert!(!b.holds(b"ab") && !b.holds(b"abcd"));
     // The same file under another name, by its identity.
     assert!(call.get(Path::new("/ws/link"), Some((1, 2))).is_some());
     assert!(call.get(Path::new("/ws/link"), Some((9, 9))).is_none());
